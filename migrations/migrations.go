@@ -1,0 +1,220 @@
+package migrations
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// FS holds callscribe's numbered SQL migrations.
+func FS() fs.FS { return files }
+
+// LockKey is the PostgreSQL advisory lock held while migrating, so that two
+// processes running `callscribe migrate` at once apply each step once.
+const LockKey int64 = 0x63616c6c73637269 // "callscri"
+
+// VersionTable is goose's bookkeeping table for callscribe's migrations.
+const VersionTable = "callscribe_schema_version"
+
+// Migrator applies River's migrations (through rivermigrate) and callscribe's
+// own (through goose), under one advisory lock.
+type Migrator struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+// New returns a Migrator for the database behind pool. A nil logger discards.
+func New(pool *pgxpool.Pool, logger *slog.Logger) *Migrator {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Migrator{pool: pool, logger: logger}
+}
+
+// Step is one migration applied or rolled back.
+type Step struct {
+	Line      string // "river" or "callscribe"
+	Version   int64
+	Name      string
+	Direction string // "up" or "down"
+}
+
+func (s Step) String() string {
+	return fmt.Sprintf("%-4s %-10s %05d %s", s.Direction, s.Line, s.Version, s.Name)
+}
+
+// Up applies every pending migration: River's first, then callscribe's. It is
+// idempotent: with nothing pending it applies nothing and returns no steps.
+func (m *Migrator) Up(ctx context.Context) ([]Step, error) {
+	var steps []Step
+	err := m.locked(ctx, func(p *goose.Provider, rm *rivermigrate.Migrator[pgx.Tx]) error {
+		rres, err := rm.Migrate(ctx, rivermigrate.DirectionUp, nil)
+		if err != nil {
+			return fmt.Errorf("applying River migrations: %w", err)
+		}
+		for _, v := range rres.Versions {
+			steps = append(steps, Step{Line: "river", Version: int64(v.Version), Name: v.Name, Direction: "up"})
+		}
+		res, err := p.Up(ctx)
+		for _, r := range res {
+			if r.Error == nil {
+				steps = append(steps, gooseStep(r))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("applying callscribe migrations: %w", err)
+		}
+		return nil
+	})
+	return steps, err
+}
+
+// DownOpts says how far Down goes.
+type DownOpts struct {
+	// All rolls back every callscribe migration and then River's tables too,
+	// leaving the database as it was before the first Up. The default (false)
+	// rolls back the newest callscribe migration only.
+	All bool
+}
+
+// Down rolls back migrations; see DownOpts. With nothing to roll back it does
+// nothing and returns no steps.
+func (m *Migrator) Down(ctx context.Context, opts DownOpts) ([]Step, error) {
+	var steps []Step
+	err := m.locked(ctx, func(p *goose.Provider, rm *rivermigrate.Migrator[pgx.Tx]) error {
+		if !opts.All {
+			r, err := p.Down(ctx)
+			if errors.Is(err, goose.ErrNoNextVersion) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("rolling back the newest callscribe migration: %w", err)
+			}
+			steps = append(steps, gooseStep(r))
+			return nil
+		}
+		res, err := p.DownTo(ctx, 0)
+		for _, r := range res {
+			if r.Error == nil {
+				steps = append(steps, gooseStep(r))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("rolling back callscribe migrations: %w", err)
+		}
+		existing, err := rm.ExistingVersions(ctx)
+		if err != nil {
+			return fmt.Errorf("reading River migration versions: %w", err)
+		}
+		if len(existing) == 0 {
+			return nil
+		}
+		rres, err := rm.Migrate(ctx, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{TargetVersion: -1})
+		if err != nil {
+			return fmt.Errorf("rolling back River migrations: %w", err)
+		}
+		for _, v := range rres.Versions {
+			steps = append(steps, Step{Line: "river", Version: int64(v.Version), Name: v.Name, Direction: "down"})
+		}
+		return nil
+	})
+	return steps, err
+}
+
+// MigrationStatus is one known migration and whether it is applied.
+type MigrationStatus struct {
+	Line    string
+	Version int64
+	Name    string
+	Applied bool
+}
+
+// Status lists River's and callscribe's migrations and which are applied.
+func (m *Migrator) Status(ctx context.Context) ([]MigrationStatus, error) {
+	var out []MigrationStatus
+	err := m.withTools(func(p *goose.Provider, rm *rivermigrate.Migrator[pgx.Tx]) error {
+		existing, err := rm.ExistingVersions(ctx)
+		if err != nil {
+			return fmt.Errorf("reading River migration versions: %w", err)
+		}
+		applied := make(map[int]bool, len(existing))
+		for _, v := range existing {
+			applied[v.Version] = true
+		}
+		for _, v := range rm.AllVersions() {
+			out = append(out, MigrationStatus{Line: "river", Version: int64(v.Version), Name: v.Name, Applied: applied[v.Version]})
+		}
+		st, err := p.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("reading callscribe migration versions: %w", err)
+		}
+		for _, s := range st {
+			out = append(out, MigrationStatus{
+				Line: "callscribe", Version: s.Source.Version, Name: baseName(s.Source.Path),
+				Applied: s.State == goose.StateApplied,
+			})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (m *Migrator) withTools(fn func(*goose.Provider, *rivermigrate.Migrator[pgx.Tx]) error) error {
+	db := stdlib.OpenDBFromPool(m.pool)
+	defer func() { _ = db.Close() }()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files,
+		goose.WithTableName(VersionTable),
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSlog(m.logger),
+	)
+	if err != nil {
+		return fmt.Errorf("loading callscribe migrations: %w", err)
+	}
+	rm, err := rivermigrate.New(riverpgxv5.New(m.pool), &rivermigrate.Config{Logger: m.logger})
+	if err != nil {
+		return fmt.Errorf("loading River migrations: %w", err)
+	}
+	return fn(p, rm)
+}
+
+// locked runs fn while holding the migration advisory lock on a dedicated
+// connection; a second process blocks until the first is done and then finds
+// nothing left to do.
+func (m *Migrator) locked(ctx context.Context, fn func(*goose.Provider, *rivermigrate.Migrator[pgx.Tx]) error) error {
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquiring a connection for the migration lock: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", LockKey); err != nil {
+		return fmt.Errorf("taking the migration lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: the lock must be given back even when ctx is done.
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", LockKey); err != nil {
+			m.logger.Warn("releasing the migration lock", slog.String("error", err.Error()))
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	return m.withTools(fn)
+}
+
+func gooseStep(r *goose.MigrationResult) Step {
+	return Step{Line: "callscribe", Version: r.Source.Version, Name: baseName(r.Source.Path), Direction: r.Direction}
+}
+
+func baseName(p string) string { return path.Base(p) }

@@ -1,0 +1,200 @@
+package migrations_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/migrations"
+)
+
+// The second process of TestUpConcurrentProcesses: this test binary run again
+// with CALLSCRIBE_TEST_MIGRATE_URL set migrates that database and exits.
+func TestMain(m *testing.M) {
+	if u := os.Getenv("CALLSCRIBE_TEST_MIGRATE_URL"); u != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		pool, err := pgxpool.New(ctx, u)
+		if err == nil {
+			var steps []migrations.Step
+			steps, err = migrations.New(pool, nil).Up(ctx)
+			fmt.Printf("steps=%d\n", len(steps))
+			pool.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func tables(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(),
+		"SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestUpDownUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewEmpty(t)
+	m := migrations.New(pool, nil)
+
+	steps, err := m.Up(ctx)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	var river, own int
+	for _, s := range steps {
+		if s.Line == "river" {
+			river++
+		} else {
+			own++
+		}
+	}
+	if river == 0 || own == 0 {
+		t.Fatalf("Up applied river=%d callscribe=%d steps, want both > 0: %v", river, own, steps)
+	}
+	for _, want := range []string{"river_job", "recordings", "recording_events", "scope_deferrals"} {
+		if !slices.Contains(tables(t, pool), want) {
+			t.Fatalf("after Up, table %s missing: %v", want, tables(t, pool))
+		}
+	}
+
+	again, err := m.Up(ctx)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second Up = %v, %v; want no steps, no error", again, err)
+	}
+
+	status, err := m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range status {
+		if !s.Applied {
+			t.Errorf("status after Up: %s %d %s not applied", s.Line, s.Version, s.Name)
+		}
+	}
+
+	// One step down removes the newest callscribe migration only.
+	down, err := m.Down(ctx, migrations.DownOpts{})
+	if err != nil || len(down) != 1 || down[0].Line != "callscribe" {
+		t.Fatalf("Down = %v, %v; want one callscribe step", down, err)
+	}
+	if slices.Contains(tables(t, pool), "recordings") && down[0].Version == 1 {
+		t.Fatalf("recordings survived rolling back migration 1")
+	}
+	if !slices.Contains(tables(t, pool), "river_job") {
+		t.Fatalf("one step down must leave River's tables")
+	}
+
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("Up after Down: %v", err)
+	}
+
+	all, err := m.Down(ctx, migrations.DownOpts{All: true})
+	if err != nil {
+		t.Fatalf("Down --all: %v", err)
+	}
+	if len(all) != own+river {
+		t.Fatalf("Down --all rolled back %d steps, want %d", len(all), own+river)
+	}
+	for _, tbl := range tables(t, pool) {
+		if tbl != migrations.VersionTable {
+			t.Errorf("after Down --all, table %s remains", tbl)
+		}
+	}
+	none, err := m.Down(ctx, migrations.DownOpts{All: true})
+	if err != nil || len(none) != 0 {
+		t.Fatalf("Down --all on an empty schema = %v, %v; want nothing", none, err)
+	}
+	if _, err := m.Down(ctx, migrations.DownOpts{}); err != nil {
+		t.Fatalf("Down on an empty schema: %v", err)
+	}
+
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("Up after Down --all: %v", err)
+	}
+}
+
+// Two goroutines with pools of their own and a second OS process migrate one
+// empty database at once: every step is applied exactly once and all succeed.
+func TestUpConcurrentProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewEmpty(t)
+	url := testdb.URLOf(t, pool)
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "CALLSCRIBE_TEST_MIGRATE_URL="+url)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	var wg sync.WaitGroup
+	counts := make([]int, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			p, err := pgxpool.New(ctx, url)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer p.Close()
+			steps, err := migrations.New(p, nil).Up(ctx)
+			counts[i], errs[i] = len(steps), err
+		})
+	}
+	wg.Wait()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("second process: %v\n%s", err, out.String())
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("goroutine %d: %v", i, err)
+		}
+	}
+	var procSteps int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out.String()), "steps=%d", &procSteps); err != nil {
+		t.Fatalf("second process output %q: %v", out.String(), err)
+	}
+	total := counts[0] + counts[1] + procSteps
+	status, err := migrations.New(pool, nil).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != len(status) {
+		t.Fatalf("steps applied across 3 migrators = %d, want exactly %d (each once)", total, len(status))
+	}
+}
