@@ -284,6 +284,10 @@ CREATE TRIGGER scope_deferral_forward_only
 CREATE TRIGGER scope_deferral_extensions_append_only
     BEFORE UPDATE OR DELETE ON scope_deferral_extensions
     FOR EACH ROW EXECUTE FUNCTION append_only();
+
+CREATE TRIGGER scope_deferral_extensions_no_truncate
+    BEFORE TRUNCATE ON scope_deferral_extensions
+    FOR EACH STATEMENT EXECUTE FUNCTION append_only();
 -- +goose StatementEnd
 
 -- +goose Down

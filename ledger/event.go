@@ -1,0 +1,99 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Event is one appended entry of a recording's history. Events are never
+// changed or removed, except by the retention purge of whole histories.
+type Event struct {
+	ID          int64
+	RecordingID uuid.UUID
+	// Seq numbers a recording's events 1, 2, 3, ... without gaps.
+	Seq int
+	// Prior is the state left; empty for the first event.
+	Prior State
+	New   State
+	// Attempt is the recording's attempt count after this event.
+	Attempt       int
+	At            time.Time
+	Reason        string
+	ResponseClass string
+	// RetryAfter is the raw header of the answer that caused it, if any.
+	RetryAfter *string
+	Detail     map[string]any
+}
+
+// Events returns a recording's history, oldest first.
+func (l *Ledger) Events(ctx context.Context, recordingID uuid.UUID) ([]Event, error) {
+	rows, err := l.pool.Query(ctx, q("RecordingEventList"), recordingID)
+	if err != nil {
+		return nil, fmt.Errorf("reading events of %s: %w", recordingID, translate(err))
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		var prior *string
+		err := r.Scan(&e.ID, &e.RecordingID, &e.Seq, &prior, &e.New, &e.Attempt, &e.At, &e.Reason,
+			&e.ResponseClass, &e.RetryAfter, &e.Detail)
+		if prior != nil {
+			e.Prior = State(*prior)
+		}
+		e.At = e.At.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading events of %s: %w", recordingID, translate(err))
+	}
+	return evs, nil
+}
+
+// Snapshot is what a recording's history says its current row must be.
+type Snapshot struct {
+	State     State
+	Attempt   int
+	EventSeq  int
+	UpdatedAt time.Time
+}
+
+// Snapshot returns the parts of r that its history determines.
+func (r Recording) Snapshot() Snapshot {
+	return Snapshot{State: r.State, Attempt: r.Attempt, EventSeq: r.EventSeq, UpdatedAt: r.UpdatedAt}
+}
+
+// Replay folds a recording's events, oldest first, into the snapshot they
+// imply, checking that the chain is complete and legal: sequence numbers
+// without gaps, a first event entering received, every later event leaving
+// the state the one before entered along an allowed edge, and attempts
+// counted exactly on entering submitted.
+func Replay(events []Event) (Snapshot, error) {
+	var s Snapshot
+	for i, e := range events {
+		switch {
+		case e.Seq != i+1:
+			return s, fmt.Errorf("event %d has seq %d, want %d", i, e.Seq, i+1)
+		case i == 0 && (e.Prior != "" || e.New != StateReceived):
+			return s, fmt.Errorf("first event %q -> %q, want entry into %s", e.Prior, e.New, StateReceived)
+		case i > 0 && e.Prior != s.State:
+			return s, fmt.Errorf("event %d leaves %s but the recording was in %s", e.Seq, e.Prior, s.State)
+		case i > 0 && !CanTransition(e.Prior, e.New):
+			return s, fmt.Errorf("event %d: %w", e.Seq, &IllegalTransitionError{From: e.Prior, To: e.New})
+		}
+		want := s.Attempt
+		if i > 0 && countsAttempt(e.New) {
+			want++
+		}
+		if e.Attempt != want {
+			return s, fmt.Errorf("event %d has attempt %d, want %d", e.Seq, e.Attempt, want)
+		}
+		s = Snapshot{State: e.New, Attempt: e.Attempt, EventSeq: e.Seq, UpdatedAt: e.At}
+	}
+	if len(events) == 0 {
+		return s, fmt.Errorf("no events")
+	}
+	return s, nil
+}

@@ -1,0 +1,131 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"pgregory.net/rapid"
+
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// Random transition sequences against a model: Go refuses every illegal
+// edge, the database refuses it too when Go is bypassed, stale callers lose
+// the compare-and-set, and replaying the history reproduces the row.
+func TestTransitionsAgainstModel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	states := ledger.States()
+
+	rapid.Check(t, func(rt *rapid.T) {
+		rec, err := b.ledger.Ingest(ctx, newRecording())
+		if err != nil {
+			rt.Fatal(err)
+		}
+		id := rec.Recording.ID
+		model := struct {
+			state   ledger.State
+			attempt int
+			seq     int
+		}{ledger.StateReceived, 0, 1}
+
+		steps := rapid.IntRange(1, 25).Draw(rt, "steps")
+		for range steps {
+			to := rapid.SampledFrom(states).Draw(rt, "to")
+			from := model.state
+			if rapid.IntRange(0, 4).Draw(rt, "stale") == 0 {
+				from = rapid.SampledFrom(states).Draw(rt, "from")
+			}
+			got, err := b.ledger.Transition(ctx, ledger.Transition{RecordingID: id, From: from, To: to, Reason: "property"})
+			switch {
+			case !ledger.CanTransition(from, to):
+				if !errors.Is(err, ledger.ErrIllegalTransition) {
+					rt.Fatalf("%s -> %s: err = %v, want ErrIllegalTransition", from, to, err)
+				}
+				if from == model.state {
+					// Bypass Go: the database must refuse the same edge.
+					dbErr := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+						if _, err := tx.Exec(ctx, `UPDATE recordings SET state = $2, last_event_seq = last_event_seq + 1
+							WHERE id = $1`, id, string(to)); err != nil {
+							return err
+						}
+						_, err := tx.Exec(ctx, `INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
+							VALUES ($1, $2, $3, $4, $5, now())`, id, model.seq+1, string(from), string(to), model.attempt)
+						return err
+					})
+					if sqlState(dbErr) != "CS001" {
+						rt.Fatalf("raw SQL %s -> %s: err = %v, want CS001", from, to, dbErr)
+					}
+				}
+			case from != model.state:
+				var sce *ledger.StateConflictError
+				if !errors.As(err, &sce) || sce.Actual != model.state {
+					rt.Fatalf("stale %s -> %s (row in %s): err = %v, want StateConflictError", from, to, model.state, err)
+				}
+			default:
+				if err != nil {
+					rt.Fatalf("%s -> %s: %v", from, to, err)
+				}
+				model.state, model.seq = to, model.seq+1
+				if to == ledger.StateSubmitted {
+					model.attempt++
+				}
+				if got.State != model.state || got.Attempt != model.attempt || got.EventSeq != model.seq {
+					rt.Fatalf("row %+v, model %+v", got.Snapshot(), model)
+				}
+			}
+		}
+
+		row, err := b.ledger.Recording(ctx, id)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if row.State != model.state || row.Attempt != model.attempt || row.EventSeq != model.seq {
+			rt.Fatalf("row %+v, model %+v", row.Snapshot(), model)
+		}
+		evs, err := b.ledger.Events(ctx, id)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		snap, err := ledger.Replay(evs)
+		if err != nil {
+			rt.Fatalf("history does not replay: %v", err)
+		}
+		if snap != row.Snapshot() {
+			rt.Fatalf("replay %+v != row %+v", snap, row.Snapshot())
+		}
+	})
+}
+
+// Replay refuses histories that are not complete and legal.
+func TestReplayRefusesBrokenChains(t *testing.T) {
+	t.Parallel()
+	ok := []ledger.Event{
+		{Seq: 1, New: ledger.StateReceived},
+		{Seq: 2, Prior: ledger.StateReceived, New: ledger.StateEligible},
+		{Seq: 3, Prior: ledger.StateEligible, New: ledger.StateSubmitted, Attempt: 1},
+	}
+	if _, err := ledger.Replay(ok); err != nil {
+		t.Fatal(err)
+	}
+	broken := map[string]func([]ledger.Event){
+		"gap":            func(e []ledger.Event) { e[2].Seq = 4 },
+		"wrong start":    func(e []ledger.Event) { e[0].New = ledger.StateEligible },
+		"prior mismatch": func(e []ledger.Event) { e[2].Prior = ledger.StateReceived },
+		"illegal edge":   func(e []ledger.Event) { e[2].New = ledger.StateCommitted; e[2].Attempt = 0 },
+		"attempt skew":   func(e []ledger.Event) { e[2].Attempt = 2 },
+	}
+	for name, breakIt := range broken {
+		evs := append([]ledger.Event(nil), ok...)
+		breakIt(evs)
+		if _, err := ledger.Replay(evs); err == nil {
+			t.Errorf("%s: Replay accepted a broken chain", name)
+		}
+	}
+	if _, err := ledger.Replay(nil); err == nil {
+		t.Error("Replay accepted an empty history")
+	}
+}

@@ -1,0 +1,218 @@
+package ledger
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Lane says how urgently a recording is wanted.
+type Lane string
+
+// The lanes.
+const (
+	LaneImmediate Lane = "immediate"
+	LaneBatch     Lane = "batch"
+)
+
+// Recording is the current row of one recording.
+type Recording struct {
+	ID          uuid.UUID
+	TenantID    string
+	CallID      string
+	AudioSHA256 string // lower-case hex
+	// BusinessKey is tenant_id:call_id:sha256(audio), the recording's
+	// identity: ingesting it again converges on this row.
+	BusinessKey string
+	State       State
+	// Attempt counts submissions to the speech vendor.
+	Attempt    int
+	Lane       Lane
+	AudioURI   string
+	AudioBytes int64
+	// Deadline is when unfinished work expires; zero means none set.
+	Deadline  time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// EventSeq is the sequence number of the latest event.
+	EventSeq int
+}
+
+// BusinessKey builds tenant_id:call_id:sha256 as the ledger does.
+func BusinessKey(tenantID, callID, audioSHA256 string) string {
+	return tenantID + ":" + callID + ":" + audioSHA256
+}
+
+func scanRecording(row pgx.Row) (Recording, error) {
+	var r Recording
+	var deadline *time.Time
+	err := row.Scan(&r.ID, &r.TenantID, &r.CallID, &r.AudioSHA256, &r.BusinessKey, &r.State, &r.Attempt,
+		&r.Lane, &r.AudioURI, &r.AudioBytes, &deadline, &r.CreatedAt, &r.UpdatedAt, &r.EventSeq)
+	if err != nil {
+		return Recording{}, translate(err)
+	}
+	if deadline != nil {
+		r.Deadline = deadline.UTC()
+	}
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	return r, nil
+}
+
+// NewRecording is what Ingest needs to know about a recording.
+type NewRecording struct {
+	// TenantID: required, must not contain ':'.
+	TenantID string
+	// CallID: required.
+	CallID string
+	// AudioSHA256: required, 64 hex digits (upper case is accepted and
+	// stored lower case).
+	AudioSHA256 string
+	// Lane: LaneImmediate or LaneBatch. Default: LaneBatch.
+	Lane Lane
+	// AudioURI locates the audio. It may carry credentials, so the ledger
+	// never logs it.
+	AudioURI string
+	// AudioBytes is the audio's size; must not be negative.
+	AudioBytes int64
+	// Deadline: when unfinished work expires. Zero: none yet.
+	Deadline time.Time
+}
+
+func (n *NewRecording) normalize() error {
+	if n.TenantID == "" {
+		return &InvalidError{Field: "TenantID", Reason: "is required"}
+	}
+	if strings.Contains(n.TenantID, ":") {
+		return &InvalidError{Field: "TenantID", Reason: fmt.Sprintf("%q must not contain ':' (it separates the business key)", n.TenantID)}
+	}
+	if n.CallID == "" {
+		return &InvalidError{Field: "CallID", Reason: "is required"}
+	}
+	n.AudioSHA256 = strings.ToLower(n.AudioSHA256)
+	if b, err := hex.DecodeString(n.AudioSHA256); err != nil || len(b) != 32 {
+		return &InvalidError{Field: "AudioSHA256", Reason: fmt.Sprintf("%q is not 64 hex digits", n.AudioSHA256)}
+	}
+	if n.Lane == "" {
+		n.Lane = LaneBatch
+	}
+	if n.Lane != LaneImmediate && n.Lane != LaneBatch {
+		return &InvalidError{Field: "Lane", Reason: fmt.Sprintf("%q is neither %q nor %q", n.Lane, LaneImmediate, LaneBatch)}
+	}
+	if n.AudioBytes < 0 {
+		return &InvalidError{Field: "AudioBytes", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// IngestResult says what Ingest did.
+type IngestResult struct {
+	Recording Recording
+	// Created is false when the business key was already known: Recording
+	// is then the existing row, unchanged.
+	Created bool
+	// CallIDReused is true when this tenant's call_id was already known
+	// with a different audio digest. The new recording is kept; its first
+	// event carries the flag and the earlier recordings' ids.
+	CallIDReused      bool
+	EarlierRecordings []uuid.UUID
+}
+
+// Ingest records a recording in state received with its first event, or
+// returns the existing row when its business key is already known.
+func (l *Ledger) Ingest(ctx context.Context, n NewRecording) (IngestResult, error) {
+	var res IngestResult
+	err := l.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		res, err = l.IngestTx(ctx, tx, n)
+		return err
+	})
+	return res, err
+}
+
+// IngestTx is Ingest inside the caller's transaction.
+func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (IngestResult, error) {
+	if err := n.normalize(); err != nil {
+		return IngestResult{}, err
+	}
+	// Serialise ingests of one call so that a second digest always sees
+	// the first and is flagged.
+	if _, err := tx.Exec(ctx, q("RecordingLockCall"), n.TenantID, n.CallID); err != nil {
+		return IngestResult{}, fmt.Errorf("ingesting %s: locking call: %w", n.CallID, translate(err))
+	}
+	existing, err := scanRecording(tx.QueryRow(ctx, q("RecordingGetByKey"), n.TenantID, n.CallID, n.AudioSHA256))
+	if err == nil {
+		return IngestResult{Recording: existing}, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return IngestResult{}, fmt.Errorf("ingesting %s: looking up business key: %w", n.CallID, err)
+	}
+
+	rows, err := tx.Query(ctx, q("RecordingListByCall"), n.TenantID, n.CallID)
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("ingesting %s: listing earlier recordings: %w", n.CallID, translate(err))
+	}
+	type earlier struct {
+		ID     uuid.UUID `json:"id"`
+		Digest string    `json:"audio_sha256"`
+	}
+	prev, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (earlier, error) {
+		var e earlier
+		return e, r.Scan(&e.ID, &e.Digest)
+	})
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("ingesting %s: listing earlier recordings: %w", n.CallID, translate(err))
+	}
+
+	reason := "ingested"
+	detail := map[string]any{}
+	res := IngestResult{Created: true}
+	if len(prev) > 0 {
+		reason = "call_id already ingested with a different audio digest; kept as a new recording"
+		detail["call_id_reused"] = true
+		detail["earlier_recordings"] = prev
+		res.CallIDReused = true
+		for _, p := range prev {
+			res.EarlierRecordings = append(res.EarlierRecordings, p.ID)
+		}
+	}
+	var deadline *time.Time
+	if !n.Deadline.IsZero() {
+		d := dbTime(n.Deadline)
+		deadline = &d
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("ingesting %s: new id: %w", n.CallID, err)
+	}
+	rec, err := scanRecording(tx.QueryRow(ctx, q("RecordingInsert"), id, n.TenantID, n.CallID, n.AudioSHA256,
+		string(n.Lane), n.AudioURI, n.AudioBytes, deadline, l.now(), reason, detail))
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("ingesting %s: %w", n.CallID, err)
+	}
+	res.Recording = rec
+	return res, nil
+}
+
+// Recording returns the current row of one recording, or ErrNotFound.
+func (l *Ledger) Recording(ctx context.Context, id uuid.UUID) (Recording, error) {
+	r, err := scanRecording(l.pool.QueryRow(ctx, q("RecordingGet"), id))
+	if err != nil {
+		return Recording{}, fmt.Errorf("reading recording %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// RecordingByKey returns the recording with this business key, or ErrNotFound.
+func (l *Ledger) RecordingByKey(ctx context.Context, tenantID, callID, audioSHA256 string) (Recording, error) {
+	r, err := scanRecording(l.pool.QueryRow(ctx, q("RecordingGetByKey"), tenantID, callID, strings.ToLower(audioSHA256)))
+	if err != nil {
+		return Recording{}, fmt.Errorf("reading recording %s: %w", BusinessKey(tenantID, callID, audioSHA256), err)
+	}
+	return r, nil
+}

@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Deferral is the shared "not before" of one throttling scope (a provider
+// account and model class, per tenant where tenants bring their own keys).
+type Deferral struct {
+	Scope string
+	// NotBefore: no new work is admitted to the scope before it. Zero when
+	// the scope was never deferred.
+	NotBefore time.Time
+	UpdatedAt time.Time
+}
+
+// Active reports whether the scope is still deferred at now.
+func (d Deferral) Active(now time.Time) bool { return now.Before(d.NotBefore) }
+
+// Extension offers a new deadline for a scope, with what caused it.
+type Extension struct {
+	// Scope: required.
+	Scope string
+	// NotBefore is the offered deadline. The stored deadline becomes the
+	// later of it and the current one: it never moves backward.
+	NotBefore time.Time
+	// RetryAfter is the raw timing header exactly as received; nil if none.
+	RetryAfter *string
+	// Source says where the deadline came from ("retry-after",
+	// "backoff", a vendor header name, ...).
+	Source string
+	// Clamped records that the header asked for more than the configured
+	// maximum and was cut down to it.
+	Clamped bool
+	// JobID is the River job that caused it; 0 if none.
+	JobID int64
+	// RecordingID is the recording whose request was throttled; uuid.Nil if none.
+	RecordingID uuid.UUID
+	// Reason is free text for a person.
+	Reason string
+}
+
+// ExtendResult is a scope's deadline after an extension.
+type ExtendResult struct {
+	Deferral
+	// Moved is true when the offer became the deadline (it was the latest).
+	Moved bool
+}
+
+// ScopeDeferralExtend offers a deadline to a scope and records the offer, in
+// one statement: the deadline becomes GREATEST(current, offered).
+func (l *Ledger) ScopeDeferralExtend(ctx context.Context, e Extension) (ExtendResult, error) {
+	return l.scopeDeferralExtend(ctx, l.pool, e)
+}
+
+// ScopeDeferralExtendTx is ScopeDeferralExtend inside the caller's transaction.
+func (l *Ledger) ScopeDeferralExtendTx(ctx context.Context, tx pgx.Tx, e Extension) (ExtendResult, error) {
+	return l.scopeDeferralExtend(ctx, tx, e)
+}
+
+func (l *Ledger) scopeDeferralExtend(ctx context.Context, db querier, e Extension) (ExtendResult, error) {
+	if e.Scope == "" {
+		return ExtendResult{}, &InvalidError{Field: "Scope", Reason: "is required"}
+	}
+	if e.NotBefore.IsZero() {
+		return ExtendResult{}, &InvalidError{Field: "NotBefore", Reason: "is required"}
+	}
+	offered := dbTime(e.NotBefore)
+	var jobID *int64
+	if e.JobID != 0 {
+		jobID = &e.JobID
+	}
+	var recID *uuid.UUID
+	if e.RecordingID != uuid.Nil {
+		recID = &e.RecordingID
+	}
+	var d Deferral
+	err := db.QueryRow(ctx, q("ScopeDeferralExtend"), e.Scope, offered, l.now(), e.RetryAfter, e.Source,
+		e.Clamped, jobID, recID, e.Reason).Scan(&d.Scope, &d.NotBefore, &d.UpdatedAt)
+	if err != nil {
+		return ExtendResult{}, fmt.Errorf("extending scope deferral %s: %w", e.Scope, translate(err))
+	}
+	d.NotBefore, d.UpdatedAt = d.NotBefore.UTC(), d.UpdatedAt.UTC()
+	return ExtendResult{Deferral: d, Moved: d.NotBefore.Equal(offered)}, nil
+}
+
+// ScopeDeferral returns a scope's current deadline. A scope never deferred
+// has a zero NotBefore (and no error).
+func (l *Ledger) ScopeDeferral(ctx context.Context, scope string) (Deferral, error) {
+	d := Deferral{Scope: scope}
+	err := l.pool.QueryRow(ctx, q("ScopeDeferralGet"), scope).Scan(&d.Scope, &d.NotBefore, &d.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Deferral{Scope: scope}, nil
+	}
+	if err != nil {
+		return Deferral{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
+	}
+	d.NotBefore, d.UpdatedAt = d.NotBefore.UTC(), d.UpdatedAt.UTC()
+	return d, nil
+}
+
+// ExtensionRecord is one recorded offer, as stored.
+type ExtensionRecord struct {
+	ID                 int64
+	Scope              string
+	OfferedNotBefore   time.Time
+	ResultingNotBefore time.Time
+	RetryAfter         *string
+	Source             string
+	Clamped            bool
+	JobID              int64
+	RecordingID        uuid.UUID
+	Reason             string
+	At                 time.Time
+}
+
+// ScopeDeferralExtensions returns every offer recorded for a scope, oldest first.
+func (l *Ledger) ScopeDeferralExtensions(ctx context.Context, scope string) ([]ExtensionRecord, error) {
+	rows, err := l.pool.Query(ctx, q("ScopeDeferralExtensionList"), scope)
+	if err != nil {
+		return nil, fmt.Errorf("reading extensions of scope %s: %w", scope, translate(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ExtensionRecord, error) {
+		var x ExtensionRecord
+		var job *int64
+		var rec *uuid.UUID
+		err := r.Scan(&x.ID, &x.Scope, &x.OfferedNotBefore, &x.ResultingNotBefore, &x.RetryAfter, &x.Source,
+			&x.Clamped, &job, &rec, &x.Reason, &x.At)
+		if job != nil {
+			x.JobID = *job
+		}
+		if rec != nil {
+			x.RecordingID = *rec
+		}
+		x.OfferedNotBefore, x.ResultingNotBefore, x.At = x.OfferedNotBefore.UTC(), x.ResultingNotBefore.UTC(), x.At.UTC()
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading extensions of scope %s: %w", scope, translate(err))
+	}
+	return out, nil
+}
