@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/callscribe/callscribe/ledger/retryafter"
 )
 
 // Deferral is the shared "not before" of one throttling scope (a provider
@@ -145,4 +147,27 @@ func (l *Ledger) ScopeDeferralExtensions(ctx context.Context, scope string) ([]E
 		return nil, fmt.Errorf("reading extensions of scope %s: %w", scope, translate(err))
 	}
 	return out, nil
+}
+
+// DecisionExtension is the Extension that records a timing decision for
+// scope: its deadline, the raw header when there was one, where the deadline
+// came from, whether it was clamped, and why a header was not used.
+func DecisionExtension(scope string, d retryafter.Decision) Extension {
+	e := Extension{
+		Scope:     scope,
+		NotBefore: d.NotBefore,
+		Source:    string(d.Source),
+		Clamped:   d.Clamped,
+	}
+	if d.Present {
+		raw := d.Raw
+		e.RetryAfter = &raw
+	}
+	switch {
+	case d.Clamped:
+		e.Reason = fmt.Sprintf("asked for %s, clamped to %s", d.Requested, d.Delay)
+	case d.Fallback != retryafter.FallbackNone:
+		e.Reason = fmt.Sprintf("backoff: Retry-After %s (attempt %d)", d.Fallback, d.Attempt)
+	}
+	return e
 }

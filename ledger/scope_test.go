@@ -17,6 +17,7 @@ import (
 
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/ledger/retryafter"
 )
 
 const helperEnv = "CALLSCRIBE_TEST_EXTEND_URL"
@@ -201,4 +202,43 @@ func runHelperProcess() int {
 	}
 	fmt.Println(maxOffered.UnixMicro())
 	return 0
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+// A timing decision goes into the scope's record as it was made: the raw
+// header, the clamp, the fallback.
+func TestDecisionExtensionRecordsTheDecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	policy := retryafter.Policy{Clock: fixedClock(now), MaxDelay: time.Hour, Rand: rand.New(rand.NewPCG(1, 2))}
+
+	clamped := policy.Decide(" 86400 ", true, 0)
+	res, err := b.ledger.ScopeDeferralExtend(ctx, ledger.DecisionExtension("s1", clamped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.NotBefore.Equal(now.Add(time.Hour)) {
+		t.Fatalf("clamped deadline %s, want %s", res.NotBefore, now.Add(time.Hour))
+	}
+	missing := policy.Decide("", false, 3)
+	if _, err := b.ledger.ScopeDeferralExtend(ctx, ledger.DecisionExtension("s1", missing)); err != nil {
+		t.Fatal(err)
+	}
+	exts, err := b.ledger.ScopeDeferralExtensions(ctx, "s1")
+	if err != nil || len(exts) != 2 {
+		t.Fatalf("extensions: %d, %v", len(exts), err)
+	}
+	if exts[0].RetryAfter == nil || *exts[0].RetryAfter != clamped.Raw || !exts[0].Clamped ||
+		exts[0].Source != string(retryafter.SourceRetryAfter) || !strings.Contains(exts[0].Reason, "clamped") {
+		t.Fatalf("clamped extension = %+v", exts[0])
+	}
+	if exts[1].RetryAfter != nil || exts[1].Clamped || exts[1].Source != string(retryafter.SourceBackoff) ||
+		!strings.Contains(exts[1].Reason, string(retryafter.FallbackMissing)) {
+		t.Fatalf("fallback extension = %+v", exts[1])
+	}
 }

@@ -1,0 +1,63 @@
+package retryafter
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestDecisionString(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name    string
+		header  string
+		present bool
+		attempt int
+		want    string
+	}{
+		{"used", "120", true, 0,
+			`source=retry-after form=delay-seconds raw="120" attempt=0 delay=2m0s not_before=2026-03-01T12:02:00Z`},
+		{"clamped", "7200", true, 0,
+			`source=retry-after form=delay-seconds raw="7200" attempt=0 delay=1h0m0s requested=2h0m0s clamped=true not_before=2026-03-01T13:00:00Z`},
+		{"missing", "", false, 2,
+			`source=backoff fallback=missing attempt=2 delay=2s not_before=2026-03-01T12:00:02Z`},
+		{"malformed", "soon\"", true, 0,
+			`source=backoff fallback=non-numeric raw="soon\"" attempt=0 delay=500ms not_before=2026-03-01T12:00:00.5Z`},
+		{"past date", "Sun, 06 Nov 1994 08:49:37 GMT", true, 1,
+			`source=backoff fallback=past-date form=imf-fixdate raw="Sun, 06 Nov 1994 08:49:37 GMT" attempt=1 delay=1s not_before=2026-03-01T12:00:01Z`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := Policy{Clock: fixedClock{testNow}, Rand: middleRand()}
+			if got := p.Decide(tt.header, tt.present, tt.attempt).String(); got != tt.want {
+				t.Errorf("String() =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecisionLogValue(t *testing.T) {
+	t.Parallel()
+
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	p := Policy{Clock: fixedClock{testNow}, Rand: middleRand()}
+	logger.Info("throttled", "decision", p.Decide("99999", true, 0))
+
+	want := `level=INFO msg=throttled decision.source=retry-after decision.form=delay-seconds decision.raw=99999 ` +
+		`decision.attempt=0 decision.delay=1h0m0s decision.requested=27h46m39s decision.clamped=true ` +
+		`decision.not_before=2026-03-01T13:00:00.000Z`
+	if got := strings.TrimSpace(buf.String()); got != want {
+		t.Errorf("log line =\n%s\nwant\n%s", got, want)
+	}
+}

@@ -1,0 +1,183 @@
+package retryafter
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	// BaseBackoffDefault is Policy.BaseBackoff when left zero.
+	BaseBackoffDefault = time.Second
+	// MaxBackoffDefault is Policy.MaxBackoff when left zero.
+	MaxBackoffDefault = 5 * time.Minute
+	// MaxDelayDefault is Policy.MaxDelay when left zero.
+	MaxDelayDefault = time.Hour
+)
+
+// Clock tells the time. Tests pass a fixed clock.
+type Clock interface {
+	Now() time.Time
+}
+
+// systemClock is the real clock, in UTC.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now().UTC() }
+
+// Policy turns a throttling response into a Decision: how long the
+// throttling scope must wait, and why. The zero Policy is ready to use and
+// means all the defaults.
+type Policy struct {
+	// BaseBackoff is the backoff ceiling of attempt 0 when the response
+	// carries no usable Retry-After; it doubles with each attempt up to
+	// MaxBackoff. Default BaseBackoffDefault (1s); zero means the default;
+	// negative is refused.
+	BaseBackoff time.Duration
+
+	// MaxBackoff caps the exponential backoff ceiling. Default
+	// MaxBackoffDefault (5m); zero means the default; it must be at least
+	// BaseBackoff.
+	MaxBackoff time.Duration
+
+	// MaxDelay is the longest deferral a single response can cause: a
+	// Retry-After asking for more (including values too large for a
+	// time.Duration) is clamped to it and the Decision says Clamped.
+	// Default MaxDelayDefault (1h); zero means the default; it must be at
+	// least MaxBackoff, so that a fallback is never clamped.
+	MaxDelay time.Duration
+
+	// Clock supplies now. Default (nil): the real clock, in UTC.
+	Clock Clock
+
+	// Rand supplies the backoff jitter. Default (nil): the goroutine-safe
+	// top-level functions of math/rand/v2. A *math/rand/v2.Rand is not
+	// safe for concurrent use; share one only with a lock.
+	Rand Rand
+}
+
+// WithDefaults returns a copy of p with every zero field set to its default.
+// Negative durations are kept, for Validate to refuse.
+func (p Policy) WithDefaults() Policy {
+	if p.BaseBackoff == 0 {
+		p.BaseBackoff = BaseBackoffDefault
+	}
+	if p.MaxBackoff == 0 {
+		p.MaxBackoff = MaxBackoffDefault
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = MaxDelayDefault
+	}
+	if p.Clock == nil {
+		p.Clock = systemClock{}
+	}
+	if p.Rand == nil {
+		p.Rand = globalRand{}
+	}
+	return p
+}
+
+// Validate reports the first problem with p after defaults are applied,
+// naming the field, e.g. "retryafter: MaxBackoff (1s) must be >= BaseBackoff
+// (2s)". Call it once where the configuration is loaded: Decide panics on an
+// invalid Policy.
+func (p Policy) Validate() error {
+	p = p.WithDefaults()
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"BaseBackoff", p.BaseBackoff}, {"MaxBackoff", p.MaxBackoff}, {"MaxDelay", p.MaxDelay}} {
+		if f.d < 0 {
+			return fmt.Errorf("retryafter: %s (%s) must not be negative", f.name, f.d)
+		}
+	}
+	if p.MaxBackoff < p.BaseBackoff {
+		return fmt.Errorf("retryafter: MaxBackoff (%s) must be >= BaseBackoff (%s)", p.MaxBackoff, p.BaseBackoff)
+	}
+	if p.MaxDelay < p.MaxBackoff {
+		return fmt.Errorf("retryafter: MaxDelay (%s) must be >= MaxBackoff (%s)", p.MaxDelay, p.MaxBackoff)
+	}
+	return nil
+}
+
+// ready applies the defaults and panics if p is invalid: using a Policy that
+// was never validated is a programming error.
+func (p Policy) ready() Policy {
+	if err := p.Validate(); err != nil {
+		panic(fmt.Sprintf("retryafter: Decide on an invalid Policy: %v", err))
+	}
+	return p.WithDefaults()
+}
+
+// Decide turns the Retry-After field of a throttling response (429, or 503
+// with Retry-After) into a Decision. present reports whether the response
+// had the field at all; when false, header is ignored. attempt counts
+// retries from 0 and sizes the fallback backoff.
+//
+// Valid delay-seconds (including 0) and a future HTTP-date are used as they
+// are, clamped to MaxDelay. A date not after now, and a missing, empty,
+// negative, fractional or otherwise malformed value, fall back to
+// Backoff(BaseBackoff, MaxBackoff, attempt); Decision.Fallback says why.
+//
+// Decide panics if p is invalid (see Validate).
+func (p Policy) Decide(header string, present bool, attempt int) Decision {
+	p = p.ready()
+	now := p.Clock.Now().UTC()
+	if !present {
+		return p.fallback(now, Decision{Attempt: attempt}, FallbackMissing)
+	}
+	d := Decision{Present: true, Raw: header, Attempt: attempt}
+	v, err := Parse(header, now)
+	if err != nil {
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			panic(fmt.Sprintf("retryafter: Parse returned %T, want *ParseError", err))
+		}
+		return p.fallback(now, d, fallbackFor(pe.Reason))
+	}
+	d.Form = v.Form
+	if v.Form.IsDate() && v.Delay <= 0 {
+		return p.fallback(now, d, FallbackPastDate)
+	}
+	return p.use(now, d, SourceRetryAfter, v.Delay)
+}
+
+// DecideDelay is Decide for a vendor that states its delay in a header of
+// its own (for example a reset-after in seconds or milliseconds): the
+// caller parses it into d and passes the text as raw for the record. A
+// negative d falls back to backoff with FallbackNegative; any other d is
+// used, clamped to MaxDelay, with Source SourceVendorDelay.
+//
+// DecideDelay panics if p is invalid (see Validate).
+func (p Policy) DecideDelay(d time.Duration, raw string, attempt int) Decision {
+	p = p.ready()
+	now := p.Clock.Now().UTC()
+	dec := Decision{Present: true, Raw: raw, Attempt: attempt}
+	if d < 0 {
+		return p.fallback(now, dec, FallbackNegative)
+	}
+	return p.use(now, dec, SourceVendorDelay, d)
+}
+
+// use completes d with a delay the server asked for, clamped to MaxDelay.
+func (p Policy) use(now time.Time, d Decision, source Source, requested time.Duration) Decision {
+	d.Source = source
+	d.Requested = requested
+	d.Delay = requested
+	if requested > p.MaxDelay {
+		d.Delay = p.MaxDelay
+		d.Clamped = true
+	}
+	d.NotBefore = now.Add(d.Delay)
+	return d
+}
+
+// fallback completes d with a jittered backoff.
+func (p Policy) fallback(now time.Time, d Decision, why Fallback) Decision {
+	d.Source = SourceBackoff
+	d.Fallback = why
+	d.Delay = Backoff(p.BaseBackoff, p.MaxBackoff, d.Attempt, p.Rand)
+	d.Requested = d.Delay
+	d.NotBefore = now.Add(d.Delay)
+	return d
+}
