@@ -184,7 +184,8 @@ func (m *Migrator) withTools(fn func(*goose.Provider, *rivermigrate.Migrator[pgx
 	if err != nil {
 		return fmt.Errorf("loading callscribe migrations: %w", err)
 	}
-	rm, err := rivermigrate.New(riverpgxv5.New(m.pool), &rivermigrate.Config{Logger: m.logger})
+	// River logs every step at info; Up and Down return the steps instead.
+	rm, err := rivermigrate.New(riverpgxv5.New(m.pool), &rivermigrate.Config{Logger: slog.New(warnOnly{m.logger.Handler()})})
 	if err != nil {
 		return fmt.Errorf("loading River migrations: %w", err)
 	}
@@ -218,3 +219,10 @@ func gooseStep(r *goose.MigrationResult) Step {
 }
 
 func baseName(p string) string { return path.Base(p) }
+
+// warnOnly passes on warnings and errors only.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}

@@ -143,6 +143,20 @@ func ensureTemplate() (string, error) {
 	}
 	defer func() { _, _ = admin.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLockKey) }()
 
+	// Templates of older migration sets are of no further use.
+	rows, err := admin.Query(ctx, "SELECT datname FROM pg_database WHERE datname LIKE 'callscribe\\_tmpl\\_%' AND datname <> $1", name)
+	if err != nil {
+		return "", fmt.Errorf("listing old templates: %w", err)
+	}
+	old, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("listing old templates: %w", err)
+	}
+	for _, o := range old {
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{o}.Sanitize()+" WITH (FORCE)"); err != nil {
+			return "", fmt.Errorf("dropping old template %s: %w", o, err)
+		}
+	}
 	var exists bool
 	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 		return "", fmt.Errorf("looking for template %s: %w", name, err)
