@@ -1,0 +1,27 @@
+# callscribe — the front door. Each target calls the real command.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+.PHONY: help test lint demo build fuzz
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+
+demo: ## start throwaway PostgreSQL and Redis (unless configured), migrate, print how to connect; Ctrl-C stops
+	go run ./cmd/callscribe demo
+
+test: ## go vet and go test -race against running or throwaway PostgreSQL and Redis
+	go run ./cmd/callscribe testenv --install -- sh -c 'go vet ./... && go test -race -count=1 ./...'
+
+lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml
+	$(GOLANGCI_LINT) run ./...
+
+build: ## build bin/callscribe
+	go build -o bin/callscribe ./cmd/callscribe
+
+fuzz: ## fuzz the Retry-After parser for 60s
+	go test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./ledger/retryafter/
+
+$(GOLANGCI_LINT):
+	GOBIN=$(CURDIR)/bin go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv bin/golangci-lint $@

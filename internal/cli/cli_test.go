@@ -1,0 +1,233 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/internal/testdb"
+)
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func run(t *testing.T, ctx context.Context, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut syncBuffer
+	code := cli.Run(ctx, args, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
+	return code, out.String(), errOut.String()
+}
+
+func TestMigrateCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewEmpty(t)
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+
+	code, out, stderr := run(t, ctx, env, "migrate", "status")
+	if code != 0 || !strings.Contains(out, "pending") {
+		t.Fatalf("status before up: %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(t, ctx, env, "migrate", "up")
+	if code != 0 || !strings.Contains(out, "00001_ledger.sql") {
+		t.Fatalf("up: %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, _ = run(t, ctx, env, "migrate", "up")
+	if code != 0 || !strings.Contains(out, "nothing to apply") {
+		t.Fatalf("second up: %d\n%s", code, out)
+	}
+	code, out, _ = run(t, ctx, env, "migrate", "status")
+	if code != 0 || !strings.Contains(out, ", 0 pending") {
+		t.Fatalf("status after up: %d\n%s", code, out)
+	}
+	code, out, _ = run(t, ctx, env, "migrate", "down")
+	if code != 0 || !strings.Contains(out, "down callscribe 00001") {
+		t.Fatalf("down: %d\n%s", code, out)
+	}
+	code, out, _ = run(t, ctx, env, "migrate", "down", "--all")
+	if code != 0 || !strings.Contains(out, "down river") {
+		t.Fatalf("down --all: %d\n%s", code, out)
+	}
+	code, out, _ = run(t, ctx, env, "ledger", "purge")
+	if code == 0 {
+		t.Fatalf("purge on an empty schema succeeded:\n%s", out)
+	}
+	if code, out, _ = run(t, ctx, env, "migrate", "up"); code != 0 {
+		t.Fatalf("up again: %d\n%s", code, out)
+	}
+	code, out, stderr = run(t, ctx, env, "ledger", "purge", "--older-than", "24h")
+	if code != 0 || !strings.Contains(out, "purged 0 recordings") {
+		t.Fatalf("purge: %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+func TestCommandsNeedingADatabaseSaySo(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"migrate", "up"}, {"ledger", "purge"}} {
+		code, _, stderr := run(t, context.Background(), nil, args...)
+		if code == 0 || !strings.Contains(stderr, cli.EnvDatabaseURL+" is not set") {
+			t.Errorf("%v without a database: %d %q", args, code, stderr)
+		}
+	}
+}
+
+func TestBadConfigIsNamed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct{ file, body, want string }{
+		{"typo.yaml", "retry_afterr:\n  max_delay: 1h\n", "field retry_afterr not found"},
+		{"level.yaml", "log:\n  level: loud\n", "log.level"},
+		{"dur.yaml", "retry_after:\n  max_delay: soon\n", "soon"},
+		{"order.yaml", "retry_after:\n  base_backoff: 10m\n  max_backoff: 1m\n", "MaxBackoff"},
+		{"clamp.yaml", "retry_after:\n  max_backoff: 2h\n", "MaxDelay"},
+	}
+	for _, tt := range tests {
+		code, _, stderr := run(t, context.Background(), nil, "--config", write(tt.file, tt.body), "migrate", "status")
+		if code == 0 || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, tt.file) {
+			t.Errorf("%s: code %d, stderr %q; want it to name %q and the file", tt.file, code, stderr, tt.want)
+		}
+	}
+	code, _, stderr := run(t, context.Background(), nil, "--config", filepath.Join(dir, "missing.yaml"), "migrate", "status")
+	if code == 0 || !strings.Contains(stderr, "missing.yaml") {
+		t.Errorf("missing config file: %d %q", code, stderr)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	body := "database_url: postgres://file/db\nretry_after:\n  max_delay: 30m\nledger:\n  retention: 720h\n"
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cli.LoadConfig(p, envOf(map[string]string{cli.EnvDatabaseURL: "postgres://env/db"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DatabaseURL != "postgres://env/db" {
+		t.Errorf("environment must win over the file: %q", c.DatabaseURL)
+	}
+	if c.RetryAfter.MaxDelay != 30*time.Minute || c.Ledger.Retention != 720*time.Hour {
+		t.Errorf("file values lost: %+v", c)
+	}
+	if c.RetryAfter.BaseBackoff != cli.RetryBaseBackoffDefault || c.Log.Level != cli.LogLevelDefault || c.RedisURL != "" {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+}
+
+// Every configuration key is documented in the README with its default.
+func TestConfigDocumented(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{
+		"database_url", "redis_url", "log.level", "log.format", "embedded_postgres.bin_dir",
+		"embedded_postgres.run_as_user", "ledger.retention", "retry_after.base_backoff",
+		"retry_after.max_backoff", "retry_after.max_delay", cli.EnvDatabaseURL, cli.EnvRedisURL,
+	} {
+		if !strings.Contains(string(readme), "`"+key+"`") {
+			t.Errorf("README.md does not document `%s`", key)
+		}
+	}
+}
+
+// The demo starts real throwaway services, migrates, says how to connect,
+// and on cancellation (Ctrl-C) stops them and removes their files.
+func TestDemoStartsAndStopsCleanly(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, []string{"demo"}, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(nil)})
+	}()
+	deadline := time.After(90 * time.Second)
+	for !strings.Contains(out.String(), "Press Ctrl-C to stop") {
+		select {
+		case code := <-done:
+			t.Fatalf("demo exited early with %d\n%s\n%s", code, out.String(), errOut.String())
+		case <-deadline:
+			t.Fatalf("demo not ready after 90s\n%s\n%s", out.String(), errOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	text := out.String()
+	var dir string
+	for _, line := range strings.Split(text, "\n") {
+		if _, after, ok := strings.Cut(line, "PostgreSQL cluster in "); ok {
+			dir = strings.Fields(after)[0]
+			break
+		}
+	}
+	if dir == "" || !strings.Contains(text, "psql") || !strings.Contains(text, "redis-cli") {
+		t.Fatalf("demo did not say how to connect:\n%s", text)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("cluster directory %s: %v", dir, err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("demo exited %d after Ctrl-C\n%s", code, errOut.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo did not stop within 60s of Ctrl-C")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("cluster directory %s still exists after the demo stopped (%v)", dir, err)
+	}
+	if !strings.Contains(out.String(), "callscribe demo: stopped.") {
+		t.Fatalf("no stop message:\n%s", out.String())
+	}
+}
+
+func TestTestenvRunsTheCommandWithURLs(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"TEST_DATABASE_URL": testdb.ServerURL(),
+		"TEST_REDIS_URL":    os.Getenv("TEST_REDIS_URL"),
+	}
+	code, out, stderr := run(t, context.Background(), env, "testenv", "--", "sh", "-c", `echo "db=$TEST_DATABASE_URL"; exit 3`)
+	if code != 3 {
+		t.Fatalf("exit code %d, want the child's 3\n%s", code, stderr)
+	}
+	if !strings.Contains(out, "db="+testdb.ServerURL()) {
+		t.Fatalf("child did not see TEST_DATABASE_URL: %q", out)
+	}
+}

@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/callscribe/callscribe/ledger/retryafter"
+)
+
+// Defaults of the configuration keys. README.md's configuration table lists
+// the same keys; TestConfigDocumented keeps the two in step.
+const (
+	LogLevelDefault         = "info"
+	LogFormatDefault        = "text"
+	RunAsUserDefault        = "postgres"
+	RetentionDefault        = 90 * 24 * time.Hour
+	RetryBaseBackoffDefault = time.Second
+	RetryMaxBackoffDefault  = 5 * time.Minute
+	RetryMaxDelayDefault    = time.Hour
+	EnvDatabaseURL          = "CALLSCRIBE_DATABASE_URL"
+	EnvRedisURL             = "CALLSCRIBE_REDIS_URL"
+)
+
+// Config is everything callscribe reads at start. Sources, later wins:
+// defaults, the YAML file named by --config, the environment.
+type Config struct {
+	// DatabaseURL of PostgreSQL. Environment: CALLSCRIBE_DATABASE_URL.
+	// Default "": start a throwaway cluster from the machine's PostgreSQL
+	// binaries, removed on exit (first run and demo only).
+	DatabaseURL string `yaml:"database_url"`
+	// RedisURL of Redis (redis:// rediss:// unix://). Environment:
+	// CALLSCRIBE_REDIS_URL. Default "": an in-process Redis (miniredis).
+	RedisURL string `yaml:"redis_url"`
+
+	Log              LogConfig              `yaml:"log"`
+	EmbeddedPostgres EmbeddedPostgresConfig `yaml:"embedded_postgres"`
+	Ledger           LedgerConfig           `yaml:"ledger"`
+	RetryAfter       RetryAfterConfig       `yaml:"retry_after"`
+}
+
+// LogConfig configures the structured log on stderr.
+type LogConfig struct {
+	// Level: debug, info, warn or error. Default "info".
+	Level string `yaml:"level"`
+	// Format: text or json. Default "text".
+	Format string `yaml:"format"`
+}
+
+// EmbeddedPostgresConfig configures the throwaway cluster used when no
+// database URL is set.
+type EmbeddedPostgresConfig struct {
+	// BinDir holding initdb and postgres. Default "": found through
+	// `pg_config --bindir`, PATH, then /usr/lib/postgresql/*/bin.
+	BinDir string `yaml:"bin_dir"`
+	// RunAsUser: the unprivileged OS user the cluster runs as when
+	// callscribe runs as root. Default "postgres".
+	RunAsUser string `yaml:"run_as_user"`
+}
+
+// LedgerConfig configures the durable record.
+type LedgerConfig struct {
+	// Retention: terminal recordings last changed longer ago than this
+	// may be removed, whole histories, by `callscribe ledger purge`.
+	// Default 2160h (90 days). Must be positive.
+	Retention time.Duration `yaml:"retention"`
+}
+
+// RetryAfterConfig is the timing policy for throttled vendors and CRMs.
+type RetryAfterConfig struct {
+	// BaseBackoff: first step of the fallback exponential backoff used
+	// when a throttled answer has no usable Retry-After. Default 1s.
+	BaseBackoff time.Duration `yaml:"base_backoff"`
+	// MaxBackoff caps the fallback backoff. Default 5m.
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+	// MaxDelay clamps an enormous Retry-After; the clamp is recorded.
+	// Default 1h. Must be at least MaxBackoff.
+	MaxDelay time.Duration `yaml:"max_delay"`
+}
+
+// Policy is the timing policy this section configures.
+func (r RetryAfterConfig) Policy() retryafter.Policy {
+	return retryafter.Policy{BaseBackoff: r.BaseBackoff, MaxBackoff: r.MaxBackoff, MaxDelay: r.MaxDelay}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	defD := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Log.Level, LogLevelDefault)
+	def(&c.Log.Format, LogFormatDefault)
+	def(&c.EmbeddedPostgres.RunAsUser, RunAsUserDefault)
+	defD(&c.Ledger.Retention, RetentionDefault)
+	defD(&c.RetryAfter.BaseBackoff, RetryBaseBackoffDefault)
+	defD(&c.RetryAfter.MaxBackoff, RetryMaxBackoffDefault)
+	defD(&c.RetryAfter.MaxDelay, RetryMaxDelayDefault)
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q is not one of debug, info, warn, error", c.Log.Level))
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
+	}
+	positive := map[string]time.Duration{
+		"ledger.retention":         c.Ledger.Retention,
+		"retry_after.base_backoff": c.RetryAfter.BaseBackoff,
+		"retry_after.max_backoff":  c.RetryAfter.MaxBackoff,
+		"retry_after.max_delay":    c.RetryAfter.MaxDelay,
+	}
+	for _, k := range []string{"ledger.retention", "retry_after.base_backoff", "retry_after.max_backoff", "retry_after.max_delay"} {
+		if positive[k] < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s must be positive", k, positive[k]))
+		}
+	}
+	if err := c.RetryAfter.Policy().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("retry_after: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// LoadConfig reads the YAML file at path (none if path is ""), applies the
+// environment and the defaults, and validates the result. Unknown keys are
+// errors, so a typo does not silently fall back to a default.
+func LoadConfig(path string, getenv func(string) string) (Config, error) {
+	var c Config
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("reading config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if v := getenv(EnvDatabaseURL); v != "" {
+		c.DatabaseURL = v
+	}
+	if v := getenv(EnvRedisURL); v != "" {
+		c.RedisURL = v
+	}
+	c = c.WithDefaults()
+	if err := c.validate(); err != nil {
+		where := "configuration"
+		if path != "" {
+			where = "config " + path
+		}
+		return Config{}, fmt.Errorf("%s: %w", where, err)
+	}
+	return c, nil
+}
+
+// NewLogger builds the process logger from the log section.
+func NewLogger(w io.Writer, c LogConfig) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level)))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/callscribe/callscribe/migrations"
+)
+
+func (a *app) migrateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply, roll back or list database migrations (River's and callscribe's)",
+	}
+	run := func(fn func(cmd *cobra.Command, m *migrations.Migrator) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			if a.config.DatabaseURL == "" {
+				return errNoDatabase
+			}
+			pool, err := connect(cmd.Context(), a.config.DatabaseURL)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			return fn(cmd, migrations.New(pool, a.logger))
+		}
+	}
+	printSteps := func(cmd *cobra.Command, steps []migrations.Step, none string) {
+		if len(steps) == 0 {
+			fmt.Fprintln(cmd.OutOrStdout(), none)
+		}
+		for _, s := range steps {
+			fmt.Fprintln(cmd.OutOrStdout(), s)
+		}
+	}
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Apply every pending migration (idempotent; safe to run from several processes at once)",
+		Args:  cobra.NoArgs,
+		RunE: run(func(cmd *cobra.Command, m *migrations.Migrator) error {
+			steps, err := m.Up(cmd.Context())
+			printSteps(cmd, steps, "nothing to apply: the schema is up to date")
+			return err
+		}),
+	}
+	var all bool
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Roll back the newest callscribe migration (--all: every migration, River's tables too)",
+		Args:  cobra.NoArgs,
+		RunE: run(func(cmd *cobra.Command, m *migrations.Migrator) error {
+			steps, err := m.Down(cmd.Context(), migrations.DownOpts{All: all})
+			printSteps(cmd, steps, "nothing to roll back")
+			return err
+		}),
+	}
+	down.Flags().BoolVar(&all, "all", false, "roll back everything, River's tables included")
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "List migrations and whether each is applied",
+		Args:  cobra.NoArgs,
+		RunE: run(func(cmd *cobra.Command, m *migrations.Migrator) error {
+			st, err := m.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			pending := 0
+			for _, s := range st {
+				mark := "applied"
+				if !s.Applied {
+					mark = "pending"
+					pending++
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%-8s %-10s %05d %s\n", mark, s.Line, s.Version, s.Name)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d migrations, %d pending\n", len(st), pending)
+			return nil
+		}),
+	}
+	cmd.AddCommand(up, down, status)
+	return cmd
+}

@@ -1,0 +1,75 @@
+// Package cli holds the commands of the callscribe binary. main only wires
+// the process (signals, exit code); everything here takes its output writers
+// and environment as values, so commands are tested in-process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
+
+// Env is what a command may touch of its process.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+// app is the state shared by the commands of one invocation.
+type app struct {
+	env        Env
+	configPath string
+	config     Config
+	logger     *slog.Logger
+}
+
+// Run executes the command line args and returns the process exit code.
+// ctx is cancelled on Ctrl-C or SIGTERM.
+func Run(ctx context.Context, args []string, env Env) int {
+	a := &app{env: env}
+	root := &cobra.Command{
+		Use:           "callscribe",
+		Short:         "Durable transcription pipeline: recordings in, validated transcripts and CRM follow-ups out, exactly once in effect",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := LoadConfig(a.configPath, env.Getenv)
+			if err != nil {
+				return err
+			}
+			a.config = c
+			a.logger = NewLogger(env.Stderr, c.Log)
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&a.configPath, "config", "", "YAML configuration file (see README: Configuration)")
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.demoCommand(), a.testenvCommand())
+
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var exit *exitError
+	if errors.As(err, &exit) {
+		return exit.code
+	}
+	fmt.Fprintln(env.Stderr, "callscribe:", err)
+	return 1
+}
+
+// exitError carries the exit code of a child process through cobra.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// errNoDatabase is returned by commands that need a lasting database.
+var errNoDatabase = errors.New(EnvDatabaseURL + " is not set (nor database_url in --config): " +
+	"this command needs a real, lasting PostgreSQL; the throwaway one exists only while `callscribe demo` runs")

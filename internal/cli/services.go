@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/internal/devservice"
+)
+
+// services are the PostgreSQL and Redis a command runs against: the
+// configured ones, or throwaway ones when none is configured.
+type services struct {
+	Pool        *pgxpool.Pool
+	Redis       *redis.Client
+	DatabaseURL string
+	RedisURL    string
+	// DatabaseHint and RedisHint tell a person how to connect.
+	DatabaseHint string
+	RedisHint    string
+	// Throwaway lists what was started and will be removed on Close.
+	Throwaway []string
+
+	postgres *devservice.Postgres
+	miniRed  *devservice.Redis
+}
+
+// openServices connects to the configured services, starting a throwaway
+// PostgreSQL cluster and an in-process Redis for what is not configured.
+func (a *app) openServices(ctx context.Context) (*services, error) {
+	s := &services{DatabaseURL: a.config.DatabaseURL, RedisURL: a.config.RedisURL}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = s.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if s.DatabaseURL == "" {
+		a.logger.Info("no database URL configured: starting a throwaway PostgreSQL cluster")
+		pg, err := devservice.StartPostgres(ctx, devservice.PostgresConfig{
+			BinDir:    a.config.EmbeddedPostgres.BinDir,
+			RunAsUser: a.config.EmbeddedPostgres.RunAsUser,
+			Logger:    a.logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("starting a throwaway PostgreSQL (set %s to use a running server): %w", EnvDatabaseURL, err)
+		}
+		s.postgres = pg
+		s.DatabaseURL, s.DatabaseHint = pg.URL(), pg.ConnectHint()
+		s.Throwaway = append(s.Throwaway, "PostgreSQL cluster in "+pg.Dir())
+	} else {
+		s.DatabaseHint = fmt.Sprintf("psql %q", redactURL(s.DatabaseURL))
+	}
+	if s.RedisURL == "" {
+		a.logger.Info("no Redis URL configured: starting an in-process Redis (miniredis)")
+		mr, err := devservice.StartMiniredis()
+		if err != nil {
+			return nil, fmt.Errorf("starting an in-process Redis: %w", err)
+		}
+		s.miniRed = mr
+		s.RedisURL, s.RedisHint = mr.URL(), mr.ConnectHint()
+		s.Throwaway = append(s.Throwaway, "in-process Redis at "+mr.URL())
+	} else {
+		s.RedisHint = "redis-cli -u " + redactURL(s.RedisURL)
+	}
+
+	pool, err := connect(ctx, s.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	s.Pool = pool
+	opts, err := redis.ParseURL(s.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the Redis URL %s: %w", redactURL(s.RedisURL), err)
+	}
+	s.Redis = redis.NewClient(opts)
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.Redis.Ping(pingCtx).Err(); err != nil {
+		return nil, fmt.Errorf("connecting to Redis at %s: %w", redactURL(s.RedisURL), err)
+	}
+	ok = true
+	return s, nil
+}
+
+// Close disconnects and stops whatever openServices started. Idempotent.
+func (s *services) Close(ctx context.Context) error {
+	var errs []error
+	if s.Pool != nil {
+		s.Pool.Close()
+		s.Pool = nil
+	}
+	if s.Redis != nil {
+		errs = append(errs, s.Redis.Close())
+		s.Redis = nil
+	}
+	if s.miniRed != nil {
+		errs = append(errs, s.miniRed.Stop())
+	}
+	if s.postgres != nil {
+		errs = append(errs, s.postgres.Stop(ctx))
+	}
+	return errors.Join(errs...)
+}
