@@ -7,8 +7,8 @@ GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
 
-demo: ## start throwaway PostgreSQL and Redis (unless configured), migrate, print how to connect; Ctrl-C stops
-	go run ./cmd/callscribe demo
+demo: build ## start throwaway PostgreSQL and Redis (unless configured), migrate, print how to connect; Ctrl-C stops
+	bin/callscribe demo
 
 test: ## go vet and go test -race against running or throwaway PostgreSQL and Redis
 	go run ./cmd/callscribe testenv --install -- sh -c 'go vet ./... && go test -race -count=1 ./...'
