@@ -68,8 +68,9 @@ func (r Recording) Snapshot() Snapshot {
 // Replay folds a recording's events, oldest first, into the snapshot they
 // imply, checking that the chain is complete and legal: sequence numbers
 // without gaps, a first event entering received, every later event leaving
-// the state the one before entered along an allowed edge, and attempts
-// counted exactly on entering submitted.
+// the state the one before entered along an allowed edge (or staying in it:
+// a note), and attempts counted exactly on entering submitted and on
+// resubmission notes in submitted.
 func Replay(events []Event) (Snapshot, error) {
 	var s Snapshot
 	for i, e := range events {
@@ -80,14 +81,15 @@ func Replay(events []Event) (Snapshot, error) {
 			return s, fmt.Errorf("first event %q -> %q, want entry into %s", e.Prior, e.New, StateReceived)
 		case i > 0 && e.Prior != s.State:
 			return s, fmt.Errorf("event %d leaves %s but the recording was in %s", e.Seq, e.Prior, s.State)
-		case i > 0 && !CanTransition(e.Prior, e.New):
+		case i > 0 && e.Prior != e.New && !CanTransition(e.Prior, e.New):
 			return s, fmt.Errorf("event %d: %w", e.Seq, &IllegalTransitionError{From: e.Prior, To: e.New})
 		}
 		want := s.Attempt
-		if i > 0 && countsAttempt(e.New) {
+		if i > 0 && e.Prior != e.New && countsAttempt(e.New) {
 			want++
 		}
-		if e.Attempt != want {
+		resubmission := i > 0 && e.Prior == e.New && e.New == StateSubmitted && e.Attempt == s.Attempt+1
+		if e.Attempt != want && !resubmission {
 			return s, fmt.Errorf("event %d has attempt %d, want %d", e.Seq, e.Attempt, want)
 		}
 		s = Snapshot{State: e.New, Attempt: e.Attempt, EventSeq: e.Seq, UpdatedAt: e.At}

@@ -42,6 +42,58 @@ type Recording struct {
 	UpdatedAt time.Time
 	// EventSeq is the sequence number of the latest event.
 	EventSeq int
+	// Provider and ProviderID: the speech vendor last submitted to and its
+	// id for this transcription ("" until known).
+	Provider   string
+	ProviderID string
+	// Model and Language asked for at ingest ("" = the tenant's default /
+	// auto-detect).
+	Model    string
+	Language string
+	// NotBefore: in retry_wait, when the recording may be tried again.
+	NotBefore time.Time
+	// StartedAt: when the call started (for relative dates), zero if unknown.
+	StartedAt time.Time
+}
+
+// recordingRow is a recordings row as PostgreSQL returns it (SELECT *).
+type recordingRow struct {
+	ID           uuid.UUID  `db:"id"`
+	TenantID     string     `db:"tenant_id"`
+	CallID       string     `db:"call_id"`
+	AudioSHA256  string     `db:"audio_sha256"`
+	BusinessKey  string     `db:"business_key"`
+	State        State      `db:"state"`
+	Attempt      int        `db:"attempt"`
+	Lane         Lane       `db:"lane"`
+	AudioURI     string     `db:"audio_uri"`
+	AudioBytes   int64      `db:"audio_bytes"`
+	Deadline     *time.Time `db:"deadline"`
+	CreatedAt    time.Time  `db:"created_at"`
+	UpdatedAt    time.Time  `db:"updated_at"`
+	LastEventSeq int        `db:"last_event_seq"`
+	Provider     string     `db:"provider"`
+	ProviderID   string     `db:"provider_id"`
+	Model        string     `db:"model"`
+	Language     string     `db:"language"`
+	NotBefore    *time.Time `db:"not_before"`
+	StartedAt    *time.Time `db:"started_at"`
+}
+
+func (r recordingRow) recording() Recording {
+	t := func(p *time.Time) time.Time {
+		if p == nil {
+			return time.Time{}
+		}
+		return p.UTC()
+	}
+	return Recording{
+		ID: r.ID, TenantID: r.TenantID, CallID: r.CallID, AudioSHA256: r.AudioSHA256, BusinessKey: r.BusinessKey,
+		State: r.State, Attempt: r.Attempt, Lane: r.Lane, AudioURI: r.AudioURI, AudioBytes: r.AudioBytes,
+		Deadline: t(r.Deadline), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EventSeq: r.LastEventSeq,
+		Provider: r.Provider, ProviderID: r.ProviderID, Model: r.Model, Language: r.Language,
+		NotBefore: t(r.NotBefore), StartedAt: t(r.StartedAt),
+	}
 }
 
 // BusinessKey builds tenant_id:call_id:sha256 as the ledger does.
@@ -49,19 +101,32 @@ func BusinessKey(tenantID, callID, audioSHA256 string) string {
 	return tenantID + ":" + callID + ":" + audioSHA256
 }
 
-func scanRecording(row pgx.Row) (Recording, error) {
-	var r Recording
-	var deadline *time.Time
-	err := row.Scan(&r.ID, &r.TenantID, &r.CallID, &r.AudioSHA256, &r.BusinessKey, &r.State, &r.Attempt,
-		&r.Lane, &r.AudioURI, &r.AudioBytes, &deadline, &r.CreatedAt, &r.UpdatedAt, &r.EventSeq)
+// scanRecording reads one whole recordings row from a query.
+func scanRecording(rows pgx.Rows, err error) (Recording, error) {
 	if err != nil {
 		return Recording{}, translate(err)
 	}
-	if deadline != nil {
-		r.Deadline = deadline.UTC()
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[recordingRow])
+	if err != nil {
+		return Recording{}, translate(err)
 	}
-	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
-	return r, nil
+	return r.recording(), nil
+}
+
+// scanRecordings reads whole recordings rows from a query.
+func scanRecordings(rows pgx.Rows, err error) ([]Recording, error) {
+	if err != nil {
+		return nil, translate(err)
+	}
+	rs, err := pgx.CollectRows(rows, pgx.RowToStructByName[recordingRow])
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]Recording, len(rs))
+	for i, r := range rs {
+		out[i] = r.recording()
+	}
+	return out, nil
 }
 
 // NewRecording is what Ingest needs to know about a recording.
@@ -82,6 +147,12 @@ type NewRecording struct {
 	AudioBytes int64
 	// Deadline: when unfinished work expires. Zero: none yet.
 	Deadline time.Time
+	// Model: the speech model to ask for. Default "": the tenant's.
+	Model string
+	// Language: ISO 639-1 code of the call. Default "": auto-detect.
+	Language string
+	// StartedAt: when the call started. Zero: unknown.
+	StartedAt time.Time
 }
 
 func (n *NewRecording) normalize() error {
@@ -145,7 +216,7 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 	if _, err := tx.Exec(ctx, q("RecordingLockCall"), n.TenantID, n.CallID); err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: locking call: %w", n.CallID, translate(err))
 	}
-	existing, err := scanRecording(tx.QueryRow(ctx, q("RecordingGetByKey"), n.TenantID, n.CallID, n.AudioSHA256))
+	existing, err := scanRecording(tx.Query(ctx, q("RecordingGetByKey"), n.TenantID, n.CallID, n.AudioSHA256))
 	if err == nil {
 		return IngestResult{Recording: existing}, nil
 	}
@@ -190,8 +261,13 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: new id: %w", n.CallID, err)
 	}
-	rec, err := scanRecording(tx.QueryRow(ctx, q("RecordingInsert"), id, n.TenantID, n.CallID, n.AudioSHA256,
-		string(n.Lane), n.AudioURI, n.AudioBytes, deadline, l.now(), reason, detail))
+	var startedAt *time.Time
+	if !n.StartedAt.IsZero() {
+		st := dbTime(n.StartedAt)
+		startedAt = &st
+	}
+	rec, err := scanRecording(tx.Query(ctx, q("RecordingInsert"), id, n.TenantID, n.CallID, n.AudioSHA256,
+		string(n.Lane), n.AudioURI, n.AudioBytes, deadline, l.now(), reason, detail, n.Model, n.Language, startedAt))
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: %w", n.CallID, err)
 	}
@@ -201,7 +277,7 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 
 // Recording returns the current row of one recording, or ErrNotFound.
 func (l *Ledger) Recording(ctx context.Context, id uuid.UUID) (Recording, error) {
-	r, err := scanRecording(l.pool.QueryRow(ctx, q("RecordingGet"), id))
+	r, err := scanRecording(l.pool.Query(ctx, q("RecordingGet"), id))
 	if err != nil {
 		return Recording{}, fmt.Errorf("reading recording %s: %w", id, err)
 	}
@@ -210,9 +286,67 @@ func (l *Ledger) Recording(ctx context.Context, id uuid.UUID) (Recording, error)
 
 // RecordingByKey returns the recording with this business key, or ErrNotFound.
 func (l *Ledger) RecordingByKey(ctx context.Context, tenantID, callID, audioSHA256 string) (Recording, error) {
-	r, err := scanRecording(l.pool.QueryRow(ctx, q("RecordingGetByKey"), tenantID, callID, strings.ToLower(audioSHA256)))
+	r, err := scanRecording(l.pool.Query(ctx, q("RecordingGetByKey"), tenantID, callID, strings.ToLower(audioSHA256)))
 	if err != nil {
 		return Recording{}, fmt.Errorf("reading recording %s: %w", BusinessKey(tenantID, callID, audioSHA256), err)
 	}
 	return r, nil
+}
+
+// RecordingFilter narrows Recordings.
+type RecordingFilter struct {
+	State    State  // "" = any
+	TenantID string // "" = any
+	Limit    int    // 0 = 1000
+}
+
+// Recordings lists recordings, oldest first.
+func (l *Ledger) Recordings(ctx context.Context, f RecordingFilter) ([]Recording, error) {
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	rs, err := scanRecordings(l.pool.Query(ctx, q("RecordingList"), string(f.State), f.TenantID, f.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("listing recordings: %w", err)
+	}
+	return rs, nil
+}
+
+// RecordingsByCall lists every recording of one call (one per audio digest).
+func (l *Ledger) RecordingsByCall(ctx context.Context, tenantID, callID string) ([]Recording, error) {
+	rs, err := scanRecordings(l.pool.Query(ctx, q("RecordingListByCallID"), tenantID, callID))
+	if err != nil {
+		return nil, fmt.Errorf("listing recordings of call %s: %w", callID, err)
+	}
+	return rs, nil
+}
+
+// Overdue returns up to limit ids of unfinished recordings whose deadline
+// has passed at now.
+func (l *Ledger) Overdue(ctx context.Context, now time.Time, limit int) ([]uuid.UUID, error) {
+	rows, err := l.pool.Query(ctx, q("RecordingListOverdue"), dbTime(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing overdue recordings: %w", translate(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("listing overdue recordings: %w", translate(err))
+	}
+	return ids, nil
+}
+
+// CountByState counts recordings per state.
+func (l *Ledger) CountByState(ctx context.Context) (map[State]int, error) {
+	rows, err := l.pool.Query(ctx, q("RecordingCountByState"))
+	if err != nil {
+		return nil, fmt.Errorf("counting recordings: %w", translate(err))
+	}
+	out := map[State]int{}
+	var st State
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error { out[st] = n; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("counting recordings: %w", translate(err))
+	}
+	return out, nil
 }

@@ -20,6 +20,17 @@ type Deferral struct {
 	// the scope was never deferred.
 	NotBefore time.Time
 	UpdatedAt time.Time
+	// NeedsProbe: a cooldown ended (or will): the next request must be a
+	// single probe, and the rest wait until it succeeds.
+	NeedsProbe bool
+	// ProbeJobID holds the probe when one is out; ProbeClaimedAt since when.
+	ProbeJobID     int64
+	ProbeClaimedAt time.Time
+	// Paused: an operator must resume the scope (for example, the vendor
+	// account's quota is exhausted). Jobs wait; they do not fail.
+	Paused       bool
+	PausedReason string
+	PausedAt     time.Time
 }
 
 // Active reports whether the scope is still deferred at now.
@@ -95,15 +106,43 @@ func (l *Ledger) scopeDeferralExtend(ctx context.Context, db querier, e Extensio
 // ScopeDeferral returns a scope's current deadline. A scope never deferred
 // has a zero NotBefore (and no error).
 func (l *Ledger) ScopeDeferral(ctx context.Context, scope string) (Deferral, error) {
-	d := Deferral{Scope: scope}
-	err := l.pool.QueryRow(ctx, q("ScopeDeferralGet"), scope).Scan(&d.Scope, &d.NotBefore, &d.UpdatedAt)
+	d, err := scanDeferral(l.pool.QueryRow(ctx, q("ScopeDeferralGet"), scope))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Deferral{Scope: scope}, nil
 	}
 	if err != nil {
 		return Deferral{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
 	}
+	return d, nil
+}
+
+// ScopeDeferrals lists every scope that was ever deferred or paused.
+func (l *Ledger) ScopeDeferrals(ctx context.Context) ([]Deferral, error) {
+	rows, err := l.pool.Query(ctx, q("ScopeDeferralList"))
+	if err != nil {
+		return nil, fmt.Errorf("listing scope deferrals: %w", translate(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Deferral, error) { return scanDeferral(r) })
+	if err != nil {
+		return nil, fmt.Errorf("listing scope deferrals: %w", translate(err))
+	}
+	return out, nil
+}
+
+func scanDeferral(row pgx.Row) (Deferral, error) {
+	var d Deferral
+	var claimed, pausedAt *time.Time
+	if err := row.Scan(&d.Scope, &d.NotBefore, &d.UpdatedAt, &d.NeedsProbe, &d.ProbeJobID, &claimed,
+		&d.Paused, &d.PausedReason, &pausedAt); err != nil {
+		return Deferral{}, err
+	}
 	d.NotBefore, d.UpdatedAt = d.NotBefore.UTC(), d.UpdatedAt.UTC()
+	if claimed != nil {
+		d.ProbeClaimedAt = claimed.UTC()
+	}
+	if pausedAt != nil {
+		d.PausedAt = pausedAt.UTC()
+	}
 	return d, nil
 }
 
@@ -120,6 +159,9 @@ type ExtensionRecord struct {
 	RecordingID        uuid.UUID
 	Reason             string
 	At                 time.Time
+	// ObserveOnly: recorded by a scope in observe-only mode; it did not
+	// move the deadline.
+	ObserveOnly bool
 }
 
 // ScopeDeferralExtensions returns every offer recorded for a scope, oldest first.
@@ -133,7 +175,7 @@ func (l *Ledger) ScopeDeferralExtensions(ctx context.Context, scope string) ([]E
 		var job *int64
 		var rec *uuid.UUID
 		err := r.Scan(&x.ID, &x.Scope, &x.OfferedNotBefore, &x.ResultingNotBefore, &x.RetryAfter, &x.Source,
-			&x.Clamped, &job, &rec, &x.Reason, &x.At)
+			&x.Clamped, &job, &rec, &x.Reason, &x.At, &x.ObserveOnly)
 		if job != nil {
 			x.JobID = *job
 		}

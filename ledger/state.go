@@ -26,8 +26,11 @@ func States() []State {
 	}
 }
 
-// Terminal reports whether no transition leaves s. Terminal recordings are
-// reviewable and are the only ones the retention purge may remove.
+// Terminal reports whether the pipeline is done with s: no automatic
+// transition leaves it. Expired and failed recordings are reviewable: only
+// an operator's re-drive (`callscribe jobs retry`, the edges in RedriveEdges)
+// moves them on. Terminal recordings are the only ones the retention purge
+// may remove.
 func (s State) Terminal() bool {
 	switch s {
 	case StateCommitted, StateExpired, StateFailed:
@@ -74,8 +77,16 @@ var edges = func() map[Edge]bool {
 			m[Edge{s, StateExpired}] = true // any non-terminal state may expire
 		}
 	}
+	for _, e := range RedriveEdges() {
+		m[e] = true
+	}
 	return m
 }()
+
+// RedriveEdges are the operator's edges out of reviewable states.
+func RedriveEdges() []Edge {
+	return []Edge{{StateExpired, StateEligible}, {StateFailed, StateEligible}}
+}
 
 // Edges returns every allowed transition.
 func Edges() []Edge {

@@ -79,7 +79,10 @@ func TestCanTransition(t *testing.T) {
 		{ledger.StateValidated, ledger.StateExpired, true},
 		{ledger.StateRetryWait, ledger.StateExpired, true},
 		{ledger.StateCommitted, ledger.StateExpired, false}, // terminal
-		{ledger.StateExpired, ledger.StateEligible, false},
+		{ledger.StateExpired, ledger.StateEligible, true},   // operator re-drive
+		{ledger.StateFailed, ledger.StateEligible, true},    // operator re-drive
+		{ledger.StateCommitted, ledger.StateEligible, false},
+		{ledger.StateExpired, ledger.StateSubmitted, false},
 		{ledger.StateFailed, ledger.StateFailed, false},
 		{ledger.StateReceived, ledger.StateReceived, false},
 	}
@@ -90,8 +93,8 @@ func TestCanTransition(t *testing.T) {
 	}
 	for _, s := range ledger.States() {
 		for _, to := range ledger.States() {
-			if s.Terminal() && ledger.CanTransition(s, to) {
-				t.Errorf("terminal %s has an edge to %s", s, to)
+			if s.Terminal() && ledger.CanTransition(s, to) && !slices.Contains(ledger.RedriveEdges(), ledger.Edge{From: s, To: to}) {
+				t.Errorf("terminal %s has an automatic edge to %s", s, to)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -26,6 +27,15 @@ type Transition struct {
 	RetryAfter *string
 	// Detail holds structured extras for the event (JSON object).
 	Detail map[string]any
+
+	// Row updates made with the move (nil: unchanged).
+	Provider   *string
+	ProviderID *string
+	// NotBefore: when a recording entering retry_wait may be tried again.
+	// Every transition sets it: nil clears it.
+	NotBefore *time.Time
+	// Deadline replaces the recording's deadline (an operator re-drive).
+	Deadline *time.Time
 }
 
 // Transition applies t in one short transaction of its own: a compare-and-set
@@ -57,8 +67,9 @@ func (l *Ledger) transition(ctx context.Context, db querier, t Transition) (Reco
 	if countsAttempt(t.To) {
 		inc = 1
 	}
-	rec, err := scanRecording(db.QueryRow(ctx, q("RecordingTransition"),
-		t.RecordingID, string(t.From), string(t.To), inc, l.now(), t.Reason, t.ResponseClass, t.RetryAfter, detail))
+	rec, err := scanRecording(db.Query(ctx, q("RecordingTransition"),
+		t.RecordingID, string(t.From), string(t.To), inc, l.now(), t.Reason, t.ResponseClass, t.RetryAfter, detail,
+		t.Provider, t.ProviderID, true, dbTimePtr(t.NotBefore), dbTimePtr(t.Deadline)))
 	if err == nil {
 		return rec, nil
 	}
@@ -79,4 +90,69 @@ func (l *Ledger) transition(ctx context.Context, db querier, t Transition) (Reco
 			t.RecordingID, t.From, t.To, translate(err))
 	}
 	return Recording{}, &StateConflictError{RecordingID: t.RecordingID, Expected: t.From, Actual: actual}
+}
+
+func dbTimePtr(t *time.Time) *time.Time {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	d := dbTime(*t)
+	return &d
+}
+
+// Note records something that happened to a recording without moving it:
+// a vendor's interim answer, a poll, a resubmission. It is an event whose
+// prior and new state are the recording's current state, appended with the
+// same compare-and-set as a transition.
+type Note struct {
+	RecordingID uuid.UUID
+	// State the caller read; the note is written only if it still holds.
+	State         State
+	Reason        string
+	ResponseClass string
+	RetryAfter    *string
+	Detail        map[string]any
+	// Submission: this note records another submission to the vendor
+	// (a resubmission in state submitted): the attempt count goes up.
+	Submission bool
+	Provider   *string
+	ProviderID *string
+}
+
+// Note appends n in one short transaction of its own.
+func (l *Ledger) Note(ctx context.Context, n Note) (Recording, error) { return l.note(ctx, l.pool, n) }
+
+// NoteTx is Note inside the caller's transaction.
+func (l *Ledger) NoteTx(ctx context.Context, tx pgx.Tx, n Note) (Recording, error) {
+	return l.note(ctx, tx, n)
+}
+
+func (l *Ledger) note(ctx context.Context, db querier, n Note) (Recording, error) {
+	if n.Submission && n.State != StateSubmitted {
+		return Recording{}, &InvalidError{Field: "Submission", Reason: "only a recording in submitted can be resubmitted"}
+	}
+	detail := n.Detail
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	inc := 0
+	if n.Submission {
+		inc = 1
+	}
+	rec, err := scanRecording(db.Query(ctx, q("RecordingNote"), n.RecordingID, string(n.State), inc, l.now(),
+		n.Reason, n.ResponseClass, n.RetryAfter, detail, n.Provider, n.ProviderID))
+	if err == nil {
+		return rec, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return Recording{}, fmt.Errorf("recording %s note in %s: %w", n.RecordingID, n.State, err)
+	}
+	var actual State
+	if err := db.QueryRow(ctx, q("RecordingStateGet"), n.RecordingID).Scan(&actual); err != nil {
+		if isNoRows(err) {
+			return Recording{}, fmt.Errorf("recording %s: %w", n.RecordingID, ErrNotFound)
+		}
+		return Recording{}, fmt.Errorf("recording %s note: reading state after a lost race: %w", n.RecordingID, translate(err))
+	}
+	return Recording{}, &StateConflictError{RecordingID: n.RecordingID, Expected: n.State, Actual: actual}
 }

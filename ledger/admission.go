@@ -1,0 +1,130 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// ProbeTimeoutDefault is how long a claimed probe holds a scope before
+// another job may probe instead (the first may have crashed).
+const ProbeTimeoutDefault = time.Minute
+
+// Verdict is ScopeAdmit's answer.
+type Verdict string
+
+// The verdicts.
+const (
+	// VerdictAdmit: go ahead.
+	VerdictAdmit Verdict = "admit"
+	// VerdictProbe: go ahead as the scope's single probe after a cooldown;
+	// report the answer with ScopeProbeSucceeded (or extend the deadline).
+	VerdictProbe Verdict = "probe"
+	// VerdictDeferred: the scope's deadline has not passed; wait until Until.
+	VerdictDeferred Verdict = "deferred"
+	// VerdictProbeOut: another job is probing; wait a little (Until) and ask again.
+	VerdictProbeOut Verdict = "probe-out"
+	// VerdictPaused: an operator must resume the scope first.
+	VerdictPaused Verdict = "paused"
+)
+
+// Admission says whether a job may send a request to a scope now.
+type Admission struct {
+	Verdict Verdict
+	// Until: when to ask again, for VerdictDeferred and VerdictProbeOut.
+	Until    time.Time
+	Deferral Deferral
+}
+
+// Admitted reports whether the request may be sent.
+func (a Admission) Admitted() bool { return a.Verdict == VerdictAdmit || a.Verdict == VerdictProbe }
+
+// ScopeAdmit decides whether job jobID may send a request to scope at the
+// ledger's current time: not before the scope's deadline; after a cooldown,
+// only one probe (claimed atomically; a claim older than probeTimeout is
+// taken over); never while the scope is paused. probeWait is how long the
+// others wait before asking again while a probe is out.
+func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, probeTimeout, probeWait time.Duration) (Admission, error) {
+	now := l.now()
+	d, err := l.ScopeDeferral(ctx, scope)
+	if err != nil {
+		return Admission{}, err
+	}
+	switch {
+	case d.Paused:
+		return Admission{Verdict: VerdictPaused, Deferral: d}, nil
+	case now.Before(d.NotBefore):
+		return Admission{Verdict: VerdictDeferred, Until: d.NotBefore, Deferral: d}, nil
+	case !d.NeedsProbe:
+		return Admission{Verdict: VerdictAdmit, Deferral: d}, nil
+	}
+	var got string
+	err = l.pool.QueryRow(ctx, q("ScopeProbeClaim"), scope, jobID, now, now.Add(-probeTimeout)).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Admission{Verdict: VerdictProbeOut, Until: now.Add(probeWait), Deferral: d}, nil
+	}
+	if err != nil {
+		return Admission{}, fmt.Errorf("claiming the probe of scope %s: %w", scope, translate(err))
+	}
+	return Admission{Verdict: VerdictProbe, Deferral: d}, nil
+}
+
+// ScopeProbeSucceeded reopens a scope after its probe got a real answer
+// (anything but throttling): every job may send again. jobID 0 reopens
+// whoever holds the probe.
+func (l *Ledger) ScopeProbeSucceeded(ctx context.Context, scope string, jobID int64) error {
+	if _, err := l.pool.Exec(ctx, q("ScopeProbeSucceed"), scope, jobID); err != nil {
+		return fmt.Errorf("reopening scope %s after its probe: %w", scope, translate(err))
+	}
+	return nil
+}
+
+// ScopePause stops admission to a scope until an operator resumes it.
+func (l *Ledger) ScopePause(ctx context.Context, scope, reason string) error {
+	if scope == "" {
+		return &InvalidError{Field: "scope", Reason: "is required"}
+	}
+	if _, err := l.pool.Exec(ctx, q("ScopePause"), scope, l.now(), reason); err != nil {
+		return fmt.Errorf("pausing scope %s: %w", scope, translate(err))
+	}
+	return nil
+}
+
+// ScopeResume lets a paused scope admit again, starting with a probe. It
+// returns ErrNotFound when the scope is not paused.
+func (l *Ledger) ScopeResume(ctx context.Context, scope string) error {
+	var got string
+	err := l.pool.QueryRow(ctx, q("ScopeResume"), scope, l.now()).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("resuming scope %s: it is not paused: %w", scope, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("resuming scope %s: %w", scope, translate(err))
+	}
+	return nil
+}
+
+// ScopeDeferralObserve records an offer for a scope in observe-only mode:
+// kept with the others (ObserveOnly), but the deadline does not move.
+func (l *Ledger) ScopeDeferralObserve(ctx context.Context, e Extension) error {
+	if e.Scope == "" {
+		return &InvalidError{Field: "Scope", Reason: "is required"}
+	}
+	var jobID *int64
+	if e.JobID != 0 {
+		jobID = &e.JobID
+	}
+	var recID *uuid.UUID
+	if e.RecordingID != uuid.Nil {
+		recID = &e.RecordingID
+	}
+	if _, err := l.pool.Exec(ctx, q("ScopeDeferralObserve"), e.Scope, dbTime(e.NotBefore), l.now(), e.RetryAfter,
+		e.Source, e.Clamped, jobID, recID, e.Reason); err != nil {
+		return fmt.Errorf("recording an observe-only offer for scope %s: %w", e.Scope, translate(err))
+	}
+	return nil
+}

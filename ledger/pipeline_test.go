@@ -1,0 +1,152 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/ledger"
+)
+
+func TestNotesAndTranscript(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r := b.walk(t, b.ingest(t), ledger.StateEligible)
+	prov, pid := "generic-http", "tr_1"
+	r, err := b.ledger.Transition(ctx, ledger.Transition{RecordingID: r.ID, From: r.State, To: ledger.StateSubmitted, Provider: &prov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = b.ledger.Note(ctx, ledger.Note{RecordingID: r.ID, State: ledger.StateSubmitted, Reason: "accepted", ResponseClass: "accepted", ProviderID: &pid})
+	if err != nil || r.ProviderID != pid || r.Provider != prov || r.Attempt != 1 {
+		t.Fatalf("accepted note: %+v, %v", r, err)
+	}
+	r, err = b.ledger.Note(ctx, ledger.Note{RecordingID: r.ID, State: ledger.StateSubmitted, Reason: "resubmitted: vendor never saw it", Submission: true})
+	if err != nil || r.Attempt != 2 || r.State != ledger.StateSubmitted {
+		t.Fatalf("resubmission note: %+v, %v", r, err)
+	}
+	if _, err := b.ledger.Note(ctx, ledger.Note{RecordingID: r.ID, State: ledger.StateEligible}); !errors.Is(err, ledger.ErrStateConflict) {
+		t.Fatalf("stale note: %v", err)
+	}
+	if _, err := b.ledger.Note(ctx, ledger.Note{RecordingID: r.ID, State: ledger.StateEligible, Submission: true}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("resubmission outside submitted: %v", err)
+	}
+
+	tr := ledger.Transcript{Provider: prov, ProviderID: pid, Text: "hello there", Language: "en", Confidence: 0.9, DurationSeconds: 3.2,
+		Segments: []ledger.Segment{{Start: 0, End: 1.5, Text: "hello", Confidence: 0.95}}}
+	r, err = b.ledger.RecordTranscript(ctx, ledger.Transition{RecordingID: r.ID, From: ledger.StateSubmitted, To: ledger.StateTranscribed, ResponseClass: "completed"}, tr)
+	if err != nil || r.State != ledger.StateTranscribed {
+		t.Fatalf("RecordTranscript: %+v, %v", r, err)
+	}
+	got, err := b.ledger.Transcript(ctx, r.ID)
+	if err != nil || got.Text != tr.Text || len(got.Segments) != 1 || got.Segments[0].Text != "hello" || got.Confidence != 0.9 {
+		t.Fatalf("Transcript = %+v, %v", got, err)
+	}
+	// A second transcript for the same recording is refused with the move.
+	if _, err := b.ledger.RecordTranscript(ctx, ledger.Transition{RecordingID: r.ID, From: ledger.StateSubmitted, To: ledger.StateTranscribed}, tr); !errors.Is(err, ledger.ErrStateConflict) {
+		t.Fatalf("second transcript: %v", err)
+	}
+	evs, err := b.ledger.Events(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := ledger.Replay(evs)
+	if err != nil || snap != r.Snapshot() {
+		t.Fatalf("replay with notes = %+v, %v; row %+v", snap, err, r.Snapshot())
+	}
+}
+
+func TestRetryWaitNotBeforeAndRedrive(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r := b.walk(t, b.ingest(t), ledger.StateEligible, ledger.StateSubmitted)
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	r, err := b.ledger.Transition(ctx, ledger.Transition{RecordingID: r.ID, From: r.State, To: ledger.StateRetryWait, NotBefore: &at})
+	if err != nil || !r.NotBefore.Equal(at) {
+		t.Fatalf("retry_wait not_before = %v, %v", r.NotBefore, err)
+	}
+	r = b.walk(t, r, ledger.StateEligible)
+	if !r.NotBefore.IsZero() {
+		t.Fatalf("not_before survived leaving retry_wait: %v", r.NotBefore)
+	}
+	r = b.walk(t, r, ledger.StateExpired)
+	deadline := at.Add(24 * time.Hour)
+	r, err = b.ledger.Transition(ctx, ledger.Transition{RecordingID: r.ID, From: ledger.StateExpired, To: ledger.StateEligible, Reason: "operator retry", Deadline: &deadline})
+	if err != nil || !r.Deadline.Equal(deadline) || r.State != ledger.StateEligible {
+		t.Fatalf("re-drive: %+v, %v", r, err)
+	}
+}
+
+func TestScopeAdmissionProbePauseObserve(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const scope = "generic:k1:general"
+
+	a, err := b.ledger.ScopeAdmit(ctx, scope, 1, time.Minute, time.Second)
+	if err != nil || a.Verdict != ledger.VerdictAdmit {
+		t.Fatalf("fresh scope: %+v, %v", a, err)
+	}
+	now := b.clock.Now()
+	if _, err := b.ledger.ScopeDeferralExtend(ctx, ledger.Extension{Scope: scope, NotBefore: now.Add(10 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ = b.ledger.ScopeAdmit(ctx, scope, 1, time.Minute, time.Second)
+	if a.Verdict != ledger.VerdictDeferred || !a.Until.Equal(now.Add(10*time.Second).Truncate(time.Microsecond)) {
+		t.Fatalf("during cooldown: %+v", a)
+	}
+	b.clock.Advance(11 * time.Second)
+	first, _ := b.ledger.ScopeAdmit(ctx, scope, 1, time.Minute, time.Second)
+	second, _ := b.ledger.ScopeAdmit(ctx, scope, 2, time.Minute, time.Second)
+	again, _ := b.ledger.ScopeAdmit(ctx, scope, 1, time.Minute, time.Second)
+	if first.Verdict != ledger.VerdictProbe || second.Verdict != ledger.VerdictProbeOut || again.Verdict != ledger.VerdictProbe {
+		t.Fatalf("after cooldown: first %s, second %s, first again %s; want probe, probe-out, probe", first.Verdict, second.Verdict, again.Verdict)
+	}
+	// A stale probe is taken over.
+	b.clock.Advance(2 * time.Minute)
+	if takeover, _ := b.ledger.ScopeAdmit(ctx, scope, 2, time.Minute, time.Second); takeover.Verdict != ledger.VerdictProbe {
+		t.Fatalf("stale probe not taken over: %s", takeover.Verdict)
+	}
+	if err := b.ledger.ScopeProbeSucceeded(ctx, scope, 2); err != nil {
+		t.Fatal(err)
+	}
+	if open, _ := b.ledger.ScopeAdmit(ctx, scope, 3, time.Minute, time.Second); open.Verdict != ledger.VerdictAdmit {
+		t.Fatalf("after a successful probe: %s", open.Verdict)
+	}
+
+	if err := b.ledger.ScopePause(ctx, scope, "insufficient_quota"); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := b.ledger.ScopeAdmit(ctx, scope, 3, time.Minute, time.Second); p.Verdict != ledger.VerdictPaused || p.Deferral.PausedReason != "insufficient_quota" {
+		t.Fatalf("paused scope: %+v", p)
+	}
+	if err := b.ledger.ScopeResume(ctx, scope); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ledger.ScopeResume(ctx, scope); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("resuming a running scope: %v", err)
+	}
+	if p, _ := b.ledger.ScopeAdmit(ctx, scope, 3, time.Minute, time.Second); p.Verdict != ledger.VerdictProbe {
+		t.Fatalf("resumed scope starts with a probe: %s", p.Verdict)
+	}
+
+	before, _ := b.ledger.ScopeDeferral(ctx, scope)
+	if err := b.ledger.ScopeDeferralObserve(ctx, ledger.Extension{Scope: scope, NotBefore: b.clock.Now().Add(time.Hour), Source: "retry-after"}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := b.ledger.ScopeDeferral(ctx, scope)
+	if !after.NotBefore.Equal(before.NotBefore) {
+		t.Fatalf("observe-only moved the deadline: %s -> %s", before.NotBefore, after.NotBefore)
+	}
+	exts, _ := b.ledger.ScopeDeferralExtensions(ctx, scope)
+	if last := exts[len(exts)-1]; !last.ObserveOnly {
+		t.Fatalf("observe-only offer not recorded as such: %+v", last)
+	}
+	all, err := b.ledger.ScopeDeferrals(ctx)
+	if err != nil || len(all) != 1 || all[0].Scope != scope {
+		t.Fatalf("ScopeDeferrals = %+v, %v", all, err)
+	}
+}
