@@ -85,6 +85,13 @@ SELECT scope, not_before, updated_at, needs_probe, coalesce(probe_job_id, 0), pr
        paused, paused_reason, paused_at
 FROM scope_deferrals WHERE scope = $1;
 
+-- name: ScopeDeferralGetForAdmission
+-- FOR SHARE waits for an extension being written to commit, so an admission
+-- check that starts after an extension began sees it.
+SELECT scope, not_before, updated_at, needs_probe, coalesce(probe_job_id, 0), probe_claimed_at,
+       paused, paused_reason, paused_at
+FROM scope_deferrals WHERE scope = $1 FOR SHARE;
+
 -- name: ScopeDeferralList
 SELECT scope, not_before, updated_at, needs_probe, coalesce(probe_job_id, 0), probe_claimed_at,
        paused, paused_reason, paused_at
@@ -123,7 +130,7 @@ VALUES ($1, $2, $2, $4, $5, $6, $7, $8, $9, $3, true);
 
 -- name: ScopeDeferralExtensionList
 SELECT id, scope, offered_not_before, resulting_not_before, retry_after_raw, source,
-       clamped, job_id, recording_id, reason, at, observe_only
+       clamped, job_id, recording_id, reason, at, observe_only, recorded_at
 FROM scope_deferral_extensions
 WHERE scope = $1
 ORDER BY id;

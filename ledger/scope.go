@@ -162,6 +162,8 @@ type ExtensionRecord struct {
 	// ObserveOnly: recorded by a scope in observe-only mode; it did not
 	// move the deadline.
 	ObserveOnly bool
+	// RecordedAt: the database's clock when the offer was written.
+	RecordedAt time.Time
 }
 
 // ScopeDeferralExtensions returns every offer recorded for a scope, oldest first.
@@ -175,14 +177,14 @@ func (l *Ledger) ScopeDeferralExtensions(ctx context.Context, scope string) ([]E
 		var job *int64
 		var rec *uuid.UUID
 		err := r.Scan(&x.ID, &x.Scope, &x.OfferedNotBefore, &x.ResultingNotBefore, &x.RetryAfter, &x.Source,
-			&x.Clamped, &job, &rec, &x.Reason, &x.At, &x.ObserveOnly)
+			&x.Clamped, &job, &rec, &x.Reason, &x.At, &x.ObserveOnly, &x.RecordedAt)
 		if job != nil {
 			x.JobID = *job
 		}
 		if rec != nil {
 			x.RecordingID = *rec
 		}
-		x.OfferedNotBefore, x.ResultingNotBefore, x.At = x.OfferedNotBefore.UTC(), x.ResultingNotBefore.UTC(), x.At.UTC()
+		x.OfferedNotBefore, x.ResultingNotBefore, x.At, x.RecordedAt = x.OfferedNotBefore.UTC(), x.ResultingNotBefore.UTC(), x.At.UTC(), x.RecordedAt.UTC()
 		return x, err
 	})
 	if err != nil {

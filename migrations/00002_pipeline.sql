@@ -106,15 +106,18 @@ ALTER TABLE scope_deferrals
     ADD COLUMN paused_at        timestamptz;
 
 -- Observe-only offers are recorded but never move the deadline.
+-- recorded_at is the database's own clock when the offer was written (the
+-- moment other workers can see it), beside "at", the caller's clock.
 ALTER TABLE scope_deferral_extensions
-    ADD COLUMN observe_only boolean NOT NULL DEFAULT false;
+    ADD COLUMN observe_only boolean NOT NULL DEFAULT false,
+    ADD COLUMN recorded_at  timestamptz NOT NULL DEFAULT clock_timestamp();
 ALTER TABLE scope_deferral_extensions
     DROP CONSTRAINT scope_deferral_extensions_scope_fkey;
 -- +goose StatementEnd
 
 -- +goose Down
 -- +goose StatementBegin
-ALTER TABLE scope_deferral_extensions DROP COLUMN observe_only;
+ALTER TABLE scope_deferral_extensions DROP COLUMN observe_only, DROP COLUMN recorded_at;
 ALTER TABLE scope_deferral_extensions
     ADD CONSTRAINT scope_deferral_extensions_scope_fkey FOREIGN KEY (scope) REFERENCES scope_deferrals (scope) NOT VALID;
 ALTER TABLE scope_deferrals
