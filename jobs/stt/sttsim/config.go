@@ -1,0 +1,271 @@
+package sttsim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+const (
+	// APIKeyDefault is the one Bearer key accepted when Config.APIKeys is
+	// empty.
+	APIKeyDefault = "sim-key"
+	// ModelDefault is the model of a submission that names none; it is part
+	// of the throttling scope.
+	ModelDefault = "general"
+	// CooldownDefault is Config.Cooldown when left zero.
+	CooldownDefault = 2 * time.Second
+	// MaxAudioBytesDefault is Config.MaxAudioBytes when left zero: 25 MiB.
+	MaxAudioBytesDefault int64 = 25 << 20
+	// ConfidenceDefault is the confidence of the default transcriber.
+	ConfidenceDefault = 0.93
+)
+
+// Clock tells the time. The server stamps arrivals, cooldowns and
+// transcription progress with it, so tests inject a stepping clock. Latency
+// is waited with real timers, not with the Clock.
+type Clock interface {
+	Now() time.Time
+}
+
+// systemClock is the real clock, in UTC.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now().UTC() }
+
+// RetryAfterForm is how a 429 or 503 answer states its Retry-After.
+type RetryAfterForm string
+
+// The forms of Config.RetryAfterForm. FormMixed is a rotation: each 429 or
+// 503 answer takes the next of the other six, in the order listed.
+const (
+	FormSeconds    RetryAfterForm = "seconds"     // delay-seconds, rounded up: "2"
+	FormIMFFixdate RetryAfterForm = "imf-fixdate" // "Sun, 06 Nov 1994 08:49:37 GMT"
+	FormRFC850     RetryAfterForm = "rfc850"      // "Sunday, 06-Nov-94 08:49:37 GMT"
+	FormASCTime    RetryAfterForm = "asctime"     // "Sun Nov  6 08:49:37 1994"
+	FormNone       RetryAfterForm = "none"        // no Retry-After header at all
+	FormMalformed  RetryAfterForm = "malformed"   // a value no RFC 9110 parser accepts, such as "soon"
+	FormMixed      RetryAfterForm = "mixed"       // rotate through the six forms above
+)
+
+// mixedRotation is the order in which FormMixed hands out forms.
+var mixedRotation = []RetryAfterForm{FormSeconds, FormIMFFixdate, FormRFC850, FormASCTime, FormNone, FormMalformed}
+
+// usable reports whether a client can read a deadline from a header in
+// form f, which is what makes a cooldown "announced".
+func (f RetryAfterForm) usable() bool {
+	switch f {
+	case FormSeconds, FormIMFFixdate, FormRFC850, FormASCTime:
+		return true
+	}
+	return false
+}
+
+func (f RetryAfterForm) valid() bool {
+	return f == FormMixed || f == FormNone || f == FormMalformed || f.usable()
+}
+
+// Config configures a Server. The zero Config is a well-behaved server that
+// accepts APIKeyDefault, answers every submission synchronously and never
+// throttles; each trouble knob adds one kind of misbehaviour.
+type Config struct {
+	// APIKeys are the accepted Bearer keys. Each (key, model) pair is a
+	// throttling scope. Default (empty): []string{APIKeyDefault}. An empty
+	// string among them is refused.
+	APIKeys []string
+
+	// Models, when not empty, are the models the plan includes: a
+	// submission for another model is answered 403 forbidden. Default
+	// (empty): every model is allowed.
+	Models []string
+
+	// Clock supplies now for arrivals, cooldown deadlines and transcription
+	// progress. Default (nil): the real clock, in UTC.
+	Clock Clock
+
+	// Rand decides every piece of trouble (and latency jitter), so a seeded
+	// Rand makes a sequential run reproducible; concurrent traffic draws in
+	// arrival order. The Server guards it with its own mutex: do not use it
+	// elsewhere while the Server runs. Default (nil): a PCG seeded from the
+	// current time. A knob at 0 or 1 draws nothing.
+	Rand *rand.Rand
+
+	// Logger receives one Info record per piece of trouble (cooldown
+	// started, violation, drop) and a Debug record per answer. It never
+	// receives transcript text, audio URLs or whole API keys. Default
+	// (nil): discard.
+	Logger *slog.Logger
+
+	// RateLimitShare is the probability, in [0, 1], that a submission
+	// (single or batch; never a poll) arriving outside a cooldown is
+	// refused with 429 rate_limited and starts a cooldown of its scope.
+	// Default 0.
+	RateLimitShare float64
+
+	// Cooldown is the length of a cooldown: until StartedAt+Cooldown every
+	// submission of the scope is answered 429 with the remaining time.
+	// Default CooldownDefault (2s); zero means the default; negative is
+	// refused.
+	Cooldown time.Duration
+
+	// RetryAfterForm is how 429 and 503 answers state the remaining
+	// cooldown. Default (""): FormSeconds. Only the four parseable forms
+	// announce a cooldown (see Cooldown.AnnouncedAt).
+	RetryAfterForm RetryAfterForm
+
+	// UnavailableShare is the probability, in [0, 1], that a request (any
+	// route) is answered 503 unavailable with a Retry-After in
+	// RetryAfterForm. On a submission, a 503 that carries a header (any form
+	// but FormNone) also starts a cooldown of its scope. Default 0.
+	UnavailableShare float64
+
+	// ServerErrorShare is the probability, in [0, 1], that a request (any
+	// route) is answered 500, 502 or 504 with a server_error body. Default 0.
+	ServerErrorShare float64
+
+	// Latency is waited before every request is handled, plus a uniform
+	// random part in [0, LatencyJitter). A client that gives up meanwhile
+	// ends the wait: nothing is recorded but Stats.Cancelled. Defaults 0;
+	// negative is refused.
+	Latency       time.Duration
+	LatencyJitter time.Duration
+
+	// AsyncShare is the probability, in [0, 1], that an accepted single
+	// submission is answered 202 queued instead of 200 completed; it is
+	// queued for the first half of ProcessingTime, processing for the
+	// second, then completed (or failed). Batch items are always
+	// asynchronous. Default 0.
+	AsyncShare float64
+
+	// ProcessingTime is how long an asynchronous transcription takes,
+	// measured with Clock. A batch staggers its new items over it: item i
+	// of n is ready after ProcessingTime*(i+1)/n. Default 0: ready at the
+	// first poll. Negative is refused.
+	ProcessingTime time.Duration
+
+	// PollRetryAfter is the raw Retry-After sent with every answer that
+	// carries an unfinished transcription or batch (202 on submit, 200 on
+	// poll or reconcile). Default (""): none.
+	PollRetryAfter string
+
+	// DropAfterAcceptShare is the probability, in [0, 1], that a newly
+	// accepted submission (single or batch) is recorded, OnAccept is
+	// called, and then the connection is closed with a TCP reset instead
+	// of an answer. Replays are never dropped. Default 0.
+	//
+	// Go's http.Transport silently resends a POST that carries an
+	// Idempotency-Key when a reused keep-alive connection fails before the
+	// answer; the resend is then a replay. A test that wants to see the
+	// drop uses a client with keep-alives disabled.
+	DropAfterAcceptShare float64
+
+	// MaxAudioBytes is the largest file:// audio accepted; a larger file is
+	// answered 413 audio_too_large. http(s) audio is never fetched, so never
+	// measured. Default MaxAudioBytesDefault (25 MiB); zero means the
+	// default; negative is refused.
+	MaxAudioBytes int64
+
+	// Transcribe turns an accepted submission into a Result; an error makes
+	// the transcription failed (transcription_failed, with the error's
+	// text as message). It is called once per new transcription, outside
+	// the Server's lock, possibly concurrently. Default: DefaultTranscriber
+	// with ExpectedText.
+	Transcribe func(req SubmitRequest) (Result, error)
+
+	// ExpectedText maps audio_sha256 (lower-case hex) to the text the
+	// default transcriber returns for it. Ignored when Transcribe is set.
+	// The Server reads it concurrently: do not change it after New.
+	ExpectedText map[string]string
+
+	// OnAccept is called with the Idempotency-Key of a newly accepted
+	// submission (a batch's manifest key for a batch), after it is recorded
+	// (so reconcile finds it) and before the answer is written or the
+	// connection dropped. Tests use it to kill the client at the worst
+	// moment. It runs on the request's goroutine. Default (nil): nothing.
+	OnAccept func(key string)
+}
+
+// WithDefaults returns a copy of c with every zero field that has a default
+// set to it. Out-of-range values are kept, for New to refuse.
+func (c Config) WithDefaults() Config {
+	if len(c.APIKeys) == 0 {
+		c.APIKeys = []string{APIKeyDefault}
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Rand == nil {
+		seed := uint64(time.Now().UnixNano())
+		c.Rand = rand.New(rand.NewPCG(seed, seed>>1|1))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Cooldown == 0 {
+		c.Cooldown = CooldownDefault
+	}
+	if c.RetryAfterForm == "" {
+		c.RetryAfterForm = FormSeconds
+	}
+	if c.MaxAudioBytes == 0 {
+		c.MaxAudioBytes = MaxAudioBytesDefault
+	}
+	if c.Transcribe == nil {
+		c.Transcribe = DefaultTranscriber(c.ExpectedText)
+	}
+	return c
+}
+
+// validate reports the first problem with c after defaults, naming the
+// field.
+func (c Config) validate() error {
+	for i, k := range c.APIKeys {
+		if k == "" {
+			return fmt.Errorf("sttsim: Config.APIKeys[%d] is empty", i)
+		}
+	}
+	for i, m := range c.Models {
+		if m == "" {
+			return fmt.Errorf("sttsim: Config.Models[%d] is empty", i)
+		}
+	}
+	shares := []struct {
+		name string
+		v    float64
+	}{
+		{"RateLimitShare", c.RateLimitShare},
+		{"UnavailableShare", c.UnavailableShare},
+		{"ServerErrorShare", c.ServerErrorShare},
+		{"AsyncShare", c.AsyncShare},
+		{"DropAfterAcceptShare", c.DropAfterAcceptShare},
+	}
+	for _, s := range shares {
+		if math.IsNaN(s.v) || s.v < 0 || s.v > 1 {
+			return fmt.Errorf("sttsim: Config.%s is %v, want a probability in [0, 1]", s.name, s.v)
+		}
+	}
+	durations := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"Cooldown", c.Cooldown},
+		{"Latency", c.Latency},
+		{"LatencyJitter", c.LatencyJitter},
+		{"ProcessingTime", c.ProcessingTime},
+	}
+	for _, d := range durations {
+		if d.v < 0 {
+			return fmt.Errorf("sttsim: Config.%s is %v, want >= 0", d.name, d.v)
+		}
+	}
+	if !c.RetryAfterForm.valid() {
+		return fmt.Errorf("sttsim: Config.RetryAfterForm is %q, want one of seconds, imf-fixdate, rfc850, asctime, none, malformed, mixed", c.RetryAfterForm)
+	}
+	if c.MaxAudioBytes < 0 {
+		return errors.New("sttsim: Config.MaxAudioBytes is negative")
+	}
+	return nil
+}

@@ -1,0 +1,303 @@
+package sttsim
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// shutdownGrace is how long Serve lets in-flight requests finish after its
+// context is done, before it cancels them and closes every connection.
+const shutdownGrace = 5 * time.Second
+
+// Server is a simulated stt-http/v1 speech-to-text server. It keeps
+// everything in memory. Its methods are safe for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	keys    [][]byte
+	models  map[string]bool
+	handler http.Handler
+
+	randMu sync.Mutex
+	rng    *rand.Rand
+
+	mu            sync.Mutex
+	byID          map[string]*transcription
+	byKey         map[string]*transcription
+	batches       map[string]*batch
+	batchByKey    map[string]*batch
+	cooldownOf    map[Scope]int // index in st.Cooldowns of the scope's latest cooldown
+	formTurn      int           // next form of the FormMixed rotation
+	malformedTurn int           // next of malformedValues
+	st            Stats
+}
+
+// New returns a Server for cfg after defaults (see Config.WithDefaults),
+// or an error naming the first Config field that is out of range.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		rng:        cfg.Rand,
+		byID:       map[string]*transcription{},
+		byKey:      map[string]*transcription{},
+		batches:    map[string]*batch{},
+		batchByKey: map[string]*batch{},
+		cooldownOf: map[Scope]int{},
+		st: Stats{
+			SubmissionsByScope: map[Scope]int{},
+			Transcriptions:     map[string]int{},
+		},
+	}
+	for _, k := range cfg.APIKeys {
+		s.keys = append(s.keys, []byte(k))
+	}
+	if len(cfg.Models) > 0 {
+		s.models = map[string]bool{}
+		for _, m := range cfg.Models {
+			s.models[m] = true
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/transcriptions", s.route(s.handleSubmit))
+	mux.Handle("GET /v1/transcriptions", s.route(s.handleReconcile))
+	mux.Handle("GET /v1/transcriptions/{id}", s.route(s.handlePoll))
+	mux.Handle("POST /v1/batches", s.route(s.handleBatchSubmit))
+	mux.Handle("GET /v1/batches/{id}", s.route(s.handleBatchPoll))
+	mux.Handle("/", s.route(s.handleUnrouted))
+	s.handler = mux
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler, for httptest.NewServer or a
+// server of the caller's. Dropping a connection needs a ResponseWriter
+// that can be hijacked (HTTP/1.x); otherwise the handler panics with
+// http.ErrAbortHandler, which net/http turns into an aborted response.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// ListenAndServe listens on the TCP address addr and serves until ctx is
+// done; see Serve.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.WithoutCancel(ctx), "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("sttsim: listening on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves HTTP on ln until ctx is done, then shuts down gracefully:
+// it stops accepting, lets in-flight requests finish for up to 5 seconds,
+// then cancels them and closes the remaining connections. It returns nil
+// after a shutdown, or the error that stopped serving earlier. It closes
+// ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("sttsim: serving: %w", err)
+	case <-ctx.Done():
+	}
+	grace, stop := context.WithTimeout(context.Background(), shutdownGrace)
+	defer stop()
+	if err := srv.Shutdown(grace); err != nil {
+		cancel()
+		_ = srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("sttsim: serving: %w", err)
+	}
+	return nil
+}
+
+// reply is a handler's answer, written by write.
+type reply struct {
+	status     int
+	body       any
+	retryAfter string      // the Retry-After value; "" for none
+	header     http.Header // further headers
+	drop       bool        // reset the connection instead of answering
+	abandoned  bool        // the client went away: write nothing
+}
+
+func errorReply(status int, typ, format string, args ...any) reply {
+	return reply{status: status, body: errorBody{Error: apiError{Type: typ, Message: fmt.Sprintf(format, args...)}}}
+}
+
+// route wraps a handler with what every request gets: latency, then
+// authentication, then the answer.
+func (s *Server) route(h func(r *http.Request, apiKey string) reply) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.delay(r.Context()) {
+			s.cancelled()
+			return
+		}
+		var rep reply
+		if key, ok := s.authenticate(r); ok {
+			rep = h(r, key)
+		} else {
+			rep = errorReply(http.StatusUnauthorized, errUnauthorized, "missing or unknown API key: send Authorization: Bearer <key>")
+			rep.header = http.Header{"Www-Authenticate": {`Bearer realm="stt-http"`}}
+		}
+		if rep.abandoned {
+			s.cancelled()
+			return
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "sttsim: answered",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", rep.status), slog.Bool("dropped", rep.drop))
+		s.write(w, rep)
+	})
+}
+
+// delay waits Config.Latency plus jitter, or until ctx is done; it reports
+// whether the wait ran its course.
+func (s *Server) delay(ctx context.Context) bool {
+	d := s.cfg.Latency
+	if j := s.cfg.LatencyJitter; j > 0 {
+		s.randMu.Lock()
+		d += time.Duration(s.rng.Int64N(int64(j)))
+		s.randMu.Unlock()
+	}
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) cancelled() {
+	s.mu.Lock()
+	s.st.Cancelled++
+	s.mu.Unlock()
+}
+
+// authenticate returns the Bearer key of r if it is one of Config.APIKeys.
+func (s *Server) authenticate(r *http.Request) (string, bool) {
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	key = strings.TrimSpace(key)
+	found := false
+	for _, k := range s.keys {
+		if subtle.ConstantTimeCompare([]byte(key), k) == 1 {
+			found = true
+		}
+	}
+	return key, found && key != ""
+}
+
+// write writes rep, or drops the connection.
+func (s *Server) write(w http.ResponseWriter, rep reply) {
+	if rep.drop {
+		hangUp(w)
+		return
+	}
+	body, err := json.Marshal(rep.body)
+	if err != nil {
+		rep = errorReply(http.StatusInternalServerError, errServerError, "encoding the answer: %v", err)
+		body, _ = json.Marshal(rep.body)
+	}
+	h := w.Header()
+	for k, v := range rep.header {
+		h[k] = v
+	}
+	h.Set("Content-Type", contentType)
+	if rep.retryAfter != "" {
+		h.Set("Retry-After", rep.retryAfter)
+	}
+	w.WriteHeader(rep.status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// hangUp closes the connection under w without answering, with a TCP reset
+// where it can, so that the client sees "connection reset by peer".
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	raw := conn
+	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok { // TLS
+		raw = nc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// chance draws whether something of probability p happens. It draws nothing
+// when p is 0 or 1.
+func (s *Server) chance(p float64) bool {
+	switch {
+	case p <= 0:
+		return false
+	case p >= 1:
+		return true
+	}
+	s.randMu.Lock()
+	defer s.randMu.Unlock()
+	return s.rng.Float64() < p
+}
+
+// pick draws one of n choices.
+func (s *Server) pick(n int) int {
+	s.randMu.Lock()
+	defer s.randMu.Unlock()
+	return s.rng.IntN(n)
+}
+
+// now is the Clock's now in UTC.
+func (s *Server) now() time.Time { return s.cfg.Clock.Now().UTC() }
+
+// handleUnrouted answers a path that is not in the protocol with 404, or a
+// path that is with the wrong method with 405.
+func (s *Server) handleUnrouted(r *http.Request, _ string) reply {
+	allow := ""
+	segs := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	switch {
+	case len(segs) == 2 && segs[0] == "v1" && segs[1] == "transcriptions":
+		allow = "GET, POST"
+	case len(segs) == 2 && segs[0] == "v1" && segs[1] == "batches":
+		allow = "POST"
+	case len(segs) == 3 && segs[0] == "v1" && (segs[1] == "transcriptions" || segs[1] == "batches") && segs[2] != "":
+		allow = "GET"
+	}
+	if allow == "" {
+		return errorReply(http.StatusNotFound, errNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	}
+	rep := errorReply(http.StatusMethodNotAllowed, errInvalidRequest, "%s is not allowed on %s", r.Method, r.URL.Path)
+	rep.header = http.Header{"Allow": {allow}}
+	return rep
+}

@@ -1,0 +1,150 @@
+package sttsim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Scope is a throttling scope: an API key and a model. A cooldown refuses
+// the submissions of one scope and no other.
+type Scope struct {
+	APIKey string
+	Model  string
+}
+
+// String names the scope for logs without revealing the key: at most its
+// first four characters, then "…" and four hex digits of its SHA-256, so
+// that two keys stay apart.
+func (s Scope) String() string {
+	sum := sha256.Sum256([]byte(s.APIKey))
+	return s.APIKey[:min(4, len(s.APIKey)/2)] + "…" + hex.EncodeToString(sum[:2]) + "/" + s.Model
+}
+
+// Cooldown is one quota window of a scope, from StartedAt to Deadline,
+// during which every submission of the scope is answered 429.
+type Cooldown struct {
+	Scope     Scope
+	Status    int // 429 or 503: the answer that started it
+	StartedAt time.Time
+	Deadline  time.Time
+	// Form and Header are the Retry-After of the answer that started the
+	// cooldown: its concrete form (never FormMixed) and its raw value, ""
+	// for FormNone.
+	Form   RetryAfterForm
+	Header string
+	// AnnouncedAt is when a client was first told the deadline: the first
+	// answer of the cooldown whose header was a delay-seconds or an
+	// HTTP-date. Zero while only FormNone or FormMalformed answers were
+	// sent: a cooldown nobody was told about has no violations.
+	AnnouncedAt     time.Time
+	AnnouncedForm   RetryAfterForm
+	AnnouncedHeader string
+	// Answers counts the 429 and 503 answers of this cooldown, the first
+	// included.
+	Answers int
+}
+
+// Announced reports whether a client was told the deadline.
+func (c Cooldown) Announced() bool { return !c.AnnouncedAt.IsZero() }
+
+// Arrival is one submission (single or batch) whose scope was known: it
+// was authenticated, carried an Idempotency-Key and a JSON body.
+type Arrival struct {
+	Scope          Scope
+	IdempotencyKey string // a batch's manifest key for a batch
+	Batch          bool
+	ArrivedAt      time.Time
+	// AdmittedAt is the X-Admitted-At header, zero when it was absent or
+	// not RFC 3339; AdmittedAtHeader is its raw value.
+	AdmittedAt       time.Time
+	AdmittedAtHeader string
+	// InFlight is set when the submission arrived during an announced
+	// cooldown but was admitted by the client no later than the
+	// announcement; Violation when it arrived during an announced cooldown
+	// and was admitted after the announcement, or did not say when.
+	InFlight  bool
+	Violation bool
+	// Status is the HTTP status answered; 0 when the connection was
+	// dropped (Dropped) or the client went away first.
+	Status  int
+	Dropped bool
+}
+
+// Violation is a submission that arrived before the deadline of a cooldown
+// already announced to it: evidence that a client did not respect the
+// Retry-After.
+type Violation struct {
+	Scope            Scope
+	IdempotencyKey   string
+	Batch            bool
+	ArrivedAt        time.Time
+	AdmittedAt       time.Time // zero when X-Admitted-At was absent or malformed
+	AdmittedAtHeader string
+	AnnouncedAt      time.Time
+	Deadline         time.Time
+}
+
+// Stats is a snapshot of what a Server saw and did. It is a copy: holding it
+// does not block the Server, and the Server does not change it.
+type Stats struct {
+	// Submissions counts arrivals (see Arrival), singles and batches;
+	// SubmissionsByScope splits them by scope; Batches counts the batch
+	// ones.
+	Submissions        int
+	SubmissionsByScope map[Scope]int
+	Batches            int
+
+	RateLimited  int // 429 answers
+	Unavailable  int // 503 answers, any route
+	ServerErrors int // 500, 502 and 504 answers, any route
+
+	// Accepted counts new transcriptions: accepted singles and batch items
+	// that were not already known. Replays counts submissions (singles and
+	// batches) answered with what an earlier one with the same key
+	// created.
+	Accepted int
+	Replays  int
+
+	// Transcriptions counts, per idempotency key, how many times the
+	// transcriber ran. A correct client never makes one exceed 1.
+	Transcriptions map[string]int
+
+	Cooldowns  []Cooldown
+	Violations []Violation
+	Arrivals   []Arrival
+
+	Drops      int // accepted submissions answered with a reset connection
+	Polls      int // GET /v1/transcriptions/{id} and GET /v1/batches/{id}
+	Reconciles int // GET /v1/transcriptions?idempotency_key=
+	Cancelled  int // requests whose client went away before the answer
+}
+
+// clone is a deep copy of s.
+func (s *Stats) clone() Stats {
+	c := *s
+	c.SubmissionsByScope = maps.Clone(s.SubmissionsByScope)
+	c.Transcriptions = maps.Clone(s.Transcriptions)
+	c.Cooldowns = slices.Clone(s.Cooldowns)
+	c.Violations = slices.Clone(s.Violations)
+	c.Arrivals = slices.Clone(s.Arrivals)
+	return c
+}
+
+// Stats returns a snapshot of what the server saw. It is safe to call
+// during traffic.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.clone()
+}
+
+// Transcriptions reports how many times the transcriber ran for the
+// idempotency key: 0 if never, 1 for a key a correct client submitted.
+func (s *Server) Transcriptions(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Transcriptions[key]
+}

@@ -1,0 +1,188 @@
+package sttsim
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// admit records the arrival of a submission of scope and decides whether
+// it is refused before anything else is looked at: during a cooldown of
+// its scope it is answered 429 with the remaining time; otherwise the
+// trouble knobs may refuse it (429 starting a cooldown, 503, 5xx). It
+// returns the arrival's index (for finish) and the refusal, if any.
+//
+// An arrival during an announced cooldown is in flight when its
+// X-Admitted-At is not after the announcement, and a violation when it is
+// after, absent or unreadable.
+func (s *Server) admit(scope Scope, key string, batch bool, admittedHeader string) (int, *reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.st.Submissions++
+	s.st.SubmissionsByScope[scope]++
+	if batch {
+		s.st.Batches++
+	}
+	a := Arrival{Scope: scope, IdempotencyKey: key, Batch: batch, ArrivedAt: now, AdmittedAtHeader: admittedHeader}
+	if t, err := time.Parse(time.RFC3339Nano, admittedHeader); err == nil {
+		a.AdmittedAt = t.UTC()
+	}
+	idx := len(s.st.Arrivals)
+	var rep *reply
+	if i, ok := s.cooldownOf[scope]; ok && now.Before(s.st.Cooldowns[i].Deadline) {
+		cd := &s.st.Cooldowns[i]
+		if cd.Announced() {
+			if !a.AdmittedAt.IsZero() && !a.AdmittedAt.After(cd.AnnouncedAt) {
+				a.InFlight = true
+			} else {
+				a.Violation = true
+				s.st.Violations = append(s.st.Violations, Violation{
+					Scope: scope, IdempotencyKey: key, Batch: batch, ArrivedAt: now,
+					AdmittedAt: a.AdmittedAt, AdmittedAtHeader: admittedHeader,
+					AnnouncedAt: cd.AnnouncedAt, Deadline: cd.Deadline,
+				})
+				s.log.LogAttrs(context.Background(), slog.LevelInfo, "sttsim: submission during an announced cooldown",
+					slog.String("scope", scope.String()), slog.String("idempotency_key", key),
+					slog.Time("announced_at", cd.AnnouncedAt), slog.Time("deadline", cd.Deadline),
+					slog.String("x_admitted_at", admittedHeader))
+			}
+		}
+		rep = s.refuseInCooldown(cd, now)
+	} else {
+		rep = s.trouble(scope, now)
+	}
+	s.st.Arrivals = append(s.st.Arrivals, a)
+	return idx, rep
+}
+
+// finish records the answer of arrival idx.
+func (s *Server) finish(idx int, rep reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := &s.st.Arrivals[idx]
+	switch {
+	case rep.drop:
+		a.Dropped = true
+	case !rep.abandoned:
+		a.Status = rep.status
+	}
+}
+
+// refuseInCooldown answers 429 with the time left of cd, in the next form;
+// the first parseable header announces cd. Callers hold mu.
+func (s *Server) refuseInCooldown(cd *Cooldown, now time.Time) *reply {
+	f := s.nextForm()
+	value, _ := retryAfterValue(f, now, cd.Deadline, s.malformedTurn)
+	if f == FormMalformed {
+		s.malformedTurn++
+	}
+	cd.Answers++
+	if f.usable() && !cd.Announced() {
+		cd.AnnouncedAt, cd.AnnouncedForm, cd.AnnouncedHeader = now, f, value
+	}
+	s.st.RateLimited++
+	rep := errorReply(http.StatusTooManyRequests, errRateLimited, "rate limit exceeded for this API key and model")
+	rep.retryAfter = value
+	return &rep
+}
+
+// trouble decides, outside a cooldown, whether a submission is refused by
+// the trouble knobs. Callers hold mu.
+func (s *Server) trouble(scope Scope, now time.Time) *reply {
+	switch {
+	case s.chance(s.cfg.RateLimitShare):
+		return s.startCooldown(scope, http.StatusTooManyRequests, now)
+	case s.chance(s.cfg.UnavailableShare):
+		return s.startCooldown(scope, http.StatusServiceUnavailable, now)
+	case s.chance(s.cfg.ServerErrorShare):
+		return s.serverError()
+	}
+	return nil
+}
+
+// startCooldown answers status (429 or 503) and starts a cooldown of scope,
+// except for a 503 that carries no Retry-After. Callers hold mu.
+func (s *Server) startCooldown(scope Scope, status int, now time.Time) *reply {
+	f := s.nextForm()
+	deadline := now.Add(s.cfg.Cooldown)
+	value, sent := retryAfterValue(f, now, deadline, s.malformedTurn)
+	if f == FormMalformed {
+		s.malformedTurn++
+	}
+	var rep reply
+	if status == http.StatusTooManyRequests {
+		s.st.RateLimited++
+		rep = errorReply(status, errRateLimited, "rate limit exceeded for this API key and model")
+	} else {
+		s.st.Unavailable++
+		rep = errorReply(status, errUnavailable, "the service is temporarily unavailable")
+	}
+	rep.retryAfter = value
+	if status == http.StatusServiceUnavailable && !sent {
+		return &rep
+	}
+	cd := Cooldown{
+		Scope: scope, Status: status, StartedAt: now, Deadline: deadline,
+		Form: f, Header: value, Answers: 1,
+	}
+	if f.usable() {
+		cd.AnnouncedAt, cd.AnnouncedForm, cd.AnnouncedHeader = now, f, value
+	}
+	s.cooldownOf[scope] = len(s.st.Cooldowns)
+	s.st.Cooldowns = append(s.st.Cooldowns, cd)
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "sttsim: cooldown started",
+		slog.String("scope", scope.String()), slog.Int("status", status),
+		slog.Time("deadline", deadline), slog.String("retry_after", value))
+	return &rep
+}
+
+// readTrouble decides whether a read (poll, reconcile) is answered 503 or
+// 5xx. A 503 on a read carries a Retry-After but starts no cooldown: reads
+// have no quota here.
+func (s *Server) readTrouble() *reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.chance(s.cfg.UnavailableShare):
+		now := s.now()
+		f := s.nextForm()
+		value, _ := retryAfterValue(f, now, now.Add(s.cfg.Cooldown), s.malformedTurn)
+		if f == FormMalformed {
+			s.malformedTurn++
+		}
+		s.st.Unavailable++
+		rep := errorReply(http.StatusServiceUnavailable, errUnavailable, "the service is temporarily unavailable")
+		rep.retryAfter = value
+		return &rep
+	case s.chance(s.cfg.ServerErrorShare):
+		return s.serverError()
+	}
+	return nil
+}
+
+// serverError answers 500, 502 or 504. Callers hold mu.
+func (s *Server) serverError() *reply {
+	s.st.ServerErrors++
+	var rep reply
+	switch s.pick(3) {
+	case 0:
+		rep = errorReply(http.StatusInternalServerError, errServerError, "internal error")
+	case 1:
+		rep = errorReply(http.StatusBadGateway, errServerError, "bad gateway: the transcriber did not answer")
+	default:
+		rep = errorReply(http.StatusGatewayTimeout, errServerError, "gateway timeout: the transcriber took too long")
+	}
+	return &rep
+}
+
+// nextForm is the form of the next 429 or 503 answer. Callers hold mu.
+func (s *Server) nextForm() RetryAfterForm {
+	if s.cfg.RetryAfterForm != FormMixed {
+		return s.cfg.RetryAfterForm
+	}
+	f := mixedRotation[s.formTurn%len(mixedRotation)]
+	s.formTurn++
+	return f
+}
