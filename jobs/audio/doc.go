@@ -1,0 +1,45 @@
+// Package audio reads call recordings for the transcription jobs: it turns
+// what a user typed into a bucket key that cannot leave the recordings root,
+// computes the SHA-256 that the business key is built from, reads WAV
+// durations, and hands speech vendors a URL they can fetch.
+//
+// # Where recordings live
+//
+// Recordings are objects in a gocloud.dev/blob bucket named by
+// Config.URL: a local directory ("file:///var/recordings", or a plain
+// path), an S3 bucket ("s3://bucket?region=us-east-1"), a Google Cloud
+// Storage bucket ("gs://bucket") or an Azure Blob Storage container
+// ("azblob://container"). Credentials for the cloud schemes come from the
+// environment, the way each provider's SDK finds them, never from the URL:
+// a URL with user information is refused, and error messages name the root
+// without its query.
+//
+// # What it guarantees
+//
+//   - Store.Key refuses any path that leaves the root: "..", an absolute
+//     path or file:// URL elsewhere, and, for a directory root, a symbolic
+//     link inside the root whose target is outside it. Every other method
+//     checks its key the same way, so a key that did not come from Key is
+//     held to the same rule. The refusal is a *KeyError naming the path and
+//     the root.
+//   - Store.Inspect reads an object once, in one pass: the SHA-256, the
+//     size and the WAV header all come from the same stream. Nothing larger
+//     than Config.MaxBytes is read past the limit: an object whose stated
+//     size is over the limit is refused before the first byte, and a stream
+//     that runs past it is cut off after MaxBytes+1 bytes. Either way the
+//     error is a *TooLargeError (errors.Is(err, ErrTooLarge)).
+//   - A missing object is ErrNotFound (errors.Is); other failures name the
+//     key and the root.
+//   - ParseWAV never allocates from a size the file declares: chunks it does
+//     not need are skipped by reading through them, not by buffering them.
+//
+// # What it does not do
+//
+// It does not write, list or delete recordings, decode audio samples,
+// resample, or check that a WAV's data matches its declared format beyond
+// what the duration needs. It does not cache: each Inspect reads the object
+// again. A directory root is checked for symbolic-link escapes when a key is
+// used, not continuously: a link created between the check and the read is
+// not caught (a time-of-check/time-of-use gap that only someone with write
+// access to the root can use).
+package audio

@@ -1,0 +1,187 @@
+package audio
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+)
+
+// Key turns what a user typed into the bucket key of a recording under the
+// root:
+//
+//   - a path relative to the root ("northline/call-1001.wav",
+//     "./a/../b.wav"), for any root;
+//   - for a directory root, also an absolute path under it
+//     ("/var/recordings/northline/call-1001.wav") or its file:// URL,
+//     whether through the root as configured or through its resolved
+//     symbolic links.
+//
+// The key is the clean, slash-separated path relative to the root. Anything
+// that leads outside the root is refused with a *KeyError naming the path and
+// the root: "..", an absolute path or a URL elsewhere (or any absolute path
+// or URL for a cloud root), and, for a directory root, a path whose symbolic
+// links resolve outside it (filepath.EvalSymlinks; a path that does not
+// exist yet is checked as far as it exists). Key does not check that the
+// recording exists.
+func (s *Store) Key(userPath string) (string, error) {
+	refuse := func(reason KeyReason, format string, args ...any) (string, error) {
+		return "", &KeyError{Path: userPath, Root: s.root, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
+	if userPath == "" {
+		return refuse(KeyInvalid, "empty path")
+	}
+	if err := checkChars(userPath); err != "" {
+		return refuse(KeyInvalid, "%s", err)
+	}
+
+	var key string
+	switch {
+	case strings.Contains(userPath, "://"):
+		u, err := url.Parse(userPath)
+		if err != nil {
+			return refuse(KeyInvalid, "not a valid URL")
+		}
+		if !strings.EqualFold(u.Scheme, "file") || s.dir == "" {
+			return refuse(KeyOutsideRoot, "a %s URL does not name a key under this root; give the path relative to the root", u.Scheme)
+		}
+		if u.Host != "" && u.Host != "localhost" {
+			return refuse(KeyOutsideRoot, "file URL names host %q", u.Host)
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return refuse(KeyInvalid, "a file URL with a query or fragment")
+		}
+		k, ok := s.relFromAbs(filepath.FromSlash(u.Path))
+		if !ok {
+			return refuse(KeyOutsideRoot, "%s is not under %s", u.Path, s.dir)
+		}
+		key = k
+	case filepath.IsAbs(userPath) || strings.HasPrefix(userPath, "/"):
+		if s.dir == "" {
+			return refuse(KeyOutsideRoot, "an absolute path cannot name an object in a cloud bucket; give the path relative to the root")
+		}
+		k, ok := s.relFromAbs(userPath)
+		if !ok {
+			return refuse(KeyOutsideRoot, "%s is not under %s", filepath.Clean(userPath), s.dir)
+		}
+		key = k
+	default:
+		key = path.Clean(filepath.ToSlash(userPath))
+	}
+
+	if err := s.checkKey(key); err != nil {
+		var ke *KeyError
+		if errors.As(err, &ke) {
+			ke.Path = userPath
+		}
+		return "", err
+	}
+	return key, nil
+}
+
+// relFromAbs returns p relative to the directory root, as a slash path, if
+// p is lexically under the root as configured or as resolved.
+func (s *Store) relFromAbs(p string) (string, bool) {
+	p = filepath.Clean(p)
+	for _, dir := range []string{s.dir, s.dirReal} {
+		if rel, ok := under(dir, p); ok {
+			return filepath.ToSlash(rel), true
+		}
+	}
+	return "", false
+}
+
+// under returns p relative to dir, if p is dir or below it. Both are clean
+// absolute paths.
+func under(dir, p string) (string, bool) {
+	rel, err := filepath.Rel(dir, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", false
+	}
+	return rel, true
+}
+
+// checkKey holds a bucket key to the rules Key's results follow: a clean,
+// relative, slash-separated path that stays under the root, also through
+// symbolic links for a directory root.
+func (s *Store) checkKey(key string) error {
+	refuse := func(reason KeyReason, format string, args ...any) error {
+		return &KeyError{Path: key, Root: s.root, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case key == "" || key == ".":
+		return refuse(KeyInvalid, "names the root itself, not a recording")
+	case key == ".." || strings.HasPrefix(key, "../"):
+		return refuse(KeyOutsideRoot, "leads above the root")
+	case strings.HasPrefix(key, "/"):
+		return refuse(KeyInvalid, "a key is relative to the root")
+	case path.Clean(key) != key:
+		return refuse(KeyInvalid, "not a clean key (it would be %q)", path.Clean(key))
+	}
+	if err := checkChars(key); err != "" {
+		return refuse(KeyInvalid, "%s", err)
+	}
+	if s.dir == "" {
+		return nil
+	}
+
+	// fileblob escapes "__0x..__" sequences in keys, so such a key would be
+	// read from another file than the one checked here.
+	if strings.Contains(key, "__0x") {
+		return refuse(KeyInvalid, `contains "__0x", which the file driver escapes`)
+	}
+	full := filepath.Join(s.dir, filepath.FromSlash(key))
+	resolved, err := resolveExisting(full)
+	if err != nil {
+		return refuse(KeyInvalid, "cannot resolve symbolic links: %v", err)
+	}
+	if _, ok := under(s.dirReal, resolved); !ok {
+		return refuse(KeyOutsideRoot, "resolves through a symbolic link to %s", resolved)
+	}
+	return nil
+}
+
+// checkChars returns why p cannot be a key, or "": invalid UTF-8 and control
+// characters are refused.
+func checkChars(p string) string {
+	if !utf8.ValidString(p) {
+		return "not valid UTF-8"
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Sprintf("control character %U", r)
+		}
+	}
+	return ""
+}
+
+// resolveExisting resolves the symbolic links of the longest part of the
+// absolute path p that exists, and appends the rest unchanged. A dangling
+// symbolic link is an error: where it leads cannot be checked.
+func resolveExisting(p string) (string, error) {
+	rest := ""
+	cur := p
+	for {
+		resolved, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(resolved, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if _, lerr := os.Lstat(cur); lerr == nil {
+			return "", err // cur exists but leads nowhere: a dangling link
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return "", err
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
