@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
 
@@ -44,6 +45,19 @@ type Config struct {
 	EmbeddedPostgres EmbeddedPostgresConfig `yaml:"embedded_postgres"`
 	Ledger           LedgerConfig           `yaml:"ledger"`
 	RetryAfter       RetryAfterConfig       `yaml:"retry_after"`
+	Audio            AudioConfig            `yaml:"audio"`
+	// Pipeline: tenants, queues, deadlines, probes (see jobs.Config).
+	Pipeline jobs.Config `yaml:"pipeline"`
+}
+
+// AudioConfig says where recordings are read from.
+type AudioConfig struct {
+	// Root of the recordings: a directory (file:///var/recordings or a
+	// path), s3://bucket?region=.., gs://bucket or azblob://container.
+	// Default "": the current directory.
+	Root string `yaml:"root"`
+	// MaxBytes: larger recordings are refused. Default 104857600 (100 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // LogConfig configures the structured log on stderr.
@@ -83,6 +97,13 @@ type RetryAfterConfig struct {
 	// MaxDelay clamps an enormous Retry-After; the clamp is recorded.
 	// Default 1h. Must be at least MaxBackoff.
 	MaxDelay time.Duration `yaml:"max_delay"`
+}
+
+// PipelineConfig is the pipeline section with the timing policy added.
+func (c Config) PipelineConfig() jobs.Config {
+	p := c.Pipeline
+	p.RetryAfter = c.RetryAfter.Policy()
+	return p
 }
 
 // Policy is the timing policy this section configures.
@@ -135,6 +156,9 @@ func (c Config) validate() error {
 	}
 	if err := c.RetryAfter.Policy().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("retry_after: %w", err))
+	}
+	if err := c.PipelineConfig().WithDefaults().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

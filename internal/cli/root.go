@@ -51,7 +51,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.demoCommand(), a.testenvCommand())
+	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.demoCommand(), a.testenvCommand(),
+		a.workerCommand(), a.ingestCommand(), a.jobsCommand(), a.scopesCommand(), a.simulateCommand())
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// manifestLine is one line of an ingest manifest (JSONL).
+type manifestLine struct {
+	TenantID  string    `json:"tenant_id"`
+	CallID    string    `json:"call_id"`
+	Audio     string    `json:"audio"`
+	Lane      string    `json:"lane"`
+	Deadline  time.Time `json:"deadline"`
+	Model     string    `json:"model"`
+	Language  string    `json:"language"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+func (m manifestLine) request() (jobs.IngestRequest, error) {
+	var missing []string
+	for name, v := range map[string]string{"tenant_id": m.TenantID, "call_id": m.CallID, "audio": m.Audio} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return jobs.IngestRequest{}, fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	lane := ledger.Lane(m.Lane)
+	if m.Lane != "" && lane != ledger.LaneImmediate && lane != ledger.LaneBatch {
+		return jobs.IngestRequest{}, fmt.Errorf("lane %q is neither immediate nor batch", m.Lane)
+	}
+	return jobs.IngestRequest{TenantID: m.TenantID, CallID: m.CallID, Audio: m.Audio, Lane: lane, Deadline: m.Deadline,
+		Model: m.Model, Language: m.Language, StartedAt: m.StartedAt}, nil
+}
+
+func (a *app) ingestCommand() *cobra.Command {
+	var one manifestLine
+	var deadline, manifest string
+	cmd := &cobra.Command{
+		Use:   "ingest (--tenant T --call C --audio PATH | --manifest FILE.jsonl)",
+		Short: "Take in one recording, or every line of a JSONL manifest, and enqueue its transcription",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			if manifest == "" && (one.TenantID == "" || one.CallID == "" || one.Audio == "") {
+				return errors.New("give --tenant, --call and --audio, or --manifest FILE")
+			}
+			if deadline != "" {
+				d, err := time.Parse(time.RFC3339, deadline)
+				if err != nil {
+					return fmt.Errorf("--deadline %q: want RFC 3339, like 2026-11-30T18:00:00Z", deadline)
+				}
+				one.Deadline = d
+			}
+			e, err := a.openPipeline(ctx)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if manifest == "" {
+				req, err := one.request()
+				if err != nil {
+					return err
+				}
+				res, err := e.pipeline.Ingest(ctx, req)
+				if err != nil {
+					return err
+				}
+				printIngest(out, res)
+				return nil
+			}
+			return a.ingestManifest(cmd, e, manifest)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&one.TenantID, "tenant", "", "tenant id (must be in pipeline.tenants)")
+	f.StringVar(&one.CallID, "call", "", "call id")
+	f.StringVar(&one.Audio, "audio", "", "recording: a path under audio.root")
+	f.StringVar(&one.Lane, "lane", "batch", "immediate or batch")
+	f.StringVar(&deadline, "deadline", "", "RFC 3339 deadline (default: the lane's)")
+	f.StringVar(&one.Model, "model", "", "speech model (default: the tenant's)")
+	f.StringVar(&one.Language, "language", "", "ISO 639-1 language (default: auto-detect)")
+	f.StringVar(&manifest, "manifest", "", "JSONL file: one {tenant_id, call_id, audio, lane, deadline, model, language, started_at} per line")
+	return cmd
+}
+
+func printIngest(w io.Writer, res jobs.IngestResult) {
+	r := res.Recording
+	switch {
+	case !res.Created:
+		fmt.Fprintf(w, "already known: %s %s/%s is %s\n", r.ID, r.TenantID, r.CallID, r.State)
+	case res.CallIDReused:
+		fmt.Fprintf(w, "ingested %s %s/%s (this call id was seen before with other audio: kept as a new recording)\n", r.ID, r.TenantID, r.CallID)
+	default:
+		fmt.Fprintf(w, "ingested %s %s/%s on %s, deadline %s\n", r.ID, r.TenantID, r.CallID, r.Lane, r.Deadline.Format(time.RFC3339))
+	}
+}
+
+func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) error {
+	ctx := cmd.Context()
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("reading manifest: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading manifest %s: %w", path, err)
+	}
+	bar := progressbar.NewOptions(len(lines), progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("ingesting"),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	var created, known, bad int
+	var problems []string
+	for i, line := range lines {
+		_ = bar.Add(1)
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var m manifestLine
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&m)
+		var req jobs.IngestRequest
+		if err == nil {
+			req, err = m.request()
+		}
+		var res jobs.IngestResult
+		if err == nil {
+			res, err = e.pipeline.Ingest(ctx, req)
+		}
+		switch {
+		case err != nil:
+			bad++
+			problems = append(problems, fmt.Sprintf("%s:%d: %v", path, i+1, err))
+		case res.Created:
+			created++
+		default:
+			known++
+		}
+	}
+	_ = bar.Finish()
+	out := cmd.OutOrStdout()
+	for _, p := range problems {
+		fmt.Fprintln(a.env.Stderr, p)
+	}
+	fmt.Fprintf(out, "%d ingested, %d already known, %d bad lines\n", created, known, bad)
+	if bad > 0 {
+		return fmt.Errorf("%d of %d lines were refused (listed above); the good ones were kept", bad, len(lines))
+	}
+	return nil
+}

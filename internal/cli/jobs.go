@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/callscribe/callscribe/ledger"
+)
+
+func (a *app) jobsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "jobs", Short: "Look at recordings and their histories; re-drive reviewable ones"}
+
+	var tenant, call string
+	var asJSON bool
+	show := &cobra.Command{
+		Use:   "show --tenant T --call C",
+		Short: "A call's recordings: the current row and the whole event history",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant == "" || call == "" {
+				return errors.New("give --tenant and --call")
+			}
+			e, err := a.openPipeline(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			recs, err := e.ledger.RecordingsByCall(cmd.Context(), tenant, call)
+			if err != nil {
+				return err
+			}
+			if len(recs) == 0 {
+				return fmt.Errorf("no recording of call %s/%s: %w", tenant, call, ledger.ErrNotFound)
+			}
+			type shown struct {
+				Recording ledger.Recording `json:"recording"`
+				Events    []ledger.Event   `json:"events"`
+			}
+			var all []shown
+			for _, r := range recs {
+				evs, err := e.ledger.Events(cmd.Context(), r.ID)
+				if err != nil {
+					return err
+				}
+				all = append(all, shown{r, evs})
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(all)
+			}
+			for _, s := range all {
+				r := s.Recording
+				fmt.Fprintf(out, "recording %s  %s\n  state %s  attempt %d  lane %s  deadline %s\n  provider %s %s\n",
+					r.ID, r.BusinessKey, r.State, r.Attempt, r.Lane, fmtTime(r.Deadline), r.Provider, r.ProviderID)
+				tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "  SEQ\tAT\tFROM\tTO\tATTEMPT\tCLASS\tRETRY-AFTER\tREASON")
+				for _, ev := range s.Events {
+					ra := ""
+					if ev.RetryAfter != nil {
+						ra = fmt.Sprintf("%q", *ev.RetryAfter)
+					}
+					fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", ev.Seq, ev.At.Format("15:04:05.000"), orDash(string(ev.Prior)),
+						ev.New, ev.Attempt, orDash(ev.ResponseClass), orDash(ra), ev.Reason)
+				}
+				_ = tw.Flush()
+			}
+			return nil
+		},
+	}
+	show.Flags().StringVar(&tenant, "tenant", "", "tenant id")
+	show.Flags().StringVar(&call, "call", "", "call id")
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	var state, ltenant string
+	var ljson bool
+	var limit int
+	list := &cobra.Command{
+		Use:   "list [--state S] [--tenant T]",
+		Short: "List recordings",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if state != "" && !ledger.State(state).Valid() {
+				return fmt.Errorf("--state %q is not a state (one of %v)", state, ledger.States())
+			}
+			e, err := a.openPipeline(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			recs, err := e.ledger.Recordings(cmd.Context(), ledger.RecordingFilter{State: ledger.State(state), TenantID: ltenant, Limit: limit})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if ljson {
+				return json.NewEncoder(out).Encode(recs)
+			}
+			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTENANT\tCALL\tSTATE\tATTEMPT\tLANE\tUPDATED")
+			for _, r := range recs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.TenantID, r.CallID, r.State, r.Attempt, r.Lane, fmtTime(r.UpdatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&state, "state", "", "only this state")
+	list.Flags().StringVar(&ltenant, "tenant", "", "only this tenant")
+	list.Flags().BoolVar(&ljson, "json", false, "print JSON")
+	list.Flags().IntVar(&limit, "limit", 1000, "at most this many")
+
+	var reason string
+	retry := &cobra.Command{
+		Use:   "retry RECORDING-ID",
+		Short: "Re-drive an expired or failed recording: back to eligible with a fresh deadline, recorded as its own event",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("recording id %q: %w", args[0], err)
+			}
+			e, err := a.openPipeline(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			r, err := e.pipeline.Retry(cmd.Context(), id, reason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "recording %s is %s again, deadline %s\n", r.ID, r.State, fmtTime(r.Deadline))
+			return nil
+		},
+	}
+	retry.Flags().StringVar(&reason, "reason", "operator retry", "why, for the history")
+
+	cmd.AddCommand(show, list, retry)
+	return cmd
+}
+
+func (a *app) scopesCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "scopes", Short: "Throttling scopes: deadlines, probes, pauses"}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List every scope that was ever deferred or paused",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := a.openPipeline(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			ds, err := e.ledger.ScopeDeferrals(cmd.Context())
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SCOPE\tSTATUS\tNOT BEFORE\tPROBE")
+			for _, d := range ds {
+				status := "open"
+				switch {
+				case d.Paused:
+					status = "paused: " + d.PausedReason
+				case d.Active(now):
+					status = fmt.Sprintf("deferred (%s left)", d.NotBefore.Sub(now).Round(time.Second))
+				}
+				probe := "-"
+				if d.NeedsProbe {
+					probe = "needed"
+					if d.ProbeJobID != 0 {
+						probe = fmt.Sprintf("out (job %d)", d.ProbeJobID)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Scope, status, fmtTime(d.NotBefore), probe)
+			}
+			return tw.Flush()
+		},
+	}
+	resume := &cobra.Command{
+		Use:   "resume SCOPE",
+		Short: "Let a paused scope (for example, after a quota top-up) admit again, starting with one probe",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.openPipeline(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if err := e.ledger.ScopeResume(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "scope %s resumed: the next request is a probe\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(list, resume)
+	return cmd
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

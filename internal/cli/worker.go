@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) workerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Run the pipeline's River workers until SIGTERM or Ctrl-C (then finish running steps within pipeline.shutdown_grace)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			e, err := a.openPipeline(ctx)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			// River's own context must outlive the signal: stopping is ours.
+			if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+				return fmt.Errorf("starting workers: %w", err)
+			}
+			cfg := e.pipeline.Config()
+			a.logger.Info("worker started", slog.Int("immediate_workers", cfg.ImmediateWorkers), slog.Int("batch_workers", cfg.BatchWorkers),
+				slog.Int("tenants", len(cfg.Tenants)))
+			<-ctx.Done()
+			a.logger.Info("stopping: no new work is fetched; running steps get the shutdown grace", slog.Duration("grace", cfg.ShutdownGrace))
+			return e.pipeline.Stop(context.WithoutCancel(ctx), e.client)
+		},
+	}
+}

@@ -1,0 +1,231 @@
+package jobs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/callscribe/callscribe/jobs/stt"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/ledger/retryafter"
+)
+
+// Defaults of Config.
+const (
+	ImmediateDeadlineDefault = 15 * time.Minute
+	BatchDeadlineDefault     = 24 * time.Hour
+	ImmediateWorkersDefault  = 10
+	BatchWorkersDefault      = 10
+	PollIntervalDefault      = 2 * time.Second
+	ProbeWaitDefault         = time.Second
+	PausedRecheckDefault     = 30 * time.Second
+	MaxSubmissionsDefault    = 50
+	SweepIntervalDefault     = time.Minute
+	ShutdownGraceDefault     = 30 * time.Second
+	MinConfidenceDefault     = 0.5
+	DurationToleranceDefault = 0.15
+	DurationSlackDefault     = time.Second
+	AudioURLTTLDefault       = time.Hour
+	StepTimeoutDefault       = 5 * time.Minute
+	RescueAfterDefault       = 6 * time.Minute
+	QueueImmediate           = "immediate"
+	QueueBatch               = "batch"
+	ProviderGenericHTTPKind  = stt.KindGenericHTTP
+)
+
+// TenantConfig is one tenant's speech vendor and validation rules.
+type TenantConfig struct {
+	// Provider kind: generic-http, openai, deepgram or assemblyai. Required.
+	Provider string `yaml:"provider"`
+	// BaseURL of the vendor. Default "": the vendor's public API.
+	BaseURL string `yaml:"base_url"`
+	// APIKey for the vendor. Never logged.
+	APIKey string `yaml:"api_key"`
+	// Model asked for when a recording names none. Default "": the adapter's.
+	Model string `yaml:"model"`
+	// Scope names the throttling scope (vendor account + model class).
+	// Default "": <provider>:<first 8 hex of sha256(api key)>:<model>, so
+	// tenants that share a key share a scope.
+	Scope string `yaml:"scope"`
+	// ImmediateDeadline and BatchDeadline override the lane defaults.
+	ImmediateDeadline time.Duration `yaml:"immediate_deadline"`
+	BatchDeadline     time.Duration `yaml:"batch_deadline"`
+	// MinConfidence a transcript must reach. Default 0.5. A vendor that
+	// reports none (-1) is not held to it.
+	MinConfidence float64 `yaml:"min_confidence"`
+	// Languages allowed (ISO 639-1). Default empty: any.
+	Languages []string `yaml:"languages"`
+}
+
+// Config configures the pipeline.
+type Config struct {
+	// Tenants by tenant id. A recording of a tenant not listed is refused
+	// at ingest.
+	Tenants map[string]TenantConfig `yaml:"tenants"`
+	// ImmediateWorkers and BatchWorkers: River MaxWorkers per queue in
+	// each worker process. Defaults 10 and 10.
+	ImmediateWorkers int `yaml:"immediate_workers"`
+	BatchWorkers     int `yaml:"batch_workers"`
+	// ImmediateDeadline and BatchDeadline: how long a recording of each
+	// lane may take from ingest before it expires. Defaults 15m and 24h.
+	ImmediateDeadline time.Duration `yaml:"immediate_deadline"`
+	BatchDeadline     time.Duration `yaml:"batch_deadline"`
+	// ObserveOnlyScopes: scopes whose throttling is recorded (the proposed
+	// deadline, as an observe-only offer) but not enforced.
+	ObserveOnlyScopes []string `yaml:"observe_only_scopes"`
+	// PollInterval between polls of an accepted transcription when the
+	// vendor gives no Retry-After. Default 2s.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// ProbeTimeout: a probe claimed longer ago may be taken over. Default 1m.
+	ProbeTimeout time.Duration `yaml:"probe_timeout"`
+	// ProbeWait: how long others wait before asking again while a probe is
+	// out. Default 1s.
+	ProbeWait time.Duration `yaml:"probe_wait"`
+	// PausedRecheck: how often a job of a paused scope looks again. Default 30s.
+	PausedRecheck time.Duration `yaml:"paused_recheck"`
+	// MaxSubmissions per recording before it fails. Default 50. Throttled
+	// submissions count too; the deadline is the main bound.
+	MaxSubmissions int `yaml:"max_submissions"`
+	// SweepInterval of the deadline sweep. Default 1m.
+	SweepInterval time.Duration `yaml:"sweep_interval"`
+	// ShutdownGrace: on SIGTERM, running steps get this long to finish
+	// before they are cancelled. Default 30s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// DurationTolerance: a transcript's reported duration may differ from
+	// the audio's by this fraction plus DurationSlack. Defaults 0.15 and 1s.
+	DurationTolerance float64       `yaml:"duration_tolerance"`
+	DurationSlack     time.Duration `yaml:"duration_slack"`
+	// AudioURLTTL: lifetime of signed audio URLs given to vendors. Default 1h.
+	AudioURLTTL time.Duration `yaml:"audio_url_ttl"`
+	// StepTimeout bounds one run of a job (one vendor call and its
+	// bookkeeping). Default 5m.
+	StepTimeout time.Duration `yaml:"step_timeout"`
+	// RescueAfter: a job left running this long (its worker died) is
+	// handed to another worker, which resumes from the ledger. Must exceed
+	// StepTimeout. Default 6m.
+	RescueAfter time.Duration `yaml:"rescue_after"`
+
+	// RetryAfter is the timing policy (set from the retry_after section).
+	RetryAfter retryafter.Policy `yaml:"-"`
+	// Clock, Logger: injected. Defaults: the system clock, discard.
+	Clock  ledger.Clock `yaml:"-"`
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	setD := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	setI := func(i *int, v int) {
+		if *i == 0 {
+			*i = v
+		}
+	}
+	setI(&c.ImmediateWorkers, ImmediateWorkersDefault)
+	setI(&c.BatchWorkers, BatchWorkersDefault)
+	setI(&c.MaxSubmissions, MaxSubmissionsDefault)
+	setD(&c.ImmediateDeadline, ImmediateDeadlineDefault)
+	setD(&c.BatchDeadline, BatchDeadlineDefault)
+	setD(&c.PollInterval, PollIntervalDefault)
+	setD(&c.ProbeTimeout, ledger.ProbeTimeoutDefault)
+	setD(&c.ProbeWait, ProbeWaitDefault)
+	setD(&c.PausedRecheck, PausedRecheckDefault)
+	setD(&c.SweepInterval, SweepIntervalDefault)
+	setD(&c.ShutdownGrace, ShutdownGraceDefault)
+	setD(&c.DurationSlack, DurationSlackDefault)
+	setD(&c.AudioURLTTL, AudioURLTTLDefault)
+	setD(&c.StepTimeout, StepTimeoutDefault)
+	setD(&c.RescueAfter, RescueAfterDefault)
+	if c.DurationTolerance == 0 {
+		c.DurationTolerance = DurationToleranceDefault
+	}
+	if c.Clock == nil {
+		c.Clock = ledger.SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RetryAfter.Clock == nil {
+		c.RetryAfter.Clock = c.Clock
+	}
+	c.RetryAfter = c.RetryAfter.WithDefaults()
+	tenants := make(map[string]TenantConfig, len(c.Tenants))
+	for id, t := range c.Tenants {
+		if t.MinConfidence == 0 {
+			t.MinConfidence = MinConfidenceDefault
+		}
+		if t.Scope == "" {
+			h := sha256.Sum256([]byte(t.APIKey))
+			t.Scope = t.Provider + ":" + hex.EncodeToString(h[:4]) + ":" + t.Model
+		}
+		tenants[id] = t
+	}
+	c.Tenants = tenants
+	return c
+}
+
+// Validate reports every problem, each naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	for _, k := range []struct {
+		name string
+		v    int
+	}{{"immediate_workers", c.ImmediateWorkers}, {"batch_workers", c.BatchWorkers}, {"max_submissions", c.MaxSubmissions}} {
+		if k.v < 0 {
+			errs = append(errs, fmt.Errorf("pipeline.%s: %d must be positive", k.name, k.v))
+		}
+	}
+	if c.RescueAfter <= c.StepTimeout {
+		errs = append(errs, fmt.Errorf("pipeline.rescue_after: %s must exceed pipeline.step_timeout %s", c.RescueAfter, c.StepTimeout))
+	}
+	if c.DurationTolerance < 0 {
+		errs = append(errs, fmt.Errorf("pipeline.duration_tolerance: %g must not be negative", c.DurationTolerance))
+	}
+	ids := make([]string, 0, len(c.Tenants))
+	for id := range c.Tenants {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		t := c.Tenants[id]
+		if !slices.Contains(stt.Kinds(), t.Provider) {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.provider: %q is not one of %v", id, t.Provider, stt.Kinds()))
+		}
+		if t.MinConfidence < 0 || t.MinConfidence > 1 {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.min_confidence: %g is not within 0..1", id, t.MinConfidence))
+		}
+	}
+	if err := c.RetryAfter.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("retry_after: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// deadlineFor is the deadline of a recording of tenant t on lane, ingested at now.
+func (c Config) deadlineFor(t TenantConfig, lane ledger.Lane, now time.Time) time.Time {
+	if lane == ledger.LaneImmediate {
+		if t.ImmediateDeadline > 0 {
+			return now.Add(t.ImmediateDeadline)
+		}
+		return now.Add(c.ImmediateDeadline)
+	}
+	if t.BatchDeadline > 0 {
+		return now.Add(t.BatchDeadline)
+	}
+	return now.Add(c.BatchDeadline)
+}
+
+func queueFor(lane ledger.Lane) string {
+	if lane == ledger.LaneImmediate {
+		return QueueImmediate
+	}
+	return QueueBatch
+}

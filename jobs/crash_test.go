@@ -1,0 +1,183 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+const workerEnv = "CALLSCRIBE_TEST_WORKER_DB"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) != "" {
+		os.Exit(runWorkerProcess())
+	}
+	os.Exit(m.Run())
+}
+
+// runWorkerProcess is a worker process for the crash test: it runs the
+// pipeline against the given database, audio root and simulator until it
+// is killed.
+func runWorkerProcess() int {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv(workerEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	l, _ := ledger.New(pool, nil)
+	store, err := audio.Open(ctx, audio.Config{URL: "file://" + os.Getenv("CALLSCRIBE_TEST_AUDIO_ROOT")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	p, err := jobs.New(jobs.Config{
+		Tenants:     map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: os.Getenv("CALLSCRIBE_TEST_SIM_URL"), APIKey: "sim-key", Model: "general"}},
+		StepTimeout: 30 * time.Second, RescueAfter: 31 * time.Second, PollInterval: 50 * time.Millisecond,
+	}, pool, l, store, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	client, err := p.NewClient(pool, func(c *river.Config) {
+		if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
+			c.JobTimeout = 500 * time.Millisecond
+			c.RescueStuckJobsAfter = time.Second // the killed worker's job is stuck: take it over now
+		}
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := client.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	select {}
+}
+
+// A worker process is SIGKILLed right after the simulator accepted its
+// submission. After a restart, the recording completes and the simulator
+// transcribed it once: the new worker reconciled by key instead of paying
+// for a second transcription.
+func TestWorkerKilledAfterAcceptResumes(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	root := t.TempDir()
+	path := root + "/t1/call-1.wav"
+	writeWAV(t, path, 2*time.Second, 7)
+
+	var mu sync.Mutex
+	var worker *exec.Cmd
+	killed := make(chan struct{})
+	var once sync.Once
+	sim, err := sttsim.New(sttsim.Config{OnAccept: func(string) {
+		once.Do(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			_ = worker.Process.Kill() // SIGKILL: no goodbye, no cleanup
+			close(killed)
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	defer srv.Close()
+
+	exe, _ := os.Executable()
+	start := func(extra ...string) *exec.Cmd {
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), workerEnv+"="+testdb.URLOf(t, pool), "CALLSCRIBE_TEST_AUDIO_ROOT="+root,
+			"CALLSCRIBE_TEST_SIM_URL="+srv.URL)
+		cmd.Env = append(cmd.Env, extra...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+
+	// Ingest from this process (an insert-only client); a worker process runs it.
+	l, _ := ledger.New(pool, nil)
+	store, err := audio.Open(context.Background(), audio.Config{URL: "file://" + root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	p, err := jobs.New(jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key"}}}, pool, l, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.NewClient(pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Ingest(context.Background(), jobs.IngestRequest{TenantID: "t1", CallID: "call-1", Audio: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	worker = start()
+	mu.Unlock()
+	select {
+	case <-killed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the simulator never accepted a submission")
+	}
+	_ = worker.Wait()
+	rec, err := l.Recording(context.Background(), res.Recording.ID)
+	if err != nil || rec.State != ledger.StateSubmitted {
+		t.Fatalf("after the kill the recording is %s (%v), want submitted with no recorded answer", rec.State, err)
+	}
+
+	second := start("CALLSCRIBE_TEST_RESCUE_FAST=1")
+	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rec, err = l.Recording(context.Background(), res.Recording.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State == ledger.StateValidated {
+			break
+		}
+		if rec.State.Terminal() || time.Now().After(deadline) {
+			var st string
+			var attempt int
+			var errs []byte
+			_ = pool.QueryRow(context.Background(), "SELECT state, attempt, errors::text FROM river_job WHERE kind = 'transcribe'").Scan(&st, &attempt, &errs)
+			t.Fatalf("after restart the recording is %s, want validated (river job %s attempt %d errors %s)", rec.State, st, attempt, errs)
+		}
+		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+	}
+	if n := sim.Transcriptions(rec.BusinessKey); n != 1 {
+		t.Fatalf("the simulator transcribed the recording %d times, want 1", n)
+	}
+	evs, _ := l.Events(context.Background(), rec.ID)
+	reconciled := false
+	for _, ev := range evs {
+		if ev.Reason == "reconciled: the vendor had the submission" {
+			reconciled = true
+		}
+	}
+	if !reconciled || rec.Attempt != 1 {
+		t.Fatalf("attempt %d, reconciled %v; want one submission and a reconcile event", rec.Attempt, reconciled)
+	}
+	if _, err := ledger.Replay(evs); err != nil {
+		t.Fatal(err)
+	}
+}

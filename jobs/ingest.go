@@ -1,0 +1,124 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// ErrUnknownTenant: the tenant is not in pipeline.tenants.
+var ErrUnknownTenant = errors.New("unknown tenant")
+
+// IngestRequest is one recording to take in.
+type IngestRequest struct {
+	TenantID string
+	CallID   string
+	// Audio is the recording's path: relative to the audio root, or an
+	// absolute path / file:// URL under it.
+	Audio string
+	// Lane: immediate or batch. Default batch.
+	Lane ledger.Lane
+	// Deadline overrides the lane's deadline. Zero: the tenant's or lane's.
+	Deadline  time.Time
+	Model     string
+	Language  string
+	StartedAt time.Time
+}
+
+// IngestResult says what Ingest did.
+type IngestResult struct {
+	ledger.IngestResult
+	// JobID of the transcribe job; 0 when an active one already existed.
+	JobID int64
+}
+
+// Ingest reads the audio once (digest, size, WAV header), records the
+// recording and enqueues its transcribe job in one transaction. Ingesting
+// the same recording again converges on the existing row.
+func (p *Pipeline) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error) {
+	t, ok := p.cfg.Tenants[req.TenantID]
+	if !ok {
+		known := make([]string, 0, len(p.cfg.Tenants))
+		for id := range p.cfg.Tenants {
+			known = append(known, id)
+		}
+		sort.Strings(known)
+		return IngestResult{}, fmt.Errorf("%w %q (configured: %s)", ErrUnknownTenant, req.TenantID, strings.Join(known, ", "))
+	}
+	key, err := p.audio.Key(req.Audio)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	info, err := p.audio.Inspect(ctx, key)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	lane := req.Lane
+	if lane == "" {
+		lane = ledger.LaneBatch
+	}
+	deadline := req.Deadline
+	if deadline.IsZero() {
+		deadline = p.cfg.deadlineFor(t, lane, p.cfg.Clock.Now())
+	}
+	var res IngestResult
+	err = pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
+		ir, err := p.ledger.IngestTx(ctx, tx, ledger.NewRecording{
+			TenantID: req.TenantID, CallID: req.CallID, AudioSHA256: info.SHA256, Lane: lane,
+			AudioURI: key, AudioBytes: info.Bytes, Deadline: deadline, Model: req.Model, Language: req.Language,
+			StartedAt: req.StartedAt,
+		})
+		if err != nil {
+			return err
+		}
+		res.IngestResult = ir
+		if ir.Recording.State.Terminal() {
+			return nil
+		}
+		jr, err := p.client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: ir.Recording.ID, Queue: queueFor(lane)}, nil)
+		if err != nil {
+			return fmt.Errorf("enqueueing transcription: %w", err)
+		}
+		if !jr.UniqueSkippedAsDuplicate {
+			res.JobID = jr.Job.ID
+		}
+		return nil
+	})
+	return res, err
+}
+
+// Retry re-drives a reviewable (expired or failed) recording: back to
+// eligible with a fresh deadline and a new job, recorded as its own event.
+func (p *Pipeline) Retry(ctx context.Context, id uuid.UUID, reason string) (ledger.Recording, error) {
+	rec, err := p.ledger.Recording(ctx, id)
+	if err != nil {
+		return ledger.Recording{}, err
+	}
+	if rec.State != ledger.StateExpired && rec.State != ledger.StateFailed {
+		return ledger.Recording{}, fmt.Errorf("recording %s is %s: only expired or failed recordings can be retried", id, rec.State)
+	}
+	t := p.cfg.Tenants[rec.TenantID]
+	deadline := p.cfg.deadlineFor(t, rec.Lane, p.cfg.Clock.Now())
+	if reason == "" {
+		reason = "operator retry"
+	}
+	var out ledger.Recording
+	err = pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
+		out, err = p.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: id, From: rec.State, To: ledger.StateEligible,
+			Reason: reason, ResponseClass: "operator", Deadline: &deadline})
+		if err != nil {
+			return err
+		}
+		_, err = p.client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: id, Queue: queueFor(rec.Lane)}, nil)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,289 @@
+package jobs_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// writeWAV writes a 16 kHz mono 16-bit WAV of the given length whose
+// samples depend on seed (so every file has its own digest).
+func writeWAV(t testing.TB, path string, d time.Duration, seed int) {
+	t.Helper()
+	const rate = 16000
+	n := int(d.Seconds() * rate)
+	data := make([]byte, 2*n)
+	for i := range n {
+		binary.LittleEndian.PutUint16(data[2*i:], uint16((i*seed)%2000))
+	}
+	var b []byte
+	b = append(b, "RIFF"...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(36+len(data)))
+	b = append(b, "WAVEfmt "...)
+	b = binary.LittleEndian.AppendUint32(b, 16)
+	b = binary.LittleEndian.AppendUint16(b, 1)
+	b = binary.LittleEndian.AppendUint16(b, 1)
+	b = binary.LittleEndian.AppendUint32(b, rate)
+	b = binary.LittleEndian.AppendUint32(b, rate*2)
+	b = binary.LittleEndian.AppendUint16(b, 2)
+	b = binary.LittleEndian.AppendUint16(b, 16)
+	b = append(b, "data"...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	b = append(b, data...)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fileDigest(t testing.TB, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+type env struct {
+	pool     *pgxpool.Pool
+	ledger   *ledger.Ledger
+	pipeline *jobs.Pipeline
+	client   *river.Client[pgx.Tx]
+	sim      *sttsim.Server
+	root     string
+}
+
+// setup builds a pipeline against a fresh database, an audio root with n
+// recordings, and a stt-http simulator with the given trouble.
+func setup(t *testing.T, simCfg sttsim.Config, cfg jobs.Config, n int) (*env, []string) {
+	t.Helper()
+	pool := testdb.New(t)
+	root := t.TempDir()
+	expected := map[string]string{}
+	var files []string
+	for i := range n {
+		p := filepath.Join(root, fmt.Sprintf("t1/call-%03d.wav", i))
+		writeWAV(t, p, 2*time.Second+time.Duration(i%5)*100*time.Millisecond, i+3)
+		expected[fileDigest(t, p)] = fmt.Sprintf("call number %d: the rate sheet goes out on Friday", i)
+		files = append(files, p)
+	}
+	simCfg.ExpectedText = expected
+	sim, err := sttsim.New(simCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+
+	l, err := ledger.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := audio.Open(context.Background(), audio.Config{URL: "file://" + root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	if cfg.Tenants == nil {
+		cfg.Tenants = map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key", Model: "general"}}
+	}
+	if cfg.RetryAfter.BaseBackoff == 0 {
+		cfg.RetryAfter.BaseBackoff = 20 * time.Millisecond
+		cfg.RetryAfter.MaxBackoff = 200 * time.Millisecond
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	if cfg.ProbeWait == 0 {
+		cfg.ProbeWait = 50 * time.Millisecond
+	}
+	p, err := jobs.New(cfg, pool, l, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := p.NewClient(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{pool: pool, ledger: l, pipeline: p, client: client, sim: sim, root: root}, files
+}
+
+func (e *env) start(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.client.StopAndCancel(ctx)
+	})
+}
+
+// waitSettled polls until no recording is unfinished, or fails.
+func (e *env) waitSettled(t *testing.T, within time.Duration) map[ledger.State]int {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		counts, err := e.ledger.CountByState(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := 0
+		for s, n := range counts {
+			if !s.Terminal() && s != ledger.StateValidated {
+				open += n
+			}
+		}
+		if open == 0 {
+			return counts
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("recordings still open after %s: %v", within, counts)
+		}
+		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+	}
+}
+
+func (e *env) checkHistories(t *testing.T) {
+	t.Helper()
+	recs, err := e.ledger.Recordings(context.Background(), ledger.RecordingFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		evs, err := e.ledger.Events(context.Background(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := ledger.Replay(evs)
+		if err != nil || snap != r.Snapshot() {
+			t.Fatalf("recording %s: history does not replay to its row: %v (%+v vs %+v)", r.CallID, err, snap, r.Snapshot())
+		}
+	}
+}
+
+func TestPipelineHappyPath(t *testing.T) {
+	t.Parallel()
+	e, files := setup(t, sttsim.Config{AsyncShare: 0.5, ProcessingTime: 100 * time.Millisecond, PollRetryAfter: "0"}, jobs.Config{}, 12)
+	e.start(t)
+	ctx := context.Background()
+	for i, f := range files {
+		lane := ledger.LaneBatch
+		if i%3 == 0 {
+			lane = ledger.LaneImmediate
+		}
+		res, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f, Lane: lane})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Created || res.JobID == 0 {
+			t.Fatalf("ingest %d: %+v", i, res)
+		}
+	}
+	// Ingesting again converges and enqueues nothing new.
+	again, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: "call-000", Audio: files[0]})
+	if err != nil || again.Created {
+		t.Fatalf("re-ingest: %+v, %v", again, err)
+	}
+	counts := e.waitSettled(t, 30*time.Second)
+	if counts[ledger.StateValidated] != len(files) {
+		t.Fatalf("states %v, want all %d validated", counts, len(files))
+	}
+	st := e.sim.Stats()
+	for key, n := range st.Transcriptions {
+		if n != 1 {
+			t.Errorf("%s transcribed %d times", key, n)
+		}
+	}
+	rec, err := e.ledger.RecordingByKey(ctx, "t1", "call-001", fileDigest(t, files[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := e.ledger.Transcript(ctx, rec.ID)
+	if err != nil || tr.Text != "call number 1: the rate sheet goes out on Friday" {
+		t.Fatalf("transcript = %q, %v", tr.Text, err)
+	}
+	e.checkHistories(t)
+}
+
+// A 429 storm: after the simulator announced a cooldown for the scope, no
+// submission admitted after the announcement arrives before its deadline.
+func TestPipelineRespectsRetryAfter(t *testing.T) {
+	t.Parallel()
+	e, files := setup(t, sttsim.Config{RateLimitShare: 0.3, Cooldown: 300 * time.Millisecond, RetryAfterForm: sttsim.FormMixed},
+		jobs.Config{BatchWorkers: 10}, 30)
+	e.start(t)
+	ctx := context.Background()
+	for i, f := range files {
+		if _, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := e.waitSettled(t, 60*time.Second)
+	if counts[ledger.StateValidated] != len(files) {
+		failed, _ := e.ledger.Recordings(ctx, ledger.RecordingFilter{State: ledger.StateFailed})
+		for _, r := range failed {
+			evs, _ := e.ledger.Events(ctx, r.ID)
+			t.Logf("failed %s: %s", r.CallID, evs[len(evs)-1].Reason)
+		}
+		t.Fatalf("states %v, want all validated", counts)
+	}
+	st := e.sim.Stats()
+	if st.RateLimited == 0 {
+		t.Fatal("the simulator never throttled: the test proves nothing")
+	}
+	scope := e.pipeline.Config().Tenants["t1"].Scope
+	exts, err := e.ledger.ScopeDeferralExtensions(ctx, scope)
+	if err != nil || len(exts) == 0 {
+		t.Fatalf("no deferral recorded for %s (%v)", scope, err)
+	}
+	// The simulator flags every submission admitted after it announced a
+	// cooldown. Those admitted before the worker that got the 429 had
+	// recorded it (a few milliseconds) were in flight as far as the
+	// platform could know; one admitted after the platform knew a deadline
+	// later than its arrival is a real violation.
+	races := 0
+	for _, v := range st.Violations {
+		known := false
+		for _, x := range exts {
+			if x.RecordedAt.Before(v.AdmittedAt) && !x.ResultingNotBefore.Before(v.ArrivedAt) {
+				known = true
+			}
+		}
+		if known || v.AdmittedAt.IsZero() {
+			t.Errorf("submission admitted after the platform knew the scope was deferred: %+v", v)
+		} else {
+			races++
+		}
+	}
+	t.Logf("429s: %d, cooldowns: %d, submissions admitted before the cooldown was recorded (in flight): %d",
+		st.RateLimited, len(st.Cooldowns), races)
+	for i := 1; i < len(exts); i++ {
+		if exts[i].ResultingNotBefore.Before(exts[i-1].ResultingNotBefore) {
+			t.Fatalf("scope deadline moved backward: %s after %s", exts[i].ResultingNotBefore, exts[i-1].ResultingNotBefore)
+		}
+	}
+	e.checkHistories(t)
+}
