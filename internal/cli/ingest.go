@@ -27,6 +27,8 @@ type manifestLine struct {
 	Model     string    `json:"model"`
 	Language  string    `json:"language"`
 	StartedAt time.Time `json:"started_at"`
+	// ExpectedText is what testdata manifests say was spoken; ingest ignores it.
+	ExpectedText string `json:"expected_text"`
 }
 
 func (m manifestLine) request() (jobs.IngestRequest, error) {

@@ -1,0 +1,77 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/internal/testdb"
+)
+
+// A manifest with good and bad lines: every bad line is reported with its
+// number and reason, every good one is kept, and the exit code says so.
+func TestIngestManifestKeepsGoodLinesAndNamesBadOnes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	dir := t.TempDir()
+	recordings, err := filepath.Abs("../../testdata/recordings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "callscribe.yaml")
+	body := "audio:\n  root: " + recordings + "\npipeline:\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n" +
+		"    harbor: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(dir, "m.jsonl")
+	lines := []string{
+		`{"tenant_id":"northline","call_id":"call-1001","audio":"northline/call-1001.wav","lane":"immediate"}`,
+		`{"tenant_id":"northline","call_id":"call-1002","audio":"northline/call-1002.wav"`,          // 2: malformed JSON
+		`{"tenant_id":"nobody","call_id":"c","audio":"northline/call-1003.wav"}`,                    // 3: unknown tenant
+		`{"tenant_id":"harbor","call_id":"call-2001","audio":"../../etc/passwd"}`,                   // 4: outside the root
+		`{"tenant_id":"harbor","call_id":"call-2002","audio":"harbor/missing.wav"}`,                 // 5: missing audio
+		`{"tenant_id":"harbor","call_id":"call-2003","audio":"harbor/call-2003.wav","lane":"slow"}`, // 6: bad lane
+		``,
+		`{"tenant_id":"harbor","call_id":"call-2004","audio":"harbor/call-2004.wav","started_at":"2026-11-27T10:00:00-08:00"}`,
+		`{"tenant_id":"northline","call_id":"call-1001","audio":"northline/call-1001.wav"}`, // 9: a repeat: already known
+	}
+	if err := os.WriteFile(manifest, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
+	if code == 0 {
+		t.Fatalf("bad lines must fail the command:\n%s\n%s", out, stderr)
+	}
+	if !strings.Contains(out, "2 ingested, 1 already known, 5 bad lines") {
+		t.Fatalf("summary: %q", out)
+	}
+	for _, want := range []string{"m.jsonl:2:", "m.jsonl:3: unknown tenant \"nobody\"", "m.jsonl:4:", "m.jsonl:5:", "m.jsonl:6: lane \"slow\""} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not report %q:\n%s", want, stderr)
+		}
+	}
+	code, out, stderr = run(t, ctx, env, "--config", config, "jobs", "list", "--json")
+	if code != 0 {
+		t.Fatalf("jobs list: %s", stderr)
+	}
+	var listed []map[string]any
+	if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed) != 2 {
+		t.Fatalf("jobs list --json: %d recordings (%v)\n%s", len(listed), err, out)
+	}
+	code, out, _ = run(t, ctx, env, "--config", config, "jobs", "show", "--tenant", "harbor", "--call", "call-2004")
+	if code != 0 || !strings.Contains(out, "received") || !strings.Contains(out, "harbor:call-2004:") {
+		t.Fatalf("jobs show: %d\n%s", code, out)
+	}
+	code, _, stderr = run(t, ctx, env, "--config", config, "ingest", "--tenant", "nobody", "--call", "c", "--audio", "northline/call-1001.wav")
+	if code == 0 || !strings.Contains(stderr, "unknown tenant") {
+		t.Fatalf("single ingest of an unknown tenant: %d %s", code, stderr)
+	}
+}
