@@ -75,7 +75,7 @@ type env struct {
 
 // setup builds a pipeline against a fresh database, an audio root with n
 // recordings, and a stt-http simulator with the given trouble.
-func setup(t *testing.T, simCfg sttsim.Config, cfg jobs.Config, n int) (*env, []string) {
+func setup(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int) (*env, []string) {
 	t.Helper()
 	pool := testdb.New(t)
 	root := t.TempDir()

@@ -1,0 +1,93 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+type noopArgs struct{ N int }
+
+func (noopArgs) Kind() string { return "noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	done chan struct{}
+}
+
+func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
+	w.done <- struct{}{}
+	return nil
+}
+
+// BenchmarkPipeline measures recordings per second from received to
+// validated against a zero-latency simulator (ns/op is per recording).
+// BenchmarkRiverNoop measures River's own no-op job throughput on the same
+// machine and database server, as the baseline: the ratio of the two is the
+// pipeline's cost per recording in River jobs.
+//
+//	go run ./cmd/callscribe testenv -- go test -run '^$' -bench . -benchtime 200x ./jobs/
+func BenchmarkPipeline(b *testing.B) {
+	e, files := setup(b, sttsim.Config{}, jobs.Config{BatchWorkers: 20}, b.N)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i, f := range files {
+		if _, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := e.client.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		counts, err := e.ledger.CountByState(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if counts[ledger.StateValidated] == len(files) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) //nolint:forbidigo // polling for completion
+	}
+	b.StopTimer()
+	_ = e.client.StopAndCancel(ctx)
+}
+
+func BenchmarkRiverNoop(b *testing.B) {
+	pool := testdb.New(b)
+	ctx := context.Background()
+	w := &noopWorker{done: make(chan struct{}, b.N)}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
+		Workers:       workers,
+		FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 250 * time.Millisecond,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := client.Insert(ctx, noopArgs{N: i}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := client.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		<-w.done
+	}
+	b.StopTimer()
+	_ = client.StopAndCancel(ctx)
+}
