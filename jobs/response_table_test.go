@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
