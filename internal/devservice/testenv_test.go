@@ -3,9 +3,11 @@
 package devservice
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -104,22 +106,26 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-// requireSystemServices skips unless the default URLs answer.
-func requireSystemServices(t *testing.T) {
+// suiteServices returns the servers this test run was given (make test sets
+// TEST_DATABASE_URL and TEST_REDIS_URL to running or throwaway servers; the
+// defaults otherwise) and fails, saying how to start them, if they do not answer.
+func suiteServices(t *testing.T) (dbURL, redisURL string) {
 	t.Helper()
-	if err := probePostgres(t.Context(), TestDatabaseURLDefault, ProbeTimeoutDefault); err != nil {
-		t.Skipf("no PostgreSQL at %s: %v", TestDatabaseURLDefault, err)
+	dbURL, redisURL = cmp.Or(os.Getenv(TestDatabaseURLEnv), TestDatabaseURLDefault), cmp.Or(os.Getenv(TestRedisURLEnv), TestRedisURLDefault)
+	if err := probePostgres(t.Context(), dbURL, ProbeTimeoutDefault); err != nil {
+		t.Fatalf("no PostgreSQL at %s: %v (run `make test`, which starts one, or start it and set %s)", redactURL(dbURL), err, TestDatabaseURLEnv)
 	}
-	if err := probeRedis(t.Context(), TestRedisURLDefault, ProbeTimeoutDefault); err != nil {
-		t.Skipf("no Redis at %s: %v", TestRedisURLDefault, err)
+	if err := probeRedis(t.Context(), redisURL, ProbeTimeoutDefault); err != nil {
+		t.Fatalf("no Redis at %s: %v (run `make test`, which starts one, or start it and set %s)", redactURL(redisURL), err, TestRedisURLEnv)
 	}
+	return dbURL, redisURL
 }
 
 func TestResolveTestEnv_ReusesRunningServers(t *testing.T) {
 	t.Parallel()
-	requireSystemServices(t)
+	dbURL, redisURL := suiteServices(t)
 	var out strings.Builder
-	env, err := ResolveTestEnv(t.Context(), TestEnvConfig{Out: &out, Logger: testLogger(t)})
+	env, err := ResolveTestEnv(t.Context(), TestEnvConfig{DatabaseURL: dbURL, RedisURL: redisURL, Out: &out, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatalf("ResolveTestEnv: %v", err)
 	}
@@ -129,11 +135,11 @@ func TestResolveTestEnv_ReusesRunningServers(t *testing.T) {
 	// A failure here after the probes above passed most likely means the
 	// system servers stopped answering in between (say, another suite used
 	// up max_connections); the progress lines quote the probe's error.
-	if env.DatabaseURL != TestDatabaseURLDefault || env.DatabaseOrigin != OriginReused {
-		t.Errorf("database = %s (%s), want %s reused; progress:\n%s", env.DatabaseURL, env.DatabaseOrigin, TestDatabaseURLDefault, out.String())
+	if env.DatabaseURL != dbURL || env.DatabaseOrigin != OriginReused {
+		t.Errorf("database = %s (%s), want %s reused; progress:\n%s", env.DatabaseURL, env.DatabaseOrigin, dbURL, out.String())
 	}
-	if env.RedisURL != TestRedisURLDefault || env.RedisOrigin != OriginReused {
-		t.Errorf("redis = %s (%s), want %s reused; progress:\n%s", env.RedisURL, env.RedisOrigin, TestRedisURLDefault, out.String())
+	if env.RedisURL != redisURL || env.RedisOrigin != OriginReused {
+		t.Errorf("redis = %s (%s), want %s reused; progress:\n%s", env.RedisURL, env.RedisOrigin, redisURL, out.String())
 	}
 	if env.postgres != nil || env.redis != nil {
 		t.Errorf("ResolveTestEnv started servers although the defaults answer")
@@ -260,11 +266,11 @@ func TestResolver_InstallsMissingBinaries(t *testing.T) {
 	t.Parallel()
 	realPG, err := FindPostgresBinDir()
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("%v (install the PostgreSQL server: apt-get install -y postgresql)", err)
 	}
 	realRedis, err := FindRedisServer()
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("%v (install it: apt-get install -y redis-server)", err)
 	}
 
 	var mu sync.Mutex
