@@ -81,7 +81,7 @@ func (p *Pipeline) RiverConfig() *river.Config {
 				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
 		},
-		Logger:               p.log,
+		Logger:               slog.New(quietInfo{p.log.Handler()}),
 		FetchCooldown:        20 * time.Millisecond,
 		FetchPollInterval:    250 * time.Millisecond,
 		JobTimeout:           p.cfg.StepTimeout,
@@ -143,4 +143,15 @@ type sweepWorker struct {
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	_, err := w.p.Sweep(ctx)
 	return err
+}
+
+// quietInfo passes River's warnings and errors, and its info lines only when
+// the logger is at debug level: River reports job counts every few seconds.
+type quietInfo struct{ slog.Handler }
+
+func (h quietInfo) Enabled(ctx context.Context, l slog.Level) bool {
+	if l < slog.LevelWarn && !h.Handler.Enabled(ctx, slog.LevelDebug) {
+		return false
+	}
+	return h.Handler.Enabled(ctx, l)
 }

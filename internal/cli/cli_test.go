@@ -165,40 +165,46 @@ func TestConfigDocumented(t *testing.T) {
 	}
 }
 
-// The demo starts real throwaway services, migrates, says how to connect,
-// and on cancellation (Ctrl-C) stops them and removes their files.
-func TestDemoStartsAndStopsCleanly(t *testing.T) {
+// The demo starts real throwaway services, runs the pipeline against a
+// misbehaving vendor, reports with every invariant held, and on Ctrl-C
+// (--hold) stops the services and removes their files.
+func TestDemoRunsThePipelineAndStopsCleanly(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
+	args := []string{"demo", "--recordings", "../../testdata/recordings", "--copies", "1", "--hold",
+		"--cooldown", "300ms", "--rate-limit-share", "0.2", "--processing-time", "200ms"}
 	go func() {
-		done <- cli.Run(ctx, []string{"demo"}, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(nil)})
+		done <- cli.Run(ctx, args, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(nil)})
 	}()
-	deadline := time.After(90 * time.Second)
-	for !strings.Contains(out.String(), "Press Ctrl-C to stop") {
+	deadline := time.After(120 * time.Second)
+	for !strings.Contains(out.String(), "holding the services") {
 		select {
 		case code := <-done:
 			t.Fatalf("demo exited early with %d\n%s\n%s", code, out.String(), errOut.String())
 		case <-deadline:
-			t.Fatalf("demo not ready after 90s\n%s\n%s", out.String(), errOut.String())
+			t.Fatalf("demo not done after 120s\n%s\n%s", out.String(), errOut.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	text := out.String()
+	for _, want := range []string{"recordings by state:            validated 12", "invariants:                     all held",
+		"during a cooldown the platform knew of: 0", "psql", "redis-cli"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
 	var dir string
 	for _, line := range strings.Split(text, "\n") {
-		if _, after, ok := strings.Cut(line, "PostgreSQL cluster in "); ok {
+		if _, after, ok := strings.Cut(line, "psql -h "); ok {
 			dir = strings.Fields(after)[0]
 			break
 		}
 	}
-	if dir == "" || !strings.Contains(text, "psql") || !strings.Contains(text, "redis-cli") {
-		t.Fatalf("demo did not say how to connect:\n%s", text)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("cluster directory %s: %v", dir, err)
+	if _, err := os.Stat(dir); dir == "" || err != nil {
+		t.Fatalf("cluster directory %q: %v", dir, err)
 	}
 	cancel()
 	select {

@@ -1,58 +1,372 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/migrations"
 )
 
-func (a *app) demoCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "demo",
-		Short: "Start the services (throwaway ones unless configured), migrate, print how to connect; Ctrl-C stops and cleans up",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			out := cmd.OutOrStdout()
-			fmt.Fprintln(out, "callscribe demo: starting services…")
-			svc, err := a.openServices(ctx)
-			if err != nil {
-				return err
-			}
-			defer func() {
-				stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				defer cancel()
-				if err := svc.Close(stopCtx); err != nil {
-					a.logger.Error("stopping demo services", "error", err)
-				}
-				for _, t := range svc.Throwaway {
-					fmt.Fprintln(out, "  stopped and removed:", t)
-				}
-				fmt.Fprintln(out, "callscribe demo: stopped.")
-			}()
+// demoOpts are the knobs of `callscribe demo`.
+type demoOpts struct {
+	recordings string
+	copies     int
+	timeout    time.Duration
+	hold       bool
+	verbose    bool
+	sim        sttsim.Config
+	form       string
+}
 
-			steps, err := migrations.New(svc.Pool, a.logger).Up(ctx)
-			if err != nil {
-				return err
-			}
-			st, err := migrations.New(svc.Pool, a.logger).Status(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "  schema:     %d migrations applied now, %d in all (River's and callscribe's)\n", len(steps), len(st))
-			fmt.Fprintf(out, "  PostgreSQL: %s\n", svc.DatabaseHint)
-			fmt.Fprintf(out, "  Redis:      %s\n", svc.RedisHint)
-			for _, t := range svc.Throwaway {
-				fmt.Fprintln(out, "  throwaway: ", t, "(removed when the demo stops)")
-			}
-			fmt.Fprintln(out, "callscribe demo: ready. Press Ctrl-C to stop.")
-			<-ctx.Done()
-			fmt.Fprintln(out, "callscribe demo: stopping…")
-			return nil
+func (a *app) demoCommand() *cobra.Command {
+	var o demoOpts
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the pipeline end to end on throwaway services against a misbehaving speech vendor, then report",
+		Long: `demo starts PostgreSQL and Redis (throwaway ones unless configured), migrates,
+starts an stt-http/v1 simulator on loopback that throttles (429 with every
+Retry-After form), fails (503, 5xx), answers late, answers asynchronously
+and drops connections after accepting, ingests the recordings of
+testdata/recordings for three tenants on both lanes, runs the workers until
+every recording is settled, and prints a report. It exits non-zero if an
+invariant broke: a submission admitted during a cooldown the platform knew
+of, a recording transcribed twice, a history that does not replay, or a
+recording that did not reach validated.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.sim.RetryAfterForm = sttsim.RetryAfterForm(o.form)
+			return a.runDemo(cmd, o)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.recordings, "recordings", "testdata/recordings", "directory with manifest.jsonl and the WAVs it names")
+	f.IntVar(&o.copies, "copies", 3, "ingest each recording this many times (as different calls)")
+	f.BoolVar(&o.verbose, "verbose", false, "log every throttle and retry (default: warnings only, beside the progress bar)")
+	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for the recordings after this long")
+	f.BoolVar(&o.hold, "hold", false, "after the report, keep the services running until Ctrl-C")
+	f.Float64Var(&o.sim.RateLimitShare, "rate-limit-share", 0.15, "simulator: share of submissions answered 429")
+	f.DurationVar(&o.sim.Cooldown, "cooldown", 1500*time.Millisecond, "simulator: cooldown announced with each 429")
+	f.StringVar(&o.form, "retry-after-form", string(sttsim.FormMixed), "simulator: seconds, imf-fixdate, rfc850, asctime, none, malformed or mixed")
+	f.Float64Var(&o.sim.UnavailableShare, "unavailable-share", 0.05, "simulator: share answered 503")
+	f.Float64Var(&o.sim.ServerErrorShare, "server-error-share", 0.03, "simulator: share answered 500/502/504")
+	f.DurationVar(&o.sim.Latency, "latency", 40*time.Millisecond, "simulator: latency")
+	f.DurationVar(&o.sim.LatencyJitter, "latency-jitter", 120*time.Millisecond, "simulator: extra random latency")
+	f.Float64Var(&o.sim.AsyncShare, "async-share", 0.3, "simulator: share answered 202 and finished later")
+	f.DurationVar(&o.sim.ProcessingTime, "processing-time", 800*time.Millisecond, "simulator: async transcription time")
+	f.Float64Var(&o.sim.DropAfterAcceptShare, "drop-after-accept-share", 0.03, "simulator: share accepted, then the connection dropped")
+	return cmd
+}
+
+func readDemoManifest(dir string) ([]manifestLine, error) {
+	f, err := os.Open(filepath.Join(dir, "manifest.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("demo recordings: %w (run from the repository root, or give --recordings)", err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []manifestLine
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var l manifestLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", f.Name(), n, err)
+		}
+		out = append(out, l)
+	}
+	return out, sc.Err()
+}
+
+func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
+	ctx := cmd.Context()
+	out := cmd.OutOrStdout()
+	lines, err := readDemoManifest(o.recordings)
+	if err != nil {
+		return err
+	}
+	recRoot, err := filepath.Abs(o.recordings)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out, "callscribe demo: starting services…")
+	svc, err := a.openServices(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := svc.Close(stopCtx); err != nil {
+			a.logger.Error("stopping demo services", "error", err)
+		}
+		for _, t := range svc.Throwaway {
+			fmt.Fprintln(out, "  stopped and removed:", t)
+		}
+		fmt.Fprintln(out, "callscribe demo: stopped.")
+	}()
+	steps, err := migrations.New(svc.Pool, a.logger).Up(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  schema:     %d migrations applied\n", len(steps))
+	fmt.Fprintf(out, "  PostgreSQL: %s\n", svc.DatabaseHint)
+	fmt.Fprintf(out, "  Redis:      %s\n", svc.RedisHint)
+
+	// The vendor: two accounts (keys), so two throttling scopes.
+	expected := map[string]string{}
+	simCfg := o.sim
+	simCfg.APIKeys = []string{"demo-key-a", "demo-key-b"}
+	simCfg.ExpectedText = expected
+	for _, l := range lines {
+		b, err := os.ReadFile(filepath.Join(recRoot, l.Audio))
+		if err != nil {
+			return fmt.Errorf("demo recording %s: %w", l.Audio, err)
+		}
+		expected[sha256Hex(b)] = l.ExpectedText
+	}
+	sim, err := sttsim.New(simCfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSim()
+	go func() { _ = sim.Serve(simCtx, ln) }()
+	simURL := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "  vendor:     stt-http/v1 simulator at %s (429s %.0f%%, 503s %.0f%%, 5xx %.0f%%, async %.0f%%, drops %.0f%%, Retry-After %s)\n",
+		simURL, 100*o.sim.RateLimitShare, 100*o.sim.UnavailableShare, 100*o.sim.ServerErrorShare, 100*o.sim.AsyncShare,
+		100*o.sim.DropAfterAcceptShare, o.form)
+
+	if !o.verbose && a.config.Log.Level != "debug" {
+		a.logger = NewLogger(a.env.Stderr, LogConfig{Level: "warn", Format: a.config.Log.Format})
+	}
+	a.config.Audio.Root = recRoot
+	pc := a.config.Pipeline
+	pc.Tenants = map[string]jobs.TenantConfig{
+		"northline": {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a"},
+		"harbor":    {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a"},
+		"ridgeway":  {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b"},
+	}
+	pc.PollInterval = cmpDur(pc.PollInterval, 200*time.Millisecond)
+	pc.ProbeWait = cmpDur(pc.ProbeWait, 200*time.Millisecond)
+	a.config.Pipeline = pc
+	if a.config.RetryAfter.BaseBackoff == 0 {
+		a.config.RetryAfter.BaseBackoff = 200 * time.Millisecond
+		a.config.RetryAfter.MaxBackoff = 5 * time.Second
+		a.config.RetryAfter.MaxDelay = time.Minute
+	}
+	e, err := a.pipelineOn(ctx, svc.Pool)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = e.store.Close() }()
+
+	total := 0
+	for c := range o.copies {
+		for _, l := range lines {
+			req, err := l.request()
+			if err != nil {
+				return err
+			}
+			if c > 0 {
+				req.CallID = fmt.Sprintf("%s-r%d", req.CallID, c)
+			}
+			if _, err := e.pipeline.Ingest(ctx, req); err != nil {
+				return fmt.Errorf("ingesting %s: %w", l.Audio, err)
+			}
+			total++
+		}
+	}
+	fmt.Fprintf(out, "  ingested:   %d recordings (%d calls × %d) for 3 tenants on both lanes\n", total, len(lines), o.copies)
+
+	start := time.Now()
+	if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("settling"),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	deadline := time.After(o.timeout)
+	ticker := time.NewTicker(200 * time.Millisecond)
+	defer ticker.Stop()
+	var counts map[ledger.State]int
+	interrupted := false
+wait:
+	for {
+		counts, err = e.ledger.CountByState(ctx)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		settled := 0
+		for s, n := range counts {
+			if s.Terminal() || s == ledger.StateValidated {
+				settled += n
+			}
+		}
+		_ = bar.Set(settled)
+		if settled == total {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			interrupted = true
+			break wait
+		case <-deadline:
+			break wait
+		case <-ticker.C:
+		}
+	}
+	_ = bar.Finish()
+	elapsed := time.Since(start)
+	_ = e.pipeline.Stop(context.WithoutCancel(ctx), e.client)
+	stopSim()
+
+	broken := a.demoReport(context.WithoutCancel(ctx), out, e, sim, total, elapsed)
+	if interrupted {
+		return errors.New("interrupted before every recording settled")
+	}
+	if o.hold {
+		fmt.Fprintln(out, "callscribe demo: holding the services; press Ctrl-C to stop.")
+		<-ctx.Done()
+	}
+	if len(broken) > 0 {
+		return fmt.Errorf("invariants broken: %s", strings.Join(broken, "; "))
+	}
+	return nil
+}
+
+// demoReport prints the report and returns the invariants that broke.
+func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim *sttsim.Server, total int, elapsed time.Duration) []string {
+	var broken []string
+	st := sim.Stats()
+	recs, err := e.ledger.Recordings(ctx, ledger.RecordingFilter{Limit: total + 10})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	byState := map[ledger.State]int{}
+	var latencies []time.Duration
+	attempts := 0
+	maxAttempts := 0
+	accurate := 0
+	for _, r := range recs {
+		byState[r.State]++
+		evs, err := e.ledger.Events(ctx, r.ID)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		if snap, err := ledger.Replay(evs); err != nil || snap != r.Snapshot() {
+			broken = append(broken, fmt.Sprintf("history of %s/%s does not replay (%v)", r.TenantID, r.CallID, err))
+		}
+		if r.State != ledger.StateValidated {
+			continue
+		}
+		latencies = append(latencies, r.UpdatedAt.Sub(r.CreatedAt))
+		attempts += r.Attempt
+		maxAttempts = max(maxAttempts, r.Attempt)
+		if tr, err := e.ledger.Transcript(ctx, r.ID); err == nil && tr.Text != "" {
+			accurate++
+		}
+	}
+	fmt.Fprintf(out, "\ncallscribe demo report (%s)\n", elapsed.Round(time.Millisecond))
+	states := make([]string, 0, len(byState))
+	for s, n := range byState {
+		states = append(states, fmt.Sprintf("%s %d", s, n))
+	}
+	sort.Strings(states)
+	fmt.Fprintf(out, "  recordings by state:            %s\n", strings.Join(states, ", "))
+	if byState[ledger.StateValidated] != total {
+		broken = append(broken, fmt.Sprintf("%d of %d recordings did not reach validated", total-byState[ledger.StateValidated], total))
+	}
+	fmt.Fprintf(out, "  vendor answers:                 %d submissions, %d × 429, %d × 503, %d × 5xx, %d dropped after accept, %d polls, %d reconciles\n",
+		st.Submissions, st.RateLimited, st.Unavailable, st.ServerErrors, st.Drops, st.Polls, st.Reconciles)
+	fmt.Fprintf(out, "  cooldowns announced:            %d\n", len(st.Cooldowns))
+
+	real, inFlight := 0, 0
+	scopes := map[string]bool{}
+	for _, t := range e.pipeline.Config().Tenants {
+		scopes[t.Scope] = true
+	}
+	var exts []ledger.ExtensionRecord
+	for s := range scopes {
+		x, err := e.ledger.ScopeDeferralExtensions(ctx, s)
+		if err != nil {
+			return append(broken, err.Error())
+		}
+		for i := 1; i < len(x); i++ {
+			if x[i].ResultingNotBefore.Before(x[i-1].ResultingNotBefore) {
+				broken = append(broken, "scope "+s+" deadline moved backward")
+			}
+		}
+		exts = append(exts, x...)
+	}
+	for _, v := range st.Violations {
+		known := v.AdmittedAt.IsZero()
+		for _, x := range exts {
+			if x.RecordedAt.Before(v.AdmittedAt) && !x.ResultingNotBefore.Before(v.ArrivedAt) {
+				known = true
+			}
+		}
+		if known {
+			real++
+		} else {
+			inFlight++
+		}
+	}
+	fmt.Fprintf(out, "  submissions during a cooldown the platform knew of: %d (must be 0; %d more were already in flight)\n", real, inFlight)
+	if real > 0 {
+		broken = append(broken, fmt.Sprintf("%d submissions admitted during a known cooldown", real))
+	}
+	twice := 0
+	for _, n := range st.Transcriptions {
+		if n > 1 {
+			twice++
+		}
+	}
+	fmt.Fprintf(out, "  recordings transcribed more than once: %d (must be 0)\n", twice)
+	if twice > 0 {
+		broken = append(broken, fmt.Sprintf("%d recordings transcribed more than once", twice))
+	}
+	if n := len(latencies); n > 0 {
+		slices.Sort(latencies)
+		fmt.Fprintf(out, "  submissions per transcript:     %.2f on average, %d at most\n", float64(attempts)/float64(n), maxAttempts)
+		fmt.Fprintf(out, "  receipt → validated latency:    p50 %s, p99 %s\n",
+			latencies[n/2].Round(time.Millisecond), latencies[min(n-1, n*99/100)].Round(time.Millisecond))
+		fmt.Fprintf(out, "  transcripts with text:          %d of %d\n", accurate, n)
+	}
+	if len(broken) == 0 {
+		fmt.Fprintln(out, "  invariants:                     all held")
+	} else {
+		for _, b := range broken {
+			fmt.Fprintln(out, "  BROKEN:", b)
+		}
+	}
+	return broken
+}
+
+func cmpDur(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
 }
