@@ -1,0 +1,87 @@
+package cli_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+)
+
+// ingest, worker, jobs show, scopes list and jobs retry work together
+// against a real database and the simulator; the worker stops cleanly on
+// Ctrl-C.
+func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	sim, err := sttsim.New(sttsim.Config{RateLimitShare: 0.3, Cooldown: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	defer srv.Close()
+	recordings, _ := filepath.Abs("../../testdata/recordings")
+	config := filepath.Join(t.TempDir(), "c.yaml")
+	body := "audio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 500ms}\n" +
+		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: '" + srv.URL + "', api_key: sim-key}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	ctx := context.Background()
+	for _, c := range []string{"call-1001", "call-1002", "call-1003", "call-1004"} {
+		if code, _, stderr := run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", c,
+			"--audio", "northline/"+c+".wav", "--lane", "immediate"); code != 0 {
+			t.Fatalf("ingest %s: %s", c, stderr)
+		}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(wctx, []string{"--config", config, "worker"}, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, listed, _ := run(t, ctx, env, "--config", config, "jobs", "list", "--state", "validated")
+		if strings.Count(listed, "northline") == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, all, _ := run(t, ctx, env, "--config", config, "jobs", "list")
+			t.Fatalf("not all validated after 60s:\n%s\n%s", all, errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+	}
+	stop()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("worker exited %d after Ctrl-C: %s", code, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not stop within 30s of Ctrl-C")
+	}
+	code, shown, _ := run(t, ctx, env, "--config", config, "jobs", "show", "--tenant", "northline", "--call", "call-1001")
+	if code != 0 || !strings.Contains(shown, "validated") || !strings.Contains(shown, "transcript received") {
+		t.Fatalf("jobs show:\n%s", shown)
+	}
+	if code, _, stderr := run(t, ctx, env, "--config", config, "scopes", "list"); code != 0 {
+		t.Fatalf("scopes list: %s", stderr)
+	}
+	code, _, stderr := run(t, ctx, env, "--config", config, "jobs", "retry", "00000000-0000-0000-0000-000000000000")
+	if code == 0 || !strings.Contains(stderr, "not found") {
+		t.Fatalf("retry of an unknown recording: %d %q", code, stderr)
+	}
+	code, _, stderr = run(t, ctx, env, "--config", config, "scopes", "resume", "nope")
+	if code == 0 || !strings.Contains(stderr, "not paused") {
+		t.Fatalf("resume of a scope that is not paused: %d %q", code, stderr)
+	}
+}
