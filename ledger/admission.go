@@ -49,6 +49,9 @@ func (a Admission) Admitted() bool { return a.Verdict == VerdictAdmit || a.Verdi
 // taken over); never while the scope is paused. probeWait is how long the
 // others wait before asking again while a probe is out.
 func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, probeTimeout, probeWait time.Duration) (Admission, error) {
+	if _, err := l.pool.Exec(ctx, q("ScopeDeferralEnsure"), scope, l.now()); err != nil {
+		return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
+	}
 	d, err := scanDeferral(l.pool.QueryRow(ctx, q("ScopeDeferralGetForAdmission"), scope))
 	if errors.Is(err, pgx.ErrNoRows) {
 		d, err = Deferral{Scope: scope}, nil

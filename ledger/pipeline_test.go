@@ -150,3 +150,37 @@ func TestScopeAdmissionProbePauseObserve(t *testing.T) {
 		t.Fatalf("ScopeDeferrals = %+v, %v", all, err)
 	}
 }
+
+// An admission check that starts while another worker's first deferral of
+// the scope is still uncommitted waits for it and sees it.
+func TestScopeAdmitSeesAConcurrentFirstDeferral(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ledger.ScopeDeferralExtendTx(ctx, tx, ledger.Extension{Scope: "fresh", NotBefore: b.clock.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan ledger.Admission, 1)
+	go func() {
+		a, err := b.ledger.ScopeAdmit(ctx, "fresh", 1, time.Minute, time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- a
+	}()
+	select {
+	case a := <-got:
+		t.Fatalf("admission answered %s before the first deferral committed", a.Verdict)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; a.Verdict != ledger.VerdictDeferred {
+		t.Fatalf("admission after the first deferral committed: %s, want deferred", a.Verdict)
+	}
+}

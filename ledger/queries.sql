@@ -85,6 +85,14 @@ SELECT scope, not_before, updated_at, needs_probe, coalesce(probe_job_id, 0), pr
        paused, paused_reason, paused_at
 FROM scope_deferrals WHERE scope = $1;
 
+-- name: ScopeDeferralEnsure
+-- Waits for a concurrent first extension of the scope (an uncommitted
+-- INSERT) to commit; FOR SHARE alone would not see it. A scope that has
+-- none gets a row that defers nothing (not_before at the epoch).
+INSERT INTO scope_deferrals (scope, not_before, updated_at)
+VALUES ($1, 'epoch', $2)
+ON CONFLICT (scope) DO NOTHING;
+
 -- name: ScopeDeferralGetForAdmission
 -- FOR SHARE waits for an extension being written to commit, so an admission
 -- check that starts after an extension began sees it.

@@ -137,6 +137,9 @@ func scanDeferral(row pgx.Row) (Deferral, error) {
 		return Deferral{}, err
 	}
 	d.NotBefore, d.UpdatedAt = d.NotBefore.UTC(), d.UpdatedAt.UTC()
+	if d.NotBefore.Equal(time.Unix(0, 0)) {
+		d.NotBefore = time.Time{} // a row made by an admission check: never deferred
+	}
 	if claimed != nil {
 		d.ProbeClaimedAt = claimed.UTC()
 	}

@@ -83,9 +83,11 @@ var edges = func() map[Edge]bool {
 	return m
 }()
 
-// RedriveEdges are the operator's edges out of reviewable states.
+// RedriveEdges are the operator's edges out of final states: re-driving a
+// reviewable recording (`jobs retry`) and re-validating a committed one to
+// produce a new action version (`jobs revalidate`).
 func RedriveEdges() []Edge {
-	return []Edge{{StateExpired, StateEligible}, {StateFailed, StateEligible}}
+	return []Edge{{StateExpired, StateEligible}, {StateFailed, StateEligible}, {StateCommitted, StateValidated}}
 }
 
 // Edges returns every allowed transition.

@@ -82,6 +82,7 @@ func TestCanTransition(t *testing.T) {
 		{ledger.StateExpired, ledger.StateEligible, true},   // operator re-drive
 		{ledger.StateFailed, ledger.StateEligible, true},    // operator re-drive
 		{ledger.StateCommitted, ledger.StateEligible, false},
+		{ledger.StateCommitted, ledger.StateValidated, true}, // operator revalidate
 		{ledger.StateExpired, ledger.StateSubmitted, false},
 		{ledger.StateFailed, ledger.StateFailed, false},
 		{ledger.StateReceived, ledger.StateReceived, false},
