@@ -3,9 +3,11 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -29,12 +31,35 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runWorkerProcess is a worker process for the crash test: it runs the
-// pipeline against the given database, audio root and simulator until it
-// is killed.
+// Optional knobs of a worker process, beside the required workerEnv,
+// CALLSCRIBE_TEST_AUDIO_ROOT and CALLSCRIBE_TEST_SIM_URL. Unset: the
+// pipeline's defaults (or the crash test's values below).
+const (
+	workerBatchWorkersEnv = "CALLSCRIBE_TEST_BATCH_WORKERS" // River MaxWorkers of the batch queue
+	workerPollIntervalEnv = "CALLSCRIBE_TEST_POLL_INTERVAL" // jobs.Config.PollInterval (default here 50ms)
+	workerProbeWaitEnv    = "CALLSCRIBE_TEST_PROBE_WAIT"    // jobs.Config.ProbeWait
+	workerBaseBackoffEnv  = "CALLSCRIBE_TEST_BASE_BACKOFF"  // retry_after.base_backoff
+	workerMaxBackoffEnv   = "CALLSCRIBE_TEST_MAX_BACKOFF"   // retry_after.max_backoff
+	workerClientIDEnv     = "CALLSCRIBE_TEST_WORKER_ID"     // the River client's ID (river_job.attempted_by)
+)
+
+// workerReady is printed on stdout once the worker's River client started.
+const workerReady = "worker ready"
+
+// runWorkerProcess is a worker process for the multi-process tests: it
+// runs the pipeline against the given database, audio root and simulator
+// until it is killed. Warnings and errors are logged on stderr.
 func runWorkerProcess() int {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv(workerEnv))
+	pcfg, err := pgxpool.ParseConfig(os.Getenv(workerEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// pgxpool's default (4 on a small machine) starves 10+ workers and
+	// River's own services (leader election times out).
+	pcfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -45,10 +70,16 @@ func runWorkerProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	p, err := jobs.New(jobs.Config{
+	cfg := jobs.Config{
 		Tenants:     map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: os.Getenv("CALLSCRIBE_TEST_SIM_URL"), APIKey: "sim-key", Model: "general"}},
 		StepTimeout: 30 * time.Second, RescueAfter: 31 * time.Second, PollInterval: 50 * time.Millisecond,
-	}, pool, l, store, nil)
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if err := applyWorkerKnobs(&cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	p, err := jobs.New(cfg, pool, l, store, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -57,6 +88,9 @@ func runWorkerProcess() int {
 		if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
 			c.JobTimeout = 500 * time.Millisecond
 			c.RescueStuckJobsAfter = time.Second // the killed worker's job is stuck: take it over now
+		}
+		if id := os.Getenv(workerClientIDEnv); id != "" {
+			c.ID = id
 		}
 	})
 	if err != nil {
@@ -67,7 +101,39 @@ func runWorkerProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	fmt.Println(workerReady)
 	select {}
+}
+
+// applyWorkerKnobs sets the fields of cfg that the worker knobs name.
+func applyWorkerKnobs(cfg *jobs.Config) error {
+	if v := os.Getenv(workerBatchWorkersEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%s=%q: want a positive number", workerBatchWorkersEnv, v)
+		}
+		cfg.BatchWorkers = n
+	}
+	for _, k := range []struct {
+		env string
+		d   *time.Duration
+	}{
+		{workerPollIntervalEnv, &cfg.PollInterval},
+		{workerProbeWaitEnv, &cfg.ProbeWait},
+		{workerBaseBackoffEnv, &cfg.RetryAfter.BaseBackoff},
+		{workerMaxBackoffEnv, &cfg.RetryAfter.MaxBackoff},
+	} {
+		v := os.Getenv(k.env)
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s=%q: want a positive duration", k.env, v)
+		}
+		*k.d = d
+	}
+	return nil
 }
 
 // A worker process is SIGKILLed right after the simulator accepted its

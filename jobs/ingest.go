@@ -10,12 +10,18 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/callscribe/callscribe/ledger"
 )
 
 // ErrUnknownTenant: the tenant is not in pipeline.tenants.
 var ErrUnknownTenant = errors.New("unknown tenant")
+
+// ErrJobRunning: Retry found the recording's job still running (it has
+// just expired or failed the recording and is finishing, or it is in the
+// middle of a step). Nothing was changed; try again in a moment.
+var ErrJobRunning = errors.New("the recording's transcribe job is still running")
 
 // IngestRequest is one recording to take in.
 type IngestRequest struct {
@@ -97,6 +103,8 @@ func (p *Pipeline) Ingest(ctx context.Context, req IngestRequest) (IngestResult,
 
 // Retry re-drives a reviewable (expired or failed) recording: back to
 // eligible with a fresh deadline and a new job, recorded as its own event.
+// A job of the recording still waiting (snoozed or backing off) is made to
+// run now instead; one still running refuses the retry with ErrJobRunning.
 func (p *Pipeline) Retry(ctx context.Context, id uuid.UUID, reason string) (ledger.Recording, error) {
 	rec, err := p.ledger.Recording(ctx, id)
 	if err != nil {
@@ -117,8 +125,25 @@ func (p *Pipeline) Retry(ctx context.Context, id uuid.UUID, reason string) (ledg
 		if err != nil {
 			return err
 		}
-		_, err = p.client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: id, Queue: queueFor(rec.Lane)}, nil)
-		return err
+		return p.enqueueAgainTx(ctx, tx, rec)
 	})
 	return out, err
+}
+
+// enqueueAgainTx makes sure a job will drive rec after an operator moved it.
+// River marks a job completed only after its Work returned, so the
+// recording's previous job may still count as active: a waiting one (snoozed
+// or backing off) is made to run now; a running one may already be done with
+// the recording, so the operator's move is refused with ErrJobRunning (the
+// caller's transaction rolls back; try again in a moment).
+func (p *Pipeline) enqueueAgainTx(ctx context.Context, tx pgx.Tx, rec ledger.Recording) error {
+	jr, err := p.client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: rec.ID, Queue: queueFor(rec.Lane)}, nil)
+	if err != nil || !jr.UniqueSkippedAsDuplicate {
+		return err
+	}
+	if jr.Job.State == rivertype.JobStateRunning {
+		return fmt.Errorf("recording %s: %w (job %d)", rec.ID, ErrJobRunning, jr.Job.ID)
+	}
+	_, err = p.client.JobRetryTx(ctx, tx, jr.Job.ID)
+	return err
 }
