@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
@@ -49,8 +50,9 @@ type TenantConfig struct {
 	// Model asked for when a recording names none. Default "": the adapter's.
 	Model string `yaml:"model"`
 	// Scope names the throttling scope (vendor account + model class).
-	// Default "": <provider>:<first 8 hex of sha256(api key)>:<model>, so
-	// tenants that share a key share a scope.
+	// Default "": <provider>:<first 8 hex of sha256(api key)>:<model>, the
+	// model being the adapter's default when Model is empty, so tenants
+	// that share a key and a model share a scope.
 	Scope string `yaml:"scope"`
 	// ImmediateDeadline and BatchDeadline override the lane defaults.
 	ImmediateDeadline time.Duration `yaml:"immediate_deadline"`
@@ -60,6 +62,44 @@ type TenantConfig struct {
 	MinConfidence float64 `yaml:"min_confidence"`
 	// Languages allowed (ISO 639-1). Default empty: any.
 	Languages []string `yaml:"languages"`
+	// TimeZone of the tenant (IANA name) for relative dates in transcripts
+	// ("tomorrow", "next Tuesday"). Default "": the call's own offset.
+	TimeZone string `yaml:"time_zone"`
+	// CRM is where the tenant's action sets are delivered. Kind "": none
+	// (action sets are committed, nothing is delivered).
+	CRM CRMConfig `yaml:"crm"`
+}
+
+// CRMConfig is a tenant's CRM target (see package crm/target).
+type CRMConfig struct {
+	// Kind: webhook, salesforce or hubspot.
+	Kind string `yaml:"kind"`
+	// BaseURL of the CRM (webhook: the receiver; salesforce: the instance
+	// URL; hubspot: default https://api.hubapi.com).
+	BaseURL string `yaml:"base_url"`
+	// Token: the bearer token. Never logged.
+	Token string `yaml:"token"`
+	// Salesforce: API version (default v59.0), SObject (default Task) and
+	// external id field (default Callscribe_Key__c).
+	APIVersion      string `yaml:"api_version"`
+	SObject         string `yaml:"sobject"`
+	ExternalIDField string `yaml:"external_id_field"`
+	// HubSpot: the account's time zone for the daily limit reset (default
+	// America/New_York) and the unique property holding the key (default
+	// callscribe_key).
+	TimeZone   string `yaml:"time_zone"`
+	IDProperty string `yaml:"id_property"`
+	// Scope of the CRM integration's throttling. Default crm:<tenant>:<kind>.
+	Scope string `yaml:"scope"`
+	// Production marks a production CRM: replay refuses it without
+	// --allow-production.
+	Production bool `yaml:"production"`
+}
+
+// Target is the crm/target configuration of c.
+func (c CRMConfig) Target() target.Config {
+	return target.Config{Kind: c.Kind, BaseURL: c.BaseURL, Token: c.Token, APIVersion: c.APIVersion, SObject: c.SObject,
+		ExternalIDField: c.ExternalIDField, TimeZone: c.TimeZone, IDProperty: c.IDProperty, Production: c.Production}
 }
 
 // Config configures the pipeline.
@@ -164,7 +204,10 @@ func (c Config) WithDefaults() Config {
 		}
 		if t.Scope == "" {
 			h := sha256.Sum256([]byte(t.APIKey))
-			t.Scope = t.Provider + ":" + hex.EncodeToString(h[:4]) + ":" + t.Model
+			t.Scope = t.Provider + ":" + hex.EncodeToString(h[:4]) + ":" + modelSent(t)
+		}
+		if t.CRM.Kind != "" && t.CRM.Scope == "" {
+			t.CRM.Scope = "crm:" + id + ":" + t.CRM.Kind
 		}
 		tenants[id] = t
 	}
@@ -199,6 +242,14 @@ func (c Config) Validate() error {
 		if !slices.Contains(stt.Kinds(), t.Provider) {
 			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.provider: %q is not one of %v", id, t.Provider, stt.Kinds()))
 		}
+		if t.CRM.Kind != "" && !slices.Contains(target.Kinds(), t.CRM.Kind) {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, t.CRM.Kind, target.Kinds()))
+		}
+		if t.TimeZone != "" {
+			if _, err := time.LoadLocation(t.TimeZone); err != nil {
+				errs = append(errs, fmt.Errorf("pipeline.tenants.%s.time_zone: %w", id, err))
+			}
+		}
 		if t.MinConfidence < 0 || t.MinConfidence > 1 {
 			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.min_confidence: %g is not within 0..1", id, t.MinConfidence))
 		}
@@ -207,6 +258,25 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retry_after: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// modelSent is the model t's requests ask for when a recording names
+// none: its own, else its adapter's default (as stt.New resolves it).
+func modelSent(t TenantConfig) string {
+	if t.Model != "" {
+		return t.Model
+	}
+	switch t.Provider {
+	case stt.KindGenericHTTP:
+		return stt.GenericHTTPModelDefault
+	case stt.KindOpenAI:
+		return stt.OpenAIModelDefault
+	case stt.KindDeepgram:
+		return stt.DeepgramModelDefault
+	case stt.KindAssemblyAI:
+		return stt.AssemblyAIModelDefault
+	}
+	return ""
 }
 
 // deadlineFor is the deadline of a recording of tenant t on lane, ingested at now.

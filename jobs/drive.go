@@ -57,7 +57,7 @@ func (p *Pipeline) drive(ctx context.Context, jobID int64, id uuid.UUID) error {
 		if err != nil {
 			return err
 		}
-		if rec.State.Terminal() || rec.State == ledger.StateValidated {
+		if rec.State.Terminal() || (rec.State == ledger.StateValidated && p.outbox == nil) {
 			return nil
 		}
 		now := p.cfg.Clock.Now()
@@ -104,6 +104,8 @@ func (p *Pipeline) step(ctx context.Context, jobID int64, rec ledger.Recording) 
 		return p.resume(ctx, jobID, rec)
 	case ledger.StateTranscribed:
 		return next, p.validate(ctx, rec)
+	case ledger.StateValidated:
+		return outcome{done: true}, p.commit(ctx, rec)
 	}
 	return outcome{done: true}, nil
 }
@@ -273,6 +275,9 @@ func (p *Pipeline) submit(ctx context.Context, jobID int64, rec ledger.Recording
 		Header:    http.Header{HeaderAdmittedAt: []string{admittedAt.UTC().Format(time.RFC3339Nano)}},
 	}
 	resp, err := prov.Submit(ctx, req)
+	if err == nil && (resp.Outcome == stt.OutcomeCompleted || resp.Outcome == stt.OutcomePending) {
+		faultPoint("after_stt_accepted")
+	}
 	if err != nil {
 		if errors.Is(err, stt.ErrAudioUnreadable) {
 			return p.audioProblem(ctx, rec, err)
@@ -319,6 +324,9 @@ func (p *Pipeline) handle(ctx context.Context, jobID int64, rec ledger.Recording
 				ResponseClass: resp.Class, ProviderID: nonEmpty(pid)},
 			ledger.Transcript{Provider: prov.Name(), ProviderID: pid, Text: tr.Text, Language: tr.Language, Confidence: tr.Confidence,
 				DurationSeconds: tr.DurationSeconds, Segments: segs})
+		if err == nil {
+			faultPoint("after_transcript_persisted")
+		}
 		return next, err
 
 	case stt.OutcomePending:
@@ -471,4 +479,34 @@ func nonEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// commit: validated -> committed. The actions are extracted from the
+// transcript and committed with their outbox row and delivery job in one
+// transaction (outbox.Commit). Work that already has a transcript goes on
+// during a vendor cooldown: nothing here asks the speech vendor's scope.
+func (p *Pipeline) commit(ctx context.Context, rec ledger.Recording) error {
+	tr, err := p.ledger.Transcript(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
+	t := p.cfg.Tenants[rec.TenantID]
+	var loc *time.Location
+	if t.TimeZone != "" {
+		loc, _ = time.LoadLocation(t.TimeZone)
+	}
+	actions, err := p.extractor.Extract(ctx, crm.ExtractInput{TenantID: rec.TenantID, CallID: rec.CallID, Text: tr.Text,
+		StartedAt: rec.StartedAt, Location: loc})
+	if err != nil {
+		return fmt.Errorf("extracting actions of %s: %w", rec.CallID, err)
+	}
+	res, err := p.outbox.Commit(ctx, rec, actions)
+	if err != nil {
+		return err
+	}
+	if res.Duplicate {
+		p.log.Info("commit converged on another worker's action set", slog.String("recording", rec.ID.String()))
+	}
+	faultPoint("between_commit_and_delivery")
+	return nil
 }

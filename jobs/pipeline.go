@@ -11,9 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
 )
 
 // Pipeline drives recordings from received to validated. It holds no
@@ -28,6 +30,18 @@ type Pipeline struct {
 	client    *river.Client[pgx.Tx]
 	db        *pgxpool.Pool
 	log       *slog.Logger
+	outbox    *outbox.Outbox
+	extractor crm.Extractor
+}
+
+// SetOutbox makes the pipeline commit validated recordings: extract their
+// actions with ex (nil: crm.RuleExtractor) and commit them through o. Without
+// an outbox, recordings stop at validated.
+func (p *Pipeline) SetOutbox(o *outbox.Outbox, ex crm.Extractor) {
+	if ex == nil {
+		ex = crm.RuleExtractor{}
+	}
+	p.outbox, p.extractor = o, ex
 }
 
 func (p *Pipeline) pool() *pgxpool.Pool { return p.db }
@@ -70,11 +84,16 @@ func (p *Pipeline) AddWorkers(w *river.Workers) {
 func (p *Pipeline) RiverConfig() *river.Config {
 	workers := river.NewWorkers()
 	p.AddWorkers(workers)
+	queues := map[string]river.QueueConfig{
+		QueueImmediate: {MaxWorkers: p.cfg.ImmediateWorkers},
+		QueueBatch:     {MaxWorkers: p.cfg.BatchWorkers},
+	}
+	if p.outbox != nil {
+		p.outbox.AddWorkers(workers)
+		queues[outbox.Queue] = river.QueueConfig{MaxWorkers: p.outbox.Config().Workers}
+	}
 	return &river.Config{
-		Queues: map[string]river.QueueConfig{
-			QueueImmediate: {MaxWorkers: p.cfg.ImmediateWorkers},
-			QueueBatch:     {MaxWorkers: p.cfg.BatchWorkers},
-		},
+		Queues:  queues,
 		Workers: workers,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(p.cfg.SweepInterval),
@@ -104,6 +123,9 @@ func (p *Pipeline) NewClient(pool *pgxpool.Pool, adjust func(*river.Config)) (*r
 		return nil, err
 	}
 	p.client = c
+	if p.outbox != nil {
+		p.outbox.SetClient(c)
+	}
 	return c, nil
 }
 

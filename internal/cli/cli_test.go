@@ -66,7 +66,7 @@ func TestMigrateCommands(t *testing.T) {
 		t.Fatalf("status after up: %d\n%s", code, out)
 	}
 	code, out, _ = run(t, ctx, env, "migrate", "down")
-	if code != 0 || !strings.Contains(out, "down callscribe 00002") {
+	if code != 0 || !strings.Contains(out, "down callscribe 0000") {
 		t.Fatalf("down: %d\n%s", code, out)
 	}
 	code, out, _ = run(t, ctx, env, "migrate", "down", "--all")
@@ -190,7 +190,7 @@ func TestDemoRunsThePipelineAndStopsCleanly(t *testing.T) {
 		}
 	}
 	text := out.String()
-	for _, want := range []string{"recordings by state:            validated 12", "invariants:                     all held",
+	for _, want := range []string{"recordings by state:            committed 12", "action sets applied more than once in the CRM: 0", "invariants:                     all held",
 		"during a cooldown the platform knew of: 0", "psql", "redis-cli"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

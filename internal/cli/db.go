@@ -6,16 +6,26 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// PoolMaxConnsDefault is the connection pool size unless the database URL
+// sets pool_max_conns.
+const PoolMaxConnsDefault = 40
 
 // connect opens a pool on url and checks that the server answers.
 func connect(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("database URL %s: %w", redactURL(dbURL), err)
+	}
+	// pgxpool's default (4 on a small machine) starves a worker running
+	// dozens of River workers; pool_max_conns in the URL still wins.
+	if !strings.Contains(dbURL, "pool_max_conns") {
+		cfg.MaxConns = PoolMaxConnsDefault
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -18,10 +18,12 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/migrations"
+	"github.com/callscribe/callscribe/outbox"
 )
 
 // demoOpts are the knobs of `callscribe demo`.
@@ -47,8 +49,8 @@ and drops connections after accepting, ingests the recordings of
 testdata/recordings for three tenants on both lanes, runs the workers until
 every recording is settled, and prints a report. It exits non-zero if an
 invariant broke: a submission admitted during a cooldown the platform knew
-of, a recording transcribed twice, a history that does not replay, or a
-recording that did not reach validated.`,
+of, a recording transcribed twice, a history that does not replay, a recording
+that did not reach committed, or an action set applied twice in the CRM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.sim.RetryAfterForm = sttsim.RetryAfterForm(o.form)
@@ -162,12 +164,29 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	if !o.verbose && a.config.Log.Level != "debug" {
 		a.logger = NewLogger(a.env.Stderr, LogConfig{Level: "warn", Format: a.config.Log.Format})
 	}
+	// The CRM: a crm-webhook/v1 double that throttles and fails too.
+	crmSim, err := crmsim.New(crmsim.Config{Tokens: []string{"demo-crm-token"}, RateLimitShare: o.sim.RateLimitShare / 2,
+		Cooldown: o.sim.Cooldown, ServerErrorShare: o.sim.ServerErrorShare, DropAfterApplyShare: o.sim.DropAfterAcceptShare,
+		Latency: o.sim.Latency})
+	if err != nil {
+		return err
+	}
+	crmLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() { _ = crmSim.Serve(simCtx, crmLn) }()
+	crmURL := "http://" + crmLn.Addr().String()
+	fmt.Fprintf(out, "  CRM:        crm-webhook/v1 double at %s (429s %.0f%%, 5xx %.0f%%, drops after apply %.0f%%)\n",
+		crmURL, 50*o.sim.RateLimitShare, 100*o.sim.ServerErrorShare, 100*o.sim.DropAfterAcceptShare)
+	crmCfg := jobs.CRMConfig{Kind: "webhook", BaseURL: crmURL, Token: "demo-crm-token"}
+
 	a.config.Audio.Root = recRoot
 	pc := a.config.Pipeline
 	pc.Tenants = map[string]jobs.TenantConfig{
-		"northline": {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a"},
-		"harbor":    {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a"},
-		"ridgeway":  {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b"},
+		"northline": {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", TimeZone: "America/Chicago", CRM: crmCfg},
+		"harbor":    {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", TimeZone: "America/Los_Angeles", CRM: crmCfg},
+		"ridgeway":  {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b", TimeZone: "America/New_York", CRM: crmCfg},
 	}
 	pc.PollInterval = cmpDur(pc.PollInterval, 200*time.Millisecond)
 	pc.ProbeWait = cmpDur(pc.ProbeWait, 200*time.Millisecond)
@@ -220,12 +239,16 @@ wait:
 		}
 		settled := 0
 		for s, n := range counts {
-			if s.Terminal() || s == ledger.StateValidated {
+			if s.Terminal() {
 				settled += n
 			}
 		}
-		_ = bar.Set(settled)
-		if settled == total {
+		pending, err := e.outbox.Rows(ctx, outbox.StatePending, total+1)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		_ = bar.Set(max(0, settled-len(pending)))
+		if settled == total && len(pending) == 0 {
 			break
 		}
 		select {
@@ -242,7 +265,7 @@ wait:
 	_ = e.pipeline.Stop(context.WithoutCancel(ctx), e.client)
 	stopSim()
 
-	broken := a.demoReport(context.WithoutCancel(ctx), out, e, sim, total, elapsed)
+	broken := a.demoReport(context.WithoutCancel(ctx), out, e, sim, crmSim, total, elapsed)
 	if interrupted {
 		return errors.New("interrupted before every recording settled")
 	}
@@ -257,7 +280,7 @@ wait:
 }
 
 // demoReport prints the report and returns the invariants that broke.
-func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim *sttsim.Server, total int, elapsed time.Duration) []string {
+func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim *sttsim.Server, crmSim *crmsim.Server, total int, elapsed time.Duration) []string {
 	var broken []string
 	st := sim.Stats()
 	recs, err := e.ledger.Recordings(ctx, ledger.RecordingFilter{Limit: total + 10})
@@ -278,7 +301,7 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 		if snap, err := ledger.Replay(evs); err != nil || snap != r.Snapshot() {
 			broken = append(broken, fmt.Sprintf("history of %s/%s does not replay (%v)", r.TenantID, r.CallID, err))
 		}
-		if r.State != ledger.StateValidated {
+		if r.State != ledger.StateCommitted {
 			continue
 		}
 		latencies = append(latencies, r.UpdatedAt.Sub(r.CreatedAt))
@@ -295,8 +318,8 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	}
 	sort.Strings(states)
 	fmt.Fprintf(out, "  recordings by state:            %s\n", strings.Join(states, ", "))
-	if byState[ledger.StateValidated] != total {
-		broken = append(broken, fmt.Sprintf("%d of %d recordings did not reach validated", total-byState[ledger.StateValidated], total))
+	if byState[ledger.StateCommitted] != total {
+		broken = append(broken, fmt.Sprintf("%d of %d recordings did not reach committed", total-byState[ledger.StateCommitted], total))
 	}
 	fmt.Fprintf(out, "  vendor answers:                 %d submissions, %d × 429, %d × 503, %d × 5xx, %d dropped after accept, %d polls, %d reconciles\n",
 		st.Submissions, st.RateLimited, st.Unavailable, st.ServerErrors, st.Drops, st.Polls, st.Reconciles)
@@ -347,10 +370,31 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	if twice > 0 {
 		broken = append(broken, fmt.Sprintf("%d recordings transcribed more than once", twice))
 	}
+	cst := crmSim.Stats()
+	delivered, _ := e.outbox.Rows(ctx, outbox.StateDelivered, total+10)
+	dead, _ := e.outbox.Rows(ctx, outbox.StateDead, total+10)
+	conflicts, _ := e.outbox.Counter(ctx, outbox.CounterDuplicateKeyConflicts)
+	fmt.Fprintf(out, "  CRM deliveries:                 %d tries, %d × 429, %d × 5xx, %d dropped after apply, %d replays answered 200\n",
+		cst.Deliveries, cst.RateLimited, cst.ServerErrors, cst.Drops, cst.Replays)
+	fmt.Fprintf(out, "  action sets:                    %d delivered, %d dead, %d in the CRM, %d duplicate-key conflicts converged\n",
+		len(delivered), len(dead), cst.Applied, conflicts)
+	appliedTwice := 0
+	for _, n := range cst.ApplyCount {
+		if n > 1 {
+			appliedTwice++
+		}
+	}
+	fmt.Fprintf(out, "  action sets applied more than once in the CRM: %d (must be 0)\n", appliedTwice)
+	if appliedTwice > 0 || cst.Conflicts > 0 {
+		broken = append(broken, fmt.Sprintf("the CRM applied %d keys twice and saw %d conflicting bodies", appliedTwice, cst.Conflicts))
+	}
+	if cst.Applied != byState[ledger.StateCommitted] || len(dead) > 0 {
+		broken = append(broken, fmt.Sprintf("the CRM holds %d action sets for %d committed recordings (%d dead deliveries)", cst.Applied, byState[ledger.StateCommitted], len(dead)))
+	}
 	if n := len(latencies); n > 0 {
 		slices.Sort(latencies)
 		fmt.Fprintf(out, "  submissions per transcript:     %.2f on average, %d at most\n", float64(attempts)/float64(n), maxAttempts)
-		fmt.Fprintf(out, "  receipt → validated latency:    p50 %s, p99 %s\n",
+		fmt.Fprintf(out, "  receipt → committed latency:    p50 %s, p99 %s\n",
 			latencies[n/2].Round(time.Millisecond), latencies[min(n-1, n*99/100)].Round(time.Millisecond))
 		fmt.Fprintf(out, "  transcripts with text:          %d of %d\n", accurate, n)
 	}

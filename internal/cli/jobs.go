@@ -141,7 +141,31 @@ func (a *app) jobsCommand() *cobra.Command {
 	}
 	retry.Flags().StringVar(&reason, "reason", "operator retry", "why, for the history")
 
-	cmd.AddCommand(show, list, retry)
+	var rreason string
+	revalidate := &cobra.Command{
+		Use:   "revalidate RECORDING-ID",
+		Short: "Take a committed recording back to validated to commit its actions again as the next action version",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("recording id %q: %w", args[0], err)
+			}
+			e, err := a.openPipeline(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			r, err := e.pipeline.Revalidate(cmd.Context(), id, rreason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "recording %s is %s again; a worker will commit the next action version\n", r.ID, r.State)
+			return nil
+		},
+	}
+	revalidate.Flags().StringVar(&rreason, "reason", "operator revalidate", "why, for the history")
+	cmd.AddCommand(show, list, retry, revalidate)
 	return cmd
 }
 

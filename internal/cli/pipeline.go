@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
 )
 
 // pipelineEnv is what the pipeline commands run against.
@@ -20,6 +22,7 @@ type pipelineEnv struct {
 	ledger   *ledger.Ledger
 	store    *audio.Store
 	pipeline *jobs.Pipeline
+	outbox   *outbox.Outbox
 	client   *river.Client[pgx.Tx]
 }
 
@@ -74,6 +77,20 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool) (*pipelineEnv,
 	if err != nil {
 		return nil, err
 	}
+	dests := map[string]outbox.Destination{}
+	for id, t := range e.pipeline.Config().Tenants {
+		if t.CRM.Kind == "" {
+			continue
+		}
+		tgt, err := target.New(t.CRM.Target())
+		if err != nil {
+			return nil, fmt.Errorf("pipeline.tenants.%s.crm: %w", id, err)
+		}
+		dests[id] = outbox.Destination{Name: t.CRM.Kind, Scope: t.CRM.Scope, Target: tgt}
+	}
+	e.outbox = outbox.New(outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
+		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout}, pool, e.ledger)
+	e.pipeline.SetOutbox(e.outbox, nil)
 	e.client, err = e.pipeline.NewClient(pool, nil)
 	if err != nil {
 		return nil, err

@@ -50,13 +50,13 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		_, listed, _ := run(t, ctx, env, "--config", config, "jobs", "list", "--state", "validated")
-		if strings.Count(listed, "northline") == 4 {
+		_, listed, _ := run(t, ctx, env, "--config", config, "jobs", "list", "--state", "committed")
+		if strings.Count(listed, "northline") == 4 { // no CRM configured: committed, nothing delivered
 			break
 		}
 		if time.Now().After(deadline) {
 			_, all, _ := run(t, ctx, env, "--config", config, "jobs", "list")
-			t.Fatalf("not all validated after 60s:\n%s\n%s", all, errOut.String())
+			t.Fatalf("not all committed after 60s:\n%s\n%s", all, errOut.String())
 		}
 		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
 	}
@@ -70,7 +70,7 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 		t.Fatal("worker did not stop within 30s of Ctrl-C")
 	}
 	code, shown, _ := run(t, ctx, env, "--config", config, "jobs", "show", "--tenant", "northline", "--call", "call-1001")
-	if code != 0 || !strings.Contains(shown, "validated") || !strings.Contains(shown, "transcript received") {
+	if code != 0 || !strings.Contains(shown, "committed") || !strings.Contains(shown, "transcript received") {
 		t.Fatalf("jobs show:\n%s", shown)
 	}
 	if code, _, stderr := run(t, ctx, env, "--config", config, "scopes", "list"); code != 0 {

@@ -1,0 +1,3 @@
+// Package fault holds the crash-point hook of the fault-injection tests,
+// compiled only with -tags callscribe_faults.
+package fault
