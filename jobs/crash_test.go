@@ -15,11 +15,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
 )
 
 const workerEnv = "CALLSCRIBE_TEST_WORKER_DB"
@@ -41,6 +43,7 @@ const (
 	workerBaseBackoffEnv  = "CALLSCRIBE_TEST_BASE_BACKOFF"  // retry_after.base_backoff
 	workerMaxBackoffEnv   = "CALLSCRIBE_TEST_MAX_BACKOFF"   // retry_after.max_backoff
 	workerClientIDEnv     = "CALLSCRIBE_TEST_WORKER_ID"     // the River client's ID (river_job.attempted_by)
+	workerCRMURLEnv       = "CALLSCRIBE_TEST_CRM_URL"       // a crm-webhook/v1 receiver: commit and deliver through the outbox
 )
 
 // workerReady is printed on stdout once the worker's River client started.
@@ -79,10 +82,25 @@ func runWorkerProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if u := os.Getenv(workerCRMURLEnv); u != "" {
+		t := cfg.Tenants["t1"]
+		t.CRM = jobs.CRMConfig{Kind: "webhook", BaseURL: u, Token: "crm-token"}
+		cfg.Tenants["t1"] = t
+	}
 	p, err := jobs.New(cfg, pool, l, store, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if os.Getenv(workerCRMURLEnv) != "" {
+		t := p.Config().Tenants["t1"]
+		tgt, err := target.New(t.CRM.Target())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		p.SetOutbox(outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
+			"t1": {Name: "webhook", Scope: t.CRM.Scope, Target: tgt}}, ProbeWait: 50 * time.Millisecond}, pool, l), nil)
 	}
 	client, err := p.NewClient(pool, func(c *river.Config) {
 		if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
