@@ -2,11 +2,14 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/crm/target"
@@ -18,15 +21,28 @@ import (
 	"github.com/callscribe/callscribe/outbox"
 )
 
-// From ingest to the CRM: every recording ends committed, its action set is
-// delivered once with its idempotency key, while the CRM throttles.
-func TestPipelineCommitsAndDelivers(t *testing.T) {
-	t.Parallel()
+type crmEnv struct {
+	pool   *pgxpool.Pool
+	ledger *ledger.Ledger
+	p      *jobs.Pipeline
+	outbox *outbox.Outbox
+	stt    *sttsim.Server
+	crm    *crmsim.Server
+	scope  string
+	crmURL string
+	n      int
+}
+
+// runToDelivered ingests n recordings of tenant t1 (a webhook CRM behind
+// crmsim with crmCfg) and runs the workers until every action set is
+// delivered.
+func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
+	t.Helper()
 	ctx := context.Background()
 	pool := testdb.New(t)
 	root := t.TempDir()
 	var files []string
-	for i := range 10 {
+	for i := range n {
 		p := filepath.Join(root, fmt.Sprintf("t1/call-%03d.wav", i))
 		writeWAV(t, p, 2*time.Second, i+11)
 		files = append(files, p)
@@ -39,20 +55,20 @@ func TestPipelineCommitsAndDelivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	stt := httptest.NewServer(sim.Handler())
-	defer stt.Close()
-	crmSim, err := crmsim.New(crmsim.Config{RateLimitShare: 0.3, Cooldown: 300 * time.Millisecond, ServerErrorShare: 0.1})
+	t.Cleanup(stt.Close)
+	crmSim, err := crmsim.New(crmCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	crmSrv := httptest.NewServer(crmSim.Handler())
-	defer crmSrv.Close()
+	t.Cleanup(crmSrv.Close)
 
 	l, _ := ledger.New(pool, nil)
 	store, err := audio.Open(ctx, audio.Config{URL: "file://" + root})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = store.Close() }()
+	t.Cleanup(func() { _ = store.Close() })
 	tenant := jobs.TenantConfig{Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", TimeZone: "America/Chicago",
 		CRM: jobs.CRMConfig{Kind: "webhook", BaseURL: crmSrv.URL, Token: "crm-token"}}
 	p, err := jobs.New(jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": tenant}, PollInterval: 50 * time.Millisecond}, pool, l, store, nil)
@@ -80,7 +96,7 @@ func TestPipelineCommitsAndDelivers(t *testing.T) {
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = client.StopAndCancel(context.Background()) }()
+	t.Cleanup(func() { _ = client.StopAndCancel(context.Background()) })
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -88,7 +104,7 @@ func TestPipelineCommitsAndDelivers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) == len(files) {
+		if len(rows) == n {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -98,6 +114,17 @@ func TestPipelineCommitsAndDelivers(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
 	}
+	return &crmEnv{pool: pool, ledger: l, p: p, outbox: ob, stt: sim, crm: crmSim, scope: scope, crmURL: crmSrv.URL, n: n}
+}
+
+// From ingest to the CRM: every recording ends committed, its action set is
+// delivered once with its idempotency key, while the CRM throttles.
+func TestPipelineCommitsAndDelivers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := runToDelivered(t, 10, crmsim.Config{RateLimitShare: 0.3, Cooldown: 300 * time.Millisecond, ServerErrorShare: 0.1})
+	l, crmSim, scope, p := e.ledger, e.crm, e.scope, e.p
+	files := make([]struct{}, e.n)
 	counts, _ := l.CountByState(ctx)
 	if counts[ledger.StateCommitted] != len(files) {
 		t.Fatalf("recordings %v, want all committed", counts)
@@ -131,5 +158,69 @@ func TestPipelineCommitsAndDelivers(t *testing.T) {
 	// The speech vendor's scope was never touched by the CRM's throttling.
 	if d, _ := l.ScopeDeferral(ctx, p.Config().Tenants["t1"].Scope); !d.NotBefore.IsZero() {
 		t.Fatalf("CRM throttling deferred the speech scope: %+v", d)
+	}
+}
+
+// Replaying a day of committed recordings into a CRM that already has their
+// action sets changes audit counters only; into an empty staging CRM it
+// creates each set once, and a second replay creates nothing.
+func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := runToDelivered(t, 4, crmsim.Config{})
+	day := jobs.ReplayOptions{From: time.Now().Add(-24 * time.Hour), To: time.Now().Add(time.Hour)}
+
+	prodTarget, _ := target.New(target.Config{Kind: "webhook", BaseURL: "http://127.0.0.1:1", Token: "x"})
+	refused := day
+	refused.Target, refused.TargetName, refused.Production = prodTarget, "production", true
+	if _, err := e.p.Replay(ctx, refused); !errors.Is(err, jobs.ErrProductionTarget) {
+		t.Fatalf("replay into a production target without --allow-production: %v", err)
+	}
+
+	// Into the CRM that already holds them.
+	same, _ := target.New(target.Config{Kind: "webhook", BaseURL: e.crmURL, Token: "crm-token"})
+	again := day
+	again.Target, again.TargetName = same, "same"
+	rep, err := e.p.Replay(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Recordings != 4 || rep.NewActionVersions != 0 || rep.CRMEffectsCreated != 0 || rep.CRMReplays != 4 || rep.AuditEventsAppended == 0 || len(rep.Problems) != 0 {
+		t.Fatalf("replay into the same CRM = %+v", rep)
+	}
+	if st := e.crm.Stats(); st.Applied != 4 {
+		t.Fatalf("the CRM holds %d sets after the replay, want 4", st.Applied)
+	}
+
+	// Into an empty staging CRM: created once, then never again.
+	staging, err := crmsim.New(crmsim.Config{Tokens: []string{"staging"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(staging.Handler())
+	defer srv.Close()
+	stgTarget, _ := target.New(target.Config{Kind: "webhook", BaseURL: srv.URL, Token: "staging"})
+	toStaging := day
+	toStaging.Target, toStaging.TargetName = stgTarget, "staging"
+	var progress int
+	toStaging.Progress = func(done, total int) { progress = done }
+	first, err := e.p.Replay(ctx, toStaging)
+	if err != nil || first.CRMEffectsCreated != 4 || first.NewActionVersions != 0 || progress != 4 {
+		t.Fatalf("first replay into staging = %+v, %v (progress %d)", first, err, progress)
+	}
+	second, err := e.p.Replay(ctx, toStaging)
+	if err != nil || second.CRMEffectsCreated != 0 || second.NewActionVersions != 0 || second.CRMReplays != 4 {
+		t.Fatalf("second replay into staging = %+v, %v", second, err)
+	}
+	for key, n := range staging.Stats().ApplyCount {
+		if n != 1 {
+			t.Fatalf("staging applied %s %d times", key, n)
+		}
+	}
+	// Nothing outside the window.
+	none := toStaging
+	none.From, none.To = time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour)
+	if rep, err := e.p.Replay(ctx, none); err != nil || rep.Recordings != 0 {
+		t.Fatalf("replay of an empty window = %+v, %v", rep, err)
 	}
 }

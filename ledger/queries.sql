@@ -175,6 +175,7 @@ FROM transcripts WHERE recording_id = $1;
 -- name: RecordingList
 SELECT * FROM recordings
 WHERE ($1 = '' OR state = $1) AND ($2 = '' OR tenant_id = $2)
+  AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
 ORDER BY created_at, id
 LIMIT $3;
 

@@ -298,6 +298,9 @@ type RecordingFilter struct {
 	State    State  // "" = any
 	TenantID string // "" = any
 	Limit    int    // 0 = 1000
+	// From and To bound the ingest time (created_at), To exclusive; zero:
+	// unbounded.
+	From, To time.Time
 }
 
 // Recordings lists recordings, oldest first.
@@ -305,7 +308,14 @@ func (l *Ledger) Recordings(ctx context.Context, f RecordingFilter) ([]Recording
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
-	rs, err := scanRecordings(l.pool.Query(ctx, q("RecordingList"), string(f.State), f.TenantID, f.Limit))
+	var from, to *time.Time
+	if !f.From.IsZero() {
+		from = &f.From
+	}
+	if !f.To.IsZero() {
+		to = &f.To
+	}
+	rs, err := scanRecordings(l.pool.Query(ctx, q("RecordingList"), string(f.State), f.TenantID, f.Limit, from, to))
 	if err != nil {
 		return nil, fmt.Errorf("listing recordings: %w", err)
 	}

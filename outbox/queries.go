@@ -60,6 +60,20 @@ RETURNING outbox_id`
 SELECT attempt, at, prior_state, new_state, outcome, response_class, http_status, crm_id, retry_after_raw, reason
 FROM outbox_events WHERE outbox_id = $1 ORDER BY id`
 
+	qActionSetListByRecording = `
+SELECT id, recording_id, tenant_id, call_id, action_version, recording_sha256, actions, committed_at
+FROM action_sets WHERE recording_id = $1 ORDER BY action_version`
+
+	// qOutboxEventReplay records a replay delivery on the set's outbox
+	// rows: an audit event that changes no delivery state.
+	qOutboxEventReplay = `
+INSERT INTO outbox_events (outbox_id, attempt, at, prior_state, new_state, outcome, response_class, http_status, crm_id,
+                           retry_after_raw, reason)
+SELECT id, attempts, $2, state, state, $3, $4, $5, $6, NULL, $7 FROM outbox WHERE action_set_id = $1`
+
+	qAuditCounts = `
+SELECT (SELECT count(*) FROM recording_events), (SELECT count(*) FROM outbox_events), (SELECT count(*) FROM action_sets)`
+
 	qCounterAdd = `
 INSERT INTO counters (name, value) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET value = counters.value + EXCLUDED.value`

@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -48,6 +50,10 @@ type Config struct {
 	Audio            AudioConfig            `yaml:"audio"`
 	// Pipeline: tenants, queues, deadlines, probes (see jobs.Config).
 	Pipeline jobs.Config `yaml:"pipeline"`
+	// CRMTargets are named CRM targets for `callscribe replay --target NAME`
+	// (a staging CRM, say). One marked production: true is refused unless
+	// --allow-production is given.
+	CRMTargets map[string]jobs.CRMConfig `yaml:"crm_targets"`
 }
 
 // AudioConfig says where recordings are read from.
@@ -159,6 +165,11 @@ func (c Config) validate() error {
 	}
 	if err := c.PipelineConfig().WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	for name, t := range c.CRMTargets {
+		if !slices.Contains(target.Kinds(), t.Kind) {
+			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, target.Kinds()))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,120 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/crm/crmsim"
+	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+)
+
+// worker + outbox list + jobs revalidate + replay, in-process against a
+// real database, the speech simulator and two CRM doubles (the tenant's and
+// a staging one).
+func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	sim, _ := sttsim.New(sttsim.Config{})
+	stt := httptest.NewServer(sim.Handler())
+	defer stt.Close()
+	prod, _ := crmsim.New(crmsim.Config{})
+	prodSrv := httptest.NewServer(prod.Handler())
+	defer prodSrv.Close()
+	staging, _ := crmsim.New(crmsim.Config{Tokens: []string{"stg"}})
+	stgSrv := httptest.NewServer(staging.Handler())
+	defer stgSrv.Close()
+
+	recordings, _ := filepath.Abs("../../testdata/recordings")
+	config := filepath.Join(t.TempDir(), "c.yaml")
+	body := "audio: {root: " + recordings + "}\n" +
+		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key, time_zone: America/Chicago,\n" +
+		"                crm: {kind: webhook, base_url: '" + prodSrv.URL + "', token: crm-token}}\n" +
+		"crm_targets:\n" +
+		"  staging: {kind: webhook, base_url: '" + stgSrv.URL + "', token: stg}\n" +
+		"  live: {kind: webhook, base_url: '" + prodSrv.URL + "', token: crm-token, production: true}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	c := func(args ...string) (int, string, string) { return run(t, ctx, env, append([]string{"--config", config}, args...)...) }
+	for _, call := range []string{"call-1001", "call-1003"} {
+		if code, _, stderr := c("ingest", "--tenant", "northline", "--call", call, "--audio", "northline/"+call+".wav"); code != 0 {
+			t.Fatalf("ingest: %s", stderr)
+		}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	var werr syncBuffer
+	go func() {
+		done <- cli.Run(wctx, []string{"--config", config, "worker"}, cli.Env{Stdout: &syncBuffer{}, Stderr: &werr, Getenv: envOf(env)})
+	}()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 60s\n%s", what, werr.String())
+			}
+			time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		}
+	}
+	delivered := func(n int) func() bool {
+		return func() bool {
+			_, out, _ := c("outbox", "list", "--state", "delivered", "--json")
+			var rows []map[string]any
+			_ = json.Unmarshal([]byte(out), &rows)
+			return len(rows) == n
+		}
+	}
+	waitFor("two deliveries", delivered(2))
+	if prod.Stats().Applied != 2 {
+		t.Fatalf("the tenant's CRM holds %d sets", prod.Stats().Applied)
+	}
+
+	// Revalidate one: a second action version is committed and delivered.
+	_, listed, _ := c("jobs", "list", "--json")
+	var recs []map[string]any
+	if err := json.Unmarshal([]byte(listed), &recs); err != nil || len(recs) != 2 {
+		t.Fatalf("jobs list: %v %s", err, listed)
+	}
+	id, _ := recs[0]["ID"].(string)
+	if code, _, stderr := c("jobs", "revalidate", id); code != 0 {
+		t.Fatalf("revalidate: %s", stderr)
+	}
+	waitFor("the second version delivered", delivered(3))
+	stop()
+	<-done
+
+	from := time.Now().UTC().Add(-24 * time.Hour).Format("2006-01-02")
+	to := time.Now().UTC().Add(48 * time.Hour).Format("2006-01-02")
+	code, _, stderr := c("replay", "--from", from, "--to", to, "--target", "live")
+	if code == 0 || !strings.Contains(stderr, "production") {
+		t.Fatalf("replay into a production target: %d %q", code, stderr)
+	}
+	code, out, stderr := c("replay", "--from", from, "--to", to, "--target", "staging")
+	if code != 0 || !strings.Contains(out, "CRM effects created:          3") || !strings.Contains(out, "new action versions created:  0") {
+		t.Fatalf("first replay to staging: %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, _ = c("replay", "--from", from, "--to", to, "--target", "staging")
+	if code != 0 || !strings.Contains(out, "CRM effects created:          0") || !strings.Contains(out, "recordings replayed:          2") {
+		t.Fatalf("second replay to staging: %d\n%s", code, out)
+	}
+	code, out, _ = c("replay", "--from", from, "--to", to, "--target", "live", "--allow-production")
+	if code != 0 || !strings.Contains(out, "CRM effects created:          0") {
+		t.Fatalf("replay into the tenant's own CRM: %d\n%s", code, out)
+	}
+	if code, _, stderr := c("replay", "--from", from, "--to", to, "--target", "nope"); code == 0 || !strings.Contains(stderr, "staging") {
+		t.Fatalf("unknown target: %q", stderr)
+	}
+}

@@ -1,0 +1,111 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// ErrProductionTarget: replay refuses a target marked production unless
+// explicitly allowed.
+var ErrProductionTarget = errors.New("the target is marked production")
+
+// ReplayOptions chooses what to replay and where.
+type ReplayOptions struct {
+	// From and To bound the recordings' ingest time; To is exclusive.
+	From, To time.Time
+	// TenantID: "" = every tenant.
+	TenantID string
+	// State of the recordings to replay. Default committed.
+	State ledger.State
+	// Target receives the re-delivered action sets; TargetName names it.
+	Target     target.Target
+	TargetName string
+	// Production marks Target as a production CRM: refused unless
+	// AllowProduction.
+	Production, AllowProduction bool
+	// Progress, when set, is told how far the replay got.
+	Progress func(done, total int)
+}
+
+// ReplayReport is what a replay did. Replaying into a target that already
+// holds the action sets must change audit counters only: NewActionVersions
+// and CRMEffectsCreated stay 0.
+type ReplayReport struct {
+	Recordings          int
+	AuditEventsAppended int64
+	NewActionVersions   int64
+	CRMEffectsCreated   int
+	CRMReplays          int
+	// Problems: recordings or deliveries that could not be replayed, each
+	// saying which and why. The others were replayed.
+	Problems []string
+}
+
+// Replay re-drives historical recordings for staging: each is re-ingested
+// by its business key (converging on its row; one not finished is run by
+// the workers as usual), and its committed action sets are delivered again
+// to the given target with their original idempotency keys.
+func (p *Pipeline) Replay(ctx context.Context, o ReplayOptions) (ReplayReport, error) {
+	var rep ReplayReport
+	if o.Production && !o.AllowProduction {
+		return rep, fmt.Errorf("replay to %s: %w; give --allow-production to replay into it anyway", o.TargetName, ErrProductionTarget)
+	}
+	if p.outbox == nil || o.Target == nil {
+		return rep, errors.New("replay needs the outbox and a target")
+	}
+	if o.State == "" {
+		o.State = ledger.StateCommitted
+	}
+	before, err := p.outbox.Audit(ctx)
+	if err != nil {
+		return rep, err
+	}
+	recs, err := p.ledger.Recordings(ctx, ledger.RecordingFilter{State: o.State, TenantID: o.TenantID, From: o.From, To: o.To, Limit: 1_000_000})
+	if err != nil {
+		return rep, err
+	}
+	for i, r := range recs {
+		if o.Progress != nil {
+			o.Progress(i, len(recs))
+		}
+		_, err := p.Ingest(ctx, IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI, Lane: r.Lane,
+			Model: r.Model, Language: r.Language, StartedAt: r.StartedAt})
+		if err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s/%s: re-ingest: %v", r.TenantID, r.CallID, err))
+			continue
+		}
+		rep.Recordings++
+		sets, err := p.outbox.ActionSetsOf(ctx, r.ID)
+		if err != nil {
+			return rep, err
+		}
+		for _, s := range sets {
+			res, err := p.outbox.Redeliver(ctx, s, o.Target, o.TargetName)
+			switch {
+			case err != nil:
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", s.IdempotencyKey(), err))
+			case res.Outcome == target.OutcomeApplied:
+				rep.CRMEffectsCreated++
+			case res.Outcome == target.OutcomeReplayed:
+				rep.CRMReplays++
+			default:
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %s (%s, HTTP %d) %s", s.IdempotencyKey(), res.Outcome, res.Class, res.HTTPStatus, res.Message))
+			}
+		}
+	}
+	if o.Progress != nil {
+		o.Progress(len(recs), len(recs))
+	}
+	after, err := p.outbox.Audit(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.AuditEventsAppended = (after.LedgerEvents - before.LedgerEvents) + (after.OutboxEvents - before.OutboxEvents)
+	rep.NewActionVersions = after.ActionSets - before.ActionSets
+	return rep, nil
+}
