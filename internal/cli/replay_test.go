@@ -46,7 +46,9 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
-	c := func(args ...string) (int, string, string) { return run(t, ctx, env, append([]string{"--config", config}, args...)...) }
+	c := func(args ...string) (int, string, string) {
+		return run(t, ctx, env, append([]string{"--config", config}, args...)...)
+	}
 	for _, call := range []string{"call-1001", "call-1003"} {
 		if code, _, stderr := c("ingest", "--tenant", "northline", "--call", call, "--audio", "northline/"+call+".wav"); code != 0 {
 			t.Fatalf("ingest: %s", stderr)
