@@ -158,6 +158,8 @@ func TestConfigDocumented(t *testing.T) {
 		"database_url", "redis_url", "log.level", "log.format", "embedded_postgres.bin_dir",
 		"embedded_postgres.run_as_user", "ledger.retention", "retry_after.base_backoff",
 		"retry_after.max_backoff", "retry_after.max_delay", cli.EnvDatabaseURL, cli.EnvRedisURL,
+		"audio.root", "audio.max_bytes", "pipeline.tenants.<id>.provider", "pipeline.tenants.<id>.crm.kind",
+		"pipeline.tenants.<id>.time_zone", "crm_targets.<name>", "pipeline.observe_only_scopes", "pipeline.sweep_interval",
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
 			t.Errorf("README.md does not document `%s`", key)
