@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/ledger"
@@ -111,10 +112,23 @@ func (o *Outbox) Retry(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		_, err = o.client.InsertTx(ctx, tx, DeliverArgs{OutboxID: id}, nil)
+		jr, err := o.client.InsertTx(ctx, tx, DeliverArgs{OutboxID: id}, nil)
+		if err != nil || !jr.UniqueSkippedAsDuplicate {
+			return err
+		}
+		// The row's last job still counts as active: River marks a job
+		// completed only after its Work returned.
+		if jr.Job.State == rivertype.JobStateRunning {
+			return fmt.Errorf("outbox row %d: %w", id, ErrJobRunning)
+		}
+		_, err = o.client.JobRetryTx(ctx, tx, jr.Job.ID)
 		return err
 	})
 }
+
+// ErrJobRunning: the row's delivery job is still finishing; nothing was
+// changed; try again in a moment.
+var ErrJobRunning = errors.New("its delivery job is still running")
 
 type deliverWorker struct {
 	river.WorkerDefaults[DeliverArgs]
@@ -186,6 +200,13 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		return fmt.Errorf("delivering outbox row %d: %w", r.ID, err)
 	}
 	faultPoint("after_crm_applied")
+	for name, v := range res.Gauges {
+		// The CRM's own usage figures (Sforce-Limit-Info, HubSpot remaining
+		// calls), kept as gauges for operators.
+		if _, err := o.pool.Exec(ctx, qGaugeSet, name, int64(v)); err != nil {
+			return err
+		}
+	}
 	log := o.cfg.Logger.With(slog.Int64("outbox", r.ID), slog.String("class", res.Class), slog.Int("status", res.HTTPStatus), slog.Int("attempt", attempt))
 	real := res.Outcome != target.OutcomeThrottled && res.Outcome != target.OutcomeTransient
 	if adm.Verdict == ledger.VerdictProbe && real {

@@ -231,3 +231,16 @@ func (o *Outbox) Counter(ctx context.Context, name string) (int64, error) {
 	err := o.pool.QueryRow(ctx, qCounterGet, name).Scan(&n)
 	return n, err
 }
+
+// Counters lists every operator counter and gauge by name.
+func (o *Outbox) Counters(ctx context.Context) (map[string]int64, error) {
+	rows, err := o.pool.Query(ctx, qCounterList)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	var name string
+	var v int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &v}, func() error { out[name] = v; return nil })
+	return out, err
+}

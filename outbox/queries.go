@@ -78,5 +78,11 @@ SELECT (SELECT count(*) FROM recording_events), (SELECT count(*) FROM outbox_eve
 INSERT INTO counters (name, value) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET value = counters.value + EXCLUDED.value`
 
+	qGaugeSet = `
+INSERT INTO counters (name, value) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`
+
+	qCounterList = `SELECT name, value FROM counters ORDER BY name`
+
 	qCounterGet = `SELECT coalesce((SELECT value FROM counters WHERE name = $1), 0)`
 )

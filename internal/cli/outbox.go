@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"text/tabwriter"
 
@@ -43,7 +44,22 @@ func (a *app) outboxCommand() *cobra.Command {
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.IdempotencyKey, r.Target, r.State, r.Attempts, orDash(r.LastClass), orDash(r.CRMID))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			counters, err := e.outbox.Counters(cmd.Context())
+			if err != nil {
+				return err
+			}
+			names := make([]string, 0, len(counters))
+			for n := range counters {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				fmt.Fprintf(out, "%s %d\n", n, counters[n])
+			}
+			return nil
 		},
 	}
 	list.Flags().StringVar(&state, "state", "", "only this state")

@@ -1,0 +1,114 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
+)
+
+// A CRM that refuses a set permanently: the row goes dead with its event;
+// `outbox retry` makes it pending again with an operator event, and it is
+// delivered once the CRM accepts it. Salesforce-style usage figures are kept
+// as gauges.
+func TestDeadDeliveryRetriedByOperator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var refuse atomic.Bool
+	refuse.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if refuse.Load() {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"error":{"type":"invalid_request","message":"unknown account"}}`))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]string{"id": "crm_1", "applied_at": "2026-11-29T17:04:06Z"})
+	}))
+	defer srv.Close()
+	tgt, err := target.New(target.Config{Kind: "webhook", BaseURL: srv.URL, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := testdb.New(t)
+	l, _ := ledger.New(pool, nil)
+	o := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}}}, pool, l)
+	workers := river.NewWorkers()
+	o.AddWorkers(workers)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers,
+		Queues: map[string]river.QueueConfig{outbox.Queue: {MaxWorkers: 2}}, FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SetClient(client)
+	b := &bundle{pool: pool, ledger: l, outbox: o}
+	r := b.validated(t, "acme")
+	res, err := o.Commit(ctx, r, someActions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.StopAndCancel(context.Background()) }()
+	id := res.OutboxIDs[0]
+	wait := func(state string) outbox.Row {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			row, err := o.RowByID(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.State == state {
+				return row
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("row is %s, want %s", row.State, state)
+			}
+			time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		}
+	}
+	dead := wait(outbox.StateDead)
+	if dead.LastClass != "invalid_request" || dead.Attempts != 1 {
+		t.Fatalf("dead row = %+v", dead)
+	}
+	refuse.Store(false)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		err := o.Retry(ctx, id)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, outbox.ErrJobRunning) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // the finished job is being marked completed
+	}
+	row := wait(outbox.StateDelivered)
+	if row.CRMID != "crm_1" || row.Attempts != 2 {
+		t.Fatalf("delivered row = %+v", row)
+	}
+	evs, err := o.Events(ctx, id)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("events = %+v, %v; want dead, operator retry, delivered", evs, err)
+	}
+	if evs[0].New != outbox.StateDead || evs[1].Outcome != "retry" || evs[1].New != outbox.StatePending || evs[2].New != outbox.StateDelivered || evs[2].CRMID != "crm_1" {
+		t.Fatalf("history = %+v", evs)
+	}
+	if err := o.Retry(ctx, id); err == nil {
+		t.Fatal("a delivered row was retried")
+	}
+}
