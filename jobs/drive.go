@@ -190,6 +190,11 @@ func (p *Pipeline) admitAndSubmit(ctx context.Context, jobID int64, rec ledger.R
 	if err != nil || o.force {
 		return o, err
 	}
+	release, o := p.takeSlot(ctx, prov.Name(), rec.ID.String())
+	if o.force {
+		return o, nil
+	}
+	defer release()
 	name := prov.Name()
 	rec, err = p.move(ctx, rec, ledger.StateSubmitted, "admitted", func(tr *ledger.Transition) {
 		tr.Provider = &name
@@ -249,6 +254,11 @@ func (p *Pipeline) resubmit(ctx context.Context, jobID int64, rec ledger.Recordi
 	if err != nil || o.force {
 		return o, err
 	}
+	release, o := p.takeSlot(ctx, prov.Name(), rec.ID.String())
+	if o.force {
+		return o, nil
+	}
+	defer release()
 	rec, err = p.ledger.Note(ctx, ledger.Note{RecordingID: rec.ID, State: ledger.StateSubmitted, Reason: why, Submission: true,
 		Detail: map[string]any{"scope": t.Scope, "probe": a.Verdict == ledger.VerdictProbe}})
 	if err != nil {

@@ -32,6 +32,8 @@ type Pipeline struct {
 	log       *slog.Logger
 	outbox    *outbox.Outbox
 	extractor crm.Extractor
+	slots     Slots
+	slotWait  time.Duration
 }
 
 // SetOutbox makes the pipeline commit validated recordings: extract their

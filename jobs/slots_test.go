@@ -1,0 +1,89 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// countingSlots is a fixed number of slots, recording the most ever held.
+type countingSlots struct {
+	mu          sync.Mutex
+	limit, held int
+	maxHeld     int
+	refused     int
+}
+
+func (s *countingSlots) AcquireBatch(_ context.Context, _, _ string) (func(), bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held >= s.limit {
+		s.refused++
+		return nil, false
+	}
+	s.held++
+	s.maxHeld = max(s.maxHeld, s.held)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.held--
+	}, true
+}
+
+func (s *countingSlots) setLimit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limit = n
+}
+
+// Without a vendor slot a recording waits in eligible (no submission, no
+// River attempt used); with two slots, never more than two submissions are
+// in flight at once.
+func TestPipelineWaitsForVendorSlots(t *testing.T) {
+	t.Parallel()
+	e, files := setup(t, sttsim.Config{Latency: 50 * time.Millisecond}, jobs.Config{BatchWorkers: 8}, 8)
+	slots := &countingSlots{}
+	e.pipeline.SetSlots(slots, 30*time.Millisecond)
+	e.start(t)
+	ctx := context.Background()
+	for i, f := range files {
+		if _, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		slots.mu.Lock()
+		refused := slots.refused
+		slots.mu.Unlock()
+		if refused >= 16 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs did not ask for slots: %d refusals", refused)
+		}
+		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling with a deadline
+	}
+	counts, _ := e.ledger.CountByState(ctx)
+	if counts[ledger.StateEligible] != len(files) || e.sim.Stats().Submissions != 0 {
+		t.Fatalf("without slots: states %v, %d submissions; want all eligible, none sent", counts, e.sim.Stats().Submissions)
+	}
+	var attempts int
+	if err := e.pool.QueryRow(ctx, "SELECT coalesce(max(attempt), 0) FROM river_job WHERE kind = 'transcribe'").Scan(&attempts); err != nil || attempts > 1 {
+		t.Fatalf("waiting for a slot used River attempts: max attempt %d (%v)", attempts, err)
+	}
+	slots.setLimit(2)
+	counts = e.waitSettled(t, 30*time.Second)
+	if counts[ledger.StateValidated] != len(files) {
+		t.Fatalf("states %v, want all validated", counts)
+	}
+	if slots.maxHeld > 2 || slots.held != 0 {
+		t.Fatalf("slots held at most %d (limit 2), %d still held", slots.maxHeld, slots.held)
+	}
+}
