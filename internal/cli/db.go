@@ -5,11 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/callscribe/callscribe/internal/devservice"
 )
 
 // PoolMaxConnsDefault is the connection pool size unless the database URL
@@ -41,16 +42,7 @@ func connect(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 }
 
 // redactURL hides the password of a URL before it is printed or logged.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
+func redactURL(s string) string { return devservice.RedactURL(s) }
 
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)

@@ -482,8 +482,10 @@ func defaultURL(envVar string) string {
 
 var passwordParam = regexp.MustCompile(`(?i)(password=)[^\s&]*`)
 
-// redactURL hides the password of a URL or of a key=value connection string,
+// RedactURL hides the password of a URL or of a key=value connection string,
 // so it can be printed and logged.
+func RedactURL(s string) string { return redactURL(s) }
+
 func redactURL(s string) string {
 	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Opaque == "" {
 		s = u.Redacted()
