@@ -1,0 +1,374 @@
+package capacity
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Kinds of vendor stream a lease counts.
+const (
+	KindSTT = "stt" // a transcriber stream
+	KindTTS = "tts" // a voice (speech synthesis) stream
+)
+
+// Defaults of Config's zero fields.
+const (
+	LeaseSTTDefault       = 90 * time.Second
+	LeaseTTSDefault       = 60 * time.Second
+	HeartbeatEveryDefault = 20 * time.Second
+	OpTimeoutDefault      = 250 * time.Millisecond
+	PeakRetentionDefault  = 24 * time.Hour
+	LimitEventsCapDefault = 100
+	// LearnedLimitFloor is the lowest limit a vendor refusal can teach: a
+	// learned limit of 0 would stop every stream to that vendor for good,
+	// since nothing raises a limit automatically. Only SetLimit goes lower.
+	LearnedLimitFloor = 1
+)
+
+// Lane says whose traffic a lease is for.
+type Lane int
+
+const (
+	// Live is a call in progress: it may use every slot up to the limit.
+	Live Lane = iota
+	// Batch is post-call work: it may use only Limit − BatchReserve slots,
+	// so live traffic keeps the reserve.
+	Batch
+)
+
+func (l Lane) String() string {
+	if l == Batch {
+		return "batch"
+	}
+	return "live"
+}
+
+// ProviderLimit is the configured concurrency of one provider and kind.
+type ProviderLimit struct {
+	// Limit is how many streams the vendor plan allows at once,
+	// platform-wide. 0 allows none.
+	Limit int
+	// BatchReserve is how many of those slots batch work may not take: they
+	// are kept for live traffic. 0 lets batch work use every slot.
+	BatchReserve int
+}
+
+// Config configures New.
+type Config struct {
+	// Redis is the client. Required. Capacity calls fail open after
+	// OpTimeout; for a dead Redis to cost milliseconds rather than seconds,
+	// build the client from FailFastOptions (no retries, short dial and
+	// socket timeouts, context deadlines honoured).
+	Redis redis.UniversalClient
+
+	// KeyPrefix prefixes every key. Default "": KeyPrefixDefault.
+	KeyPrefix string
+
+	// Limits maps "provider/kind" (kind KindSTT or KindTTS) to its limit.
+	// A provider/kind not listed here is not counted: Acquire grants it
+	// uncounted and warns once.
+	Limits map[string]ProviderLimit
+
+	// LeaseSTT is how long a transcriber lease lives without a refresh.
+	// Default 0: LeaseSTTDefault (90s).
+	LeaseSTT time.Duration
+	// LeaseTTS is how long a voice lease lives without a refresh.
+	// Default 0: LeaseTTSDefault (60s).
+	LeaseTTS time.Duration
+	// HeartbeatEvery is how often a Heartbeat refreshes the held leases;
+	// it must be shorter than both lease lengths.
+	// Default 0: HeartbeatEveryDefault (20s).
+	HeartbeatEvery time.Duration
+	// WarnInterval is how often, at most, a fail-open warning is logged.
+	// Default 0: WarnIntervalDefault (1m).
+	WarnInterval time.Duration
+	// OpTimeout bounds each Redis round trip; past it the call fails open.
+	// Default 0: OpTimeoutDefault (250ms).
+	OpTimeout time.Duration
+	// PeakRetention is how long per-minute peak usage is kept.
+	// Default 0: PeakRetentionDefault (24h).
+	PeakRetention time.Duration
+	// LimitEventsCap is how many limit events (learned drops, operator
+	// sets) are kept per provider/kind. Default 0: LimitEventsCapDefault.
+	LimitEventsCap int
+
+	// Logger receives warnings. Default nil: discard.
+	Logger *slog.Logger
+	// Now is the local clock, used only to rate-limit warnings and to stamp
+	// uncounted leases; lease expiry uses Redis time. Default nil: time.Now.
+	Now func() time.Time
+
+	// testNow, when set (tests only, see lease_export_test.go), replaces
+	// Redis TIME inside the scripts with its value in Unix milliseconds, so
+	// property tests can move time deterministically. Never set in
+	// production: all processes must share Redis's clock.
+	testNow func() int64
+}
+
+// WithDefaults returns a copy of c with each zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = KeyPrefixDefault
+	}
+	if c.LeaseSTT == 0 {
+		c.LeaseSTT = LeaseSTTDefault
+	}
+	if c.LeaseTTS == 0 {
+		c.LeaseTTS = LeaseTTSDefault
+	}
+	if c.HeartbeatEvery == 0 {
+		c.HeartbeatEvery = HeartbeatEveryDefault
+	}
+	if c.WarnInterval == 0 {
+		c.WarnInterval = WarnIntervalDefault
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = OpTimeoutDefault
+	}
+	if c.PeakRetention == 0 {
+		c.PeakRetention = PeakRetentionDefault
+	}
+	if c.LimitEventsCap == 0 {
+		c.LimitEventsCap = LimitEventsCapDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Redis == nil {
+		return errors.New("capacity: Config.Redis is required")
+	}
+	for key, pl := range c.Limits {
+		provider, kind, ok := strings.Cut(key, "/")
+		if !ok || provider == "" || strings.ContainsAny(provider, "{}") || (kind != KindSTT && kind != KindTTS) {
+			return fmt.Errorf("capacity: Config.Limits key %q must be \"provider/stt\" or \"provider/tts\" (provider without braces)", key)
+		}
+		if pl.Limit < 0 || pl.BatchReserve < 0 {
+			return fmt.Errorf("capacity: Config.Limits[%q] must not be negative, got %+v", key, pl)
+		}
+	}
+	for name, d := range map[string]time.Duration{"LeaseSTT": c.LeaseSTT, "LeaseTTS": c.LeaseTTS,
+		"HeartbeatEvery": c.HeartbeatEvery, "WarnInterval": c.WarnInterval, "OpTimeout": c.OpTimeout, "PeakRetention": c.PeakRetention} {
+		if d < 0 {
+			return fmt.Errorf("capacity: Config.%s must not be negative, got %s", name, d)
+		}
+	}
+	if c.HeartbeatEvery >= min(c.LeaseSTT, c.LeaseTTS) {
+		return fmt.Errorf("capacity: Config.HeartbeatEvery (%s) must be shorter than LeaseSTT (%s) and LeaseTTS (%s)", c.HeartbeatEvery, c.LeaseSTT, c.LeaseTTS)
+	}
+	if c.LimitEventsCap < 0 {
+		return fmt.Errorf("capacity: Config.LimitEventsCap must not be negative, got %d", c.LimitEventsCap)
+	}
+	return nil
+}
+
+// FailFastOptions parses a redis:// or unix:// URL into client options that
+// make an unreachable Redis cost milliseconds: no command retries, one dial
+// attempt, 250ms dial and socket timeouts, context deadlines honoured.
+func FailFastOptions(url string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("capacity: parsing Redis URL: %w", err)
+	}
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1
+	opt.DialTimeout = OpTimeoutDefault
+	opt.ReadTimeout = OpTimeoutDefault
+	opt.WriteTimeout = OpTimeoutDefault
+	opt.ContextTimeoutEnabled = true
+	return opt, nil
+}
+
+// Leases counts vendor slots. It is safe for concurrent use; one per
+// process is the intent, since it tracks the leases the process holds for
+// its Heartbeat.
+type Leases struct {
+	cfg    Config
+	rdb    redis.UniversalClient
+	fail   *failOpen
+	logger *slog.Logger
+
+	mu   sync.Mutex
+	held map[string]Lease // by ID: counted leases this process holds
+
+	warnedUnknown sync.Map // "provider/kind" → struct{}
+	limitAlerts   atomic.Int64
+}
+
+// New returns Leases for cfg after filling defaults and validating it.
+func New(cfg Config) (*Leases, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Leases{
+		cfg:    cfg,
+		rdb:    cfg.Redis,
+		fail:   newFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Now),
+		logger: cfg.Logger,
+		held:   make(map[string]Lease),
+	}, nil
+}
+
+// Request asks for one slot.
+type Request struct {
+	Provider string // e.g. "deepgram"
+	Kind     string // KindSTT or KindTTS
+	Holder   string // the call id or job id, for operators reading Redis
+	Lane     Lane
+}
+
+// Lease is one slot held. The zero Lease (refused) may be released.
+type Lease struct {
+	ID       string
+	Provider string
+	Kind     string
+	Holder   string
+	// Expires is when the lease lapses unless refreshed (Redis time).
+	Expires time.Time
+
+	counted bool // false: refused, or granted uncounted (fail open)
+}
+
+// Grant is Acquire's answer.
+type Grant struct {
+	// Granted says whether the caller may open the stream.
+	Granted bool
+	// InUse is how many leases of the provider/kind are held, this one
+	// included when granted. 0 when Uncounted.
+	InUse int
+	// Limit is the effective limit of the provider/kind (configured,
+	// operator-set or learned); for a Batch request the lane's cap is
+	// Limit − BatchReserve.
+	Limit int
+	// Uncounted says the grant was made without Redis (fail open) or for a
+	// provider/kind with no configured limit.
+	Uncounted bool
+}
+
+func (l *Leases) leaseLen(kind string) time.Duration {
+	if kind == KindTTS {
+		return l.cfg.LeaseTTS
+	}
+	return l.cfg.LeaseSTT
+}
+
+func (l *Leases) tag(provider, kind string) string { return provider + "/" + kind }
+
+func (l *Leases) leasesKey(tag string) string { return keyFor(l.cfg.KeyPrefix, tag, "leases") }
+func (l *Leases) limitKey(tag string) string  { return keyFor(l.cfg.KeyPrefix, tag, "limit") }
+func (l *Leases) peakKey(tag string) string   { return keyFor(l.cfg.KeyPrefix, tag, "peak") }
+func (l *Leases) eventsKey(tag string) string { return keyFor(l.cfg.KeyPrefix, tag, "events") }
+
+// nowArg is the scripts' time argument: "" means Redis TIME.
+func (l *Leases) nowArg() string {
+	if l.cfg.testNow != nil {
+		return fmt.Sprint(l.cfg.testNow())
+	}
+	return ""
+}
+
+func (l *Leases) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), l.cfg.OpTimeout)
+}
+
+func newLeaseID(holder string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return holder + "#" + hex.EncodeToString(b[:])
+}
+
+// Acquire takes one slot of req.Provider/req.Kind if the lane has one free.
+// It never fails: when Redis cannot be reached it grants uncounted (fail
+// open), and a provider/kind without a configured limit is granted
+// uncounted too. A granted lease must be released; the process's Heartbeat
+// keeps it alive meanwhile. ctx's cancellation is ignored (a hung-up call
+// still gets a definite answer); each Redis round trip is bounded by
+// Config.OpTimeout.
+func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
+	tag := l.tag(req.Provider, req.Kind)
+	lease := Lease{ID: newLeaseID(req.Holder), Provider: req.Provider, Kind: req.Kind, Holder: req.Holder}
+	length := l.leaseLen(req.Kind)
+	pl, ok := l.cfg.Limits[tag]
+	if !ok {
+		if _, warned := l.warnedUnknown.LoadOrStore(tag, struct{}{}); !warned {
+			l.logger.Warn("capacity: no limit configured; not counting", slog.String("provider", req.Provider), slog.String("kind", req.Kind))
+		}
+		lease.Expires = l.cfg.Now().Add(length)
+		return lease, Grant{Granted: true, Uncounted: true}
+	}
+	reserve := 0
+	if req.Lane == Batch {
+		reserve = pl.BatchReserve
+	}
+	octx, cancel := l.opCtx(ctx)
+	defer cancel()
+	res, err := acquireScript.Run(octx, l.rdb,
+		[]string{l.leasesKey(tag), l.limitKey(tag), l.peakKey(tag)},
+		lease.ID, length.Milliseconds(), pl.Limit, reserve, l.cfg.PeakRetention.Milliseconds(), l.nowArg()).Int64Slice()
+	if err != nil {
+		l.fail.note("acquire "+tag, err)
+		lease.Expires = l.cfg.Now().Add(length)
+		return lease, Grant{Granted: true, Limit: pl.Limit, Uncounted: true}
+	}
+	// res: granted, inUse, effective limit, expiry ms
+	g := Grant{Granted: res[0] == 1, InUse: int(res[1]), Limit: int(res[2])}
+	if !g.Granted {
+		return Lease{}, g
+	}
+	lease.Expires = time.UnixMilli(res[3])
+	lease.counted = true
+	l.mu.Lock()
+	l.held[lease.ID] = lease
+	l.mu.Unlock()
+	return lease, g
+}
+
+// Release gives the slot back. It is idempotent, a refused or uncounted
+// lease is a no-op, and a Redis failure is noted (fail open), never
+// returned: the lease then lapses at its expiry. Like Acquire it ignores
+// ctx's cancellation, so a call's cancelled context still releases.
+func (l *Leases) Release(ctx context.Context, lease Lease) {
+	if !lease.counted {
+		return
+	}
+	l.mu.Lock()
+	delete(l.held, lease.ID)
+	l.mu.Unlock()
+	octx, cancel := l.opCtx(ctx)
+	defer cancel()
+	if err := l.rdb.ZRem(octx, l.leasesKey(l.tag(lease.Provider, lease.Kind)), lease.ID).Err(); err != nil {
+		l.fail.note("release "+l.tag(lease.Provider, lease.Kind), err)
+	}
+}
+
+// Held returns the counted leases this process holds, in no order.
+func (l *Leases) Held() []Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Lease, 0, len(l.held))
+	for _, h := range l.held {
+		out = append(out, h)
+	}
+	return out
+}
+
+// Uncounted returns how many operations went ahead without Redis (fail
+// open); grants for unconfigured providers are not included.
+func (l *Leases) Uncounted() int64 { return l.fail.Uncounted() }

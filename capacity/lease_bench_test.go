@@ -1,0 +1,43 @@
+package capacity_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/capacity"
+)
+
+// BenchmarkAcquireRelease is one Acquire (the lease script) and one
+// Release (ZREM): two round trips. Compare with BenchmarkEvalshaTrivial.
+func BenchmarkAcquireRelease(b *testing.B) {
+	ctx := context.Background()
+	rdb := leaseClient(b)
+	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: leasePrefix(b, rdb),
+		Limits: map[string]capacity.ProviderLimit{"bench/stt": {Limit: 1000}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := capacity.Request{Provider: "bench", Kind: capacity.KindSTT, Holder: "bench"}
+	for b.Loop() {
+		lease, g := l.Acquire(ctx, req)
+		if !g.Granted || g.Uncounted {
+			b.Fatalf("grant %+v", g)
+		}
+		l.Release(ctx, lease)
+	}
+}
+
+// BenchmarkEvalshaTrivial is one EVALSHA of `return 1` through the same
+// kind of client: the floor of a script round trip.
+func BenchmarkEvalshaTrivial(b *testing.B) {
+	ctx := context.Background()
+	rdb := leaseClient(b)
+	script := redis.NewScript("return 1")
+	for b.Loop() {
+		if err := script.Run(ctx, rdb, nil).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

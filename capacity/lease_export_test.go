@@ -1,0 +1,18 @@
+package capacity
+
+import "time"
+
+// WithTestNow returns cfg with the scripts' clock replaced by now (Unix
+// milliseconds) instead of Redis TIME, so tests can move time
+// deterministically. Test builds only.
+func WithTestNow(cfg Config, now func() int64) Config {
+	cfg.testNow = now
+	return cfg
+}
+
+// WithTestTick returns cfg with the heartbeat's ticker replaced by tick
+// and afterBeat called after every beat. Test builds only.
+func WithTestTick(cfg HeartbeatConfig, tick <-chan time.Time, afterBeat func(RefreshResult)) HeartbeatConfig {
+	cfg.tick, cfg.afterBeat = tick, afterBeat
+	return cfg
+}

@@ -1,0 +1,105 @@
+package capacity
+
+import (
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// luaNow sets local now (Unix ms): ARGV[nowArg] when the tests pass an
+// override (Config.testNow), else Redis TIME.
+const luaNow = `
+local now = tonumber(ARGV[%d])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`
+
+// luaEffective sets local eff: the learned limit, else the operator's,
+// else the configured ARGV[%d]. KEYS[%d] is the limit hash.
+const luaEffective = `
+local lim = redis.call('HMGET', KEYS[%d], 'learned', 'set')
+local eff = tonumber(lim[1]) or tonumber(lim[2]) or tonumber(ARGV[%d])
+`
+
+// acquireScript: KEYS leases zset, limit hash, peak hash; ARGV lease id,
+// lease ms, configured limit, reserve (lane cap = eff − reserve), peak
+// retention ms, now override. Returns {granted, in use, effective limit,
+// expiry ms}.
+var acquireScript = redis.NewScript(fmt.Sprintf(luaNow, 6) + fmt.Sprintf(luaEffective, 2, 3) + `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local n = redis.call('ZCARD', KEYS[1])
+local granted = 0
+local exp = now + tonumber(ARGV[2])
+if n < eff - tonumber(ARGV[4]) then
+  redis.call('ZADD', KEYS[1], exp, ARGV[1])
+  n = n + 1
+  granted = 1
+end
+local minute = math.floor(now / 60000)
+local cur = tonumber(redis.call('HGET', KEYS[3], minute))
+if not cur then
+  local oldest = math.floor((now - tonumber(ARGV[5])) / 60000)
+  for _, f in ipairs(redis.call('HKEYS', KEYS[3])) do
+    if tonumber(f) < oldest then redis.call('HDEL', KEYS[3], f) end
+  end
+end
+if not cur or n > cur then redis.call('HSET', KEYS[3], minute, n) end
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
+return {granted, n, eff, exp}
+`)
+
+// refreshScript: KEYS leases zset; ARGV now override, lease ms, ids...
+// Extends each live id; an id gone or expired is lost (and removed).
+// Returns {new expiry ms, lost positions (1-based) ...}.
+var refreshScript = redis.NewScript(fmt.Sprintf(luaNow, 1) + `
+local exp = now + tonumber(ARGV[2])
+local out = {exp}
+for i = 3, #ARGV do
+  local s = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[i]))
+  if s and s > now then
+    redis.call('ZADD', KEYS[1], 'XX', exp, ARGV[i])
+  else
+    if s then redis.call('ZREM', KEYS[1], ARGV[i]) end
+    out[#out + 1] = i - 2
+  end
+end
+return out
+`)
+
+// refusalScript: KEYS limit hash, events list; ARGV configured limit, in
+// use at the refusal, floor, now override, events cap. Lowers the learned
+// limit to max(in use − 1, floor) when that is below the effective limit.
+// Returns {lowered 0/1, effective before, effective after}.
+var refusalScript = redis.NewScript(fmt.Sprintf(luaNow, 4) + fmt.Sprintf(luaEffective, 1, 1) + `
+local inuse = tonumber(ARGV[2])
+local new = math.max(inuse - 1, tonumber(ARGV[3]))
+if inuse >= eff or new >= eff then return {0, eff, eff} end
+redis.call('HSET', KEYS[1], 'learned', new)
+redis.call('LPUSH', KEYS[2], cjson.encode({at = now, reason = 'refusal', in_use = inuse, from = eff, to = new}))
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[5]) - 1)
+return {1, eff, new}
+`)
+
+// setLimitScript: KEYS limit hash, events list; ARGV configured limit, new
+// limit, now override, events cap. Sets the operator's limit and forgets
+// the learned one. Returns the effective limit before.
+var setLimitScript = redis.NewScript(fmt.Sprintf(luaNow, 3) + fmt.Sprintf(luaEffective, 1, 1) + `
+redis.call('HSET', KEYS[1], 'set', ARGV[2])
+redis.call('HDEL', KEYS[1], 'learned')
+redis.call('LPUSH', KEYS[2], cjson.encode({at = now, reason = 'set', in_use = -1, from = eff, to = tonumber(ARGV[2])}))
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[4]) - 1)
+return eff
+`)
+
+// statusScript: KEYS leases zset, limit hash, peak hash; ARGV now
+// override. Returns {in use, learned or -1, set or -1, minute, peak, ...}.
+var statusScript = redis.NewScript(fmt.Sprintf(luaNow, 1) + `
+local out = {redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')}
+local lim = redis.call('HMGET', KEYS[2], 'learned', 'set')
+out[2] = tonumber(lim[1]) or -1
+out[3] = tonumber(lim[2]) or -1
+for _, v in ipairs(redis.call('HGETALL', KEYS[3])) do out[#out + 1] = tonumber(v) end
+return out
+`)

@@ -1,0 +1,173 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+)
+
+// ReportRefusal tells capacity that the vendor refused a stream of
+// provider/kind while inUse leases were held (the refused stream's own
+// lease included). If inUse is below the effective limit, the vendor's
+// real limit is lower than ours: the effective limit drops, platform-wide,
+// to max(inUse − 1, LearnedLimitFloor), a warning is logged, LimitAlerts
+// goes up and an event is pushed to the provider's event list in Redis.
+// Nothing raises a limit again but SetLimit. Redis failures are noted
+// (fail open), never returned.
+func (l *Leases) ReportRefusal(ctx context.Context, provider, kind string, inUse int) {
+	tag := l.tag(provider, kind)
+	pl, ok := l.cfg.Limits[tag]
+	if !ok {
+		return
+	}
+	octx, cancel := l.opCtx(ctx)
+	defer cancel()
+	res, err := refusalScript.Run(octx, l.rdb, []string{l.limitKey(tag), l.eventsKey(tag)},
+		pl.Limit, inUse, LearnedLimitFloor, l.nowArg(), l.cfg.LimitEventsCap).Int64Slice()
+	if err != nil {
+		l.fail.note("report refusal "+tag, err)
+		return
+	}
+	if res[0] != 1 {
+		l.logger.Info("capacity: vendor refused a stream at or above the effective limit; limit unchanged",
+			slog.String("provider", provider), slog.String("kind", kind), slog.Int("in_use", inUse), slog.Int64("limit", res[1]))
+		return
+	}
+	l.limitAlerts.Add(1)
+	l.logger.Warn("capacity: vendor refused a stream below the limit; lowering the effective limit until an operator sets it",
+		slog.String("provider", provider), slog.String("kind", kind), slog.Int("in_use", inUse),
+		slog.Int64("from", res[1]), slog.Int64("to", res[2]), slog.Int("configured", pl.Limit))
+}
+
+// LimitAlerts returns how many times this process lowered a limit after a
+// vendor refusal.
+func (l *Leases) LimitAlerts() int64 { return l.limitAlerts.Load() }
+
+// SetLimit sets provider/kind's effective limit platform-wide (the
+// operator's `callscribe capacity set-limit`), forgetting any learned one.
+// The operator's limit is kept in Redis and overrides Config.Limits until
+// the next SetLimit (set it to the configured value to follow the
+// configuration again). It is an operator action, so unlike the call-path
+// methods it returns Redis errors.
+func (l *Leases) SetLimit(ctx context.Context, provider, kind string, limit int) error {
+	tag := l.tag(provider, kind)
+	pl, ok := l.cfg.Limits[tag]
+	if !ok {
+		return fmt.Errorf("capacity: setting limit of %s: no limit configured for it", tag)
+	}
+	if limit < 0 {
+		return fmt.Errorf("capacity: setting limit of %s: limit must not be negative, got %d", tag, limit)
+	}
+	octx, cancel := l.opCtx(ctx)
+	defer cancel()
+	before, err := setLimitScript.Run(octx, l.rdb, []string{l.limitKey(tag), l.eventsKey(tag)},
+		pl.Limit, limit, l.nowArg(), l.cfg.LimitEventsCap).Int64()
+	if err != nil {
+		return fmt.Errorf("capacity: setting limit of %s: %w", tag, err)
+	}
+	l.logger.Info("capacity: limit set by operator", slog.String("provider", provider), slog.String("kind", kind),
+		slog.Int64("from", before), slog.Int("to", limit))
+	return nil
+}
+
+// LimitEvent is one change of an effective limit.
+type LimitEvent struct {
+	At     time.Time
+	Reason string // "refusal" (learned) or "set" (operator)
+	InUse  int    // in use at the refusal; -1 for "set"
+	From   int
+	To     int
+}
+
+// LimitEvents returns provider/kind's recent limit events, newest first
+// (at most Config.LimitEventsCap are kept).
+func (l *Leases) LimitEvents(ctx context.Context, provider, kind string) ([]LimitEvent, error) {
+	tag := l.tag(provider, kind)
+	octx, cancel := l.opCtx(ctx)
+	defer cancel()
+	raw, err := l.rdb.LRange(octx, l.eventsKey(tag), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("capacity: reading limit events of %s: %w", tag, err)
+	}
+	out := make([]LimitEvent, 0, len(raw))
+	for _, r := range raw {
+		var e struct {
+			At     int64  `json:"at"`
+			Reason string `json:"reason"`
+			InUse  int    `json:"in_use"`
+			From   int    `json:"from"`
+			To     int    `json:"to"`
+		}
+		if err := json.Unmarshal([]byte(r), &e); err != nil {
+			return nil, fmt.Errorf("capacity: decoding limit event of %s: %w", tag, err)
+		}
+		out = append(out, LimitEvent{At: time.UnixMilli(e.At).UTC(), Reason: e.Reason, InUse: e.InUse, From: e.From, To: e.To})
+	}
+	return out, nil
+}
+
+// MinutePeak is the most leases of a provider/kind held at once during one
+// minute, as seen by Acquire.
+type MinutePeak struct {
+	Minute time.Time // UTC, start of the minute
+	Peak   int
+}
+
+// ProviderStatus is one provider/kind's state.
+type ProviderStatus struct {
+	Provider, Kind  string
+	InUse           int
+	ConfiguredLimit int
+	EffectiveLimit  int
+	// Learned says EffectiveLimit was learned from a vendor refusal.
+	Learned bool
+	// PeakPerMinute, oldest first, covers Config.PeakRetention.
+	PeakPerMinute []MinutePeak
+}
+
+// Status returns every configured provider/kind's state, sorted by
+// provider then kind. It is an operator call and returns Redis errors.
+func (l *Leases) Status(ctx context.Context) ([]ProviderStatus, error) {
+	tags := make([]string, 0, len(l.cfg.Limits))
+	for tag := range l.cfg.Limits {
+		tags = append(tags, tag)
+	}
+	sort.Strings(tags)
+	out := make([]ProviderStatus, 0, len(tags))
+	for _, tag := range tags {
+		pl := l.cfg.Limits[tag]
+		octx, cancel := l.opCtx(ctx)
+		vals, err := statusScript.Run(octx, l.rdb, []string{l.leasesKey(tag), l.limitKey(tag), l.peakKey(tag)}, l.nowArg()).Int64Slice()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("capacity: reading status of %s: %w", tag, err)
+		}
+		provider, kind := splitTag(tag)
+		st := ProviderStatus{Provider: provider, Kind: kind, InUse: int(vals[0]), ConfiguredLimit: pl.Limit, EffectiveLimit: pl.Limit}
+		switch {
+		case vals[1] >= 0:
+			st.EffectiveLimit, st.Learned = int(vals[1]), true
+		case vals[2] >= 0:
+			st.EffectiveLimit = int(vals[2])
+		}
+		for i := 3; i+1 < len(vals); i += 2 {
+			st.PeakPerMinute = append(st.PeakPerMinute, MinutePeak{Minute: time.Unix(vals[i]*60, 0).UTC(), Peak: int(vals[i+1])})
+		}
+		slices.SortFunc(st.PeakPerMinute, func(a, b MinutePeak) int { return a.Minute.Compare(b.Minute) })
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func splitTag(tag string) (provider, kind string) {
+	for i := len(tag) - 1; i >= 0; i-- {
+		if tag[i] == '/' {
+			return tag[:i], tag[i+1:]
+		}
+	}
+	return tag, ""
+}

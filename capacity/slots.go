@@ -1,0 +1,513 @@
+package capacity
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of SlotsConfig and Slots.Acquire.
+const (
+	// OrgLimitDefault is an organisation's concurrent-call cap when
+	// SlotsConfig names none for it.
+	OrgLimitDefault = 10
+	// CampaignLimitDefault is a campaign's cap when SlotsConfig names none
+	// for it (lowered to the organisation's cap if that is smaller).
+	CampaignLimitDefault = 5
+	// CampaignLimitMax is the largest campaign cap SlotsConfig accepts.
+	CampaignLimitMax = 20
+	// StaleAfterDefault is how long a slot lives before the next acquire
+	// reclaims it.
+	StaleAfterDefault = 20 * time.Minute
+	// SlotsOpTimeoutDefault bounds each Redis round trip, so that an unreachable
+	// Redis delays a call by at most this before capacity fails open.
+	SlotsOpTimeoutDefault = time.Second
+	// RetryIntervalDefault is Acquire's retry interval when it is given 0.
+	RetryIntervalDefault = 250 * time.Millisecond
+)
+
+// ErrNoSlot is what Acquire returns, wrapped in a *NoSlotError, when Redis
+// answered that the organisation or the campaign is full.
+var ErrNoSlot = errors.New("capacity: no call slot free")
+
+// ErrAlreadyBound is what Slot.Bind returns when the call is already bound
+// to another live slot; Bind has released the new slot.
+var ErrAlreadyBound = errors.New("capacity: call already bound to a slot")
+
+// NoSlotError says which cap was full when Acquire gave up. errors.Is(err,
+// ErrNoSlot) is true for it.
+type NoSlotError struct {
+	Org      string
+	Campaign string // "" when the call has no campaign
+	// OrgInUse and CampaignInUse are the live slots Redis counted on the
+	// last attempt; CampaignInUse and CampaignLimit are 0 without a campaign.
+	OrgInUse      int
+	OrgLimit      int
+	CampaignInUse int
+	CampaignLimit int
+}
+
+func (e *NoSlotError) Error() string {
+	if e.Campaign == "" {
+		return fmt.Sprintf("capacity: no call slot free for org %q: %d/%d in use", e.Org, e.OrgInUse, e.OrgLimit)
+	}
+	return fmt.Sprintf("capacity: no call slot free for org %q (%d/%d in use), campaign %q (%d/%d in use)",
+		e.Org, e.OrgInUse, e.OrgLimit, e.Campaign, e.CampaignInUse, e.CampaignLimit)
+}
+
+// Is reports whether target is ErrNoSlot.
+func (e *NoSlotError) Is(target error) bool { return target == ErrNoSlot }
+
+// OrgSlots configures one organisation's caps.
+type OrgSlots struct {
+	// Limit is the organisation's concurrent-call cap.
+	// Default 0: SlotsConfig.OrgLimit.
+	Limit int
+	// Campaigns maps a campaign to its cap: 1–CampaignLimitMax and never
+	// above the organisation's cap. A campaign not listed gets
+	// SlotsConfig.CampaignLimit, lowered to the organisation's cap.
+	Campaigns map[string]int
+}
+
+// SlotsConfig configures NewSlots.
+type SlotsConfig struct {
+	// KeyPrefix prefixes every Redis key. Default "": KeyPrefixDefault.
+	KeyPrefix string
+	// OrgLimit is the cap of an organisation not listed in Orgs.
+	// Default 0: OrgLimitDefault (10).
+	OrgLimit int
+	// CampaignLimit is the cap of a campaign not listed in its
+	// organisation's OrgSlots.Campaigns, 1–CampaignLimitMax.
+	// Default 0: CampaignLimitDefault (5).
+	CampaignLimit int
+	// Orgs holds per-organisation caps. Default nil: every organisation
+	// gets OrgLimit and CampaignLimit.
+	Orgs map[string]OrgSlots
+	// StaleAfter is how long a slot (and its call binding) lives; the next
+	// acquire for the organisation reclaims older ones.
+	// Default 0: StaleAfterDefault (20m).
+	StaleAfter time.Duration
+	// OpTimeout bounds each Redis round trip. Default 0: SlotsOpTimeoutDefault (1s).
+	OpTimeout time.Duration
+	// Logger receives the fail-open warnings. Default nil: discard.
+	Logger *slog.Logger
+	// WarnInterval is the least time between two fail-open warnings.
+	// Default 0: WarnIntervalDefault (1m).
+	WarnInterval time.Duration
+}
+
+// WithDefaults returns a copy of c with each zero field set to its default.
+func (c SlotsConfig) WithDefaults() SlotsConfig {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = KeyPrefixDefault
+	}
+	if c.OrgLimit == 0 {
+		c.OrgLimit = OrgLimitDefault
+	}
+	if c.CampaignLimit == 0 {
+		c.CampaignLimit = CampaignLimitDefault
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = StaleAfterDefault
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = SlotsOpTimeoutDefault
+	}
+	if c.WarnInterval == 0 {
+		c.WarnInterval = WarnIntervalDefault
+	}
+	return c
+}
+
+func (c SlotsConfig) validate() error {
+	if c.OrgLimit < 1 {
+		return fmt.Errorf("SlotsConfig.OrgLimit must be at least 1, got %d", c.OrgLimit)
+	}
+	if c.CampaignLimit < 1 || c.CampaignLimit > CampaignLimitMax {
+		return fmt.Errorf("SlotsConfig.CampaignLimit must be 1–%d, got %d", CampaignLimitMax, c.CampaignLimit)
+	}
+	if c.StaleAfter < time.Millisecond {
+		return fmt.Errorf("SlotsConfig.StaleAfter must be at least 1ms, got %s", c.StaleAfter)
+	}
+	if c.OpTimeout < 0 {
+		return fmt.Errorf("SlotsConfig.OpTimeout must not be negative, got %s", c.OpTimeout)
+	}
+	orgs := make([]string, 0, len(c.Orgs))
+	for org := range c.Orgs {
+		orgs = append(orgs, org)
+	}
+	sort.Strings(orgs)
+	for _, org := range orgs {
+		o := c.Orgs[org]
+		if org == "" {
+			return errors.New("SlotsConfig.Orgs: organisation name must not be empty")
+		}
+		limit := o.Limit
+		if limit == 0 {
+			limit = c.OrgLimit
+		}
+		if limit < 1 {
+			return fmt.Errorf("SlotsConfig.Orgs[%q].Limit must be at least 1, got %d", org, o.Limit)
+		}
+		camps := make([]string, 0, len(o.Campaigns))
+		for camp := range o.Campaigns {
+			camps = append(camps, camp)
+		}
+		sort.Strings(camps)
+		for _, camp := range camps {
+			n := o.Campaigns[camp]
+			if camp == "" {
+				return fmt.Errorf("SlotsConfig.Orgs[%q].Campaigns: campaign name must not be empty", org)
+			}
+			if n < 1 || n > CampaignLimitMax {
+				return fmt.Errorf("SlotsConfig.Orgs[%q].Campaigns[%q] must be 1–%d, got %d", org, camp, CampaignLimitMax, n)
+			}
+			if n > limit {
+				return fmt.Errorf("SlotsConfig.Orgs[%q].Campaigns[%q] = %d is above org %q's cap %d", org, camp, n, org, limit)
+			}
+		}
+	}
+	return nil
+}
+
+// Slots counts live calls per organisation and campaign in Redis. It is
+// safe for concurrent use.
+type Slots struct {
+	rdb  redis.UniversalClient
+	cfg  SlotsConfig
+	fail *failOpen
+
+	// nowMs, when not 0, replaces Redis TIME in the scripts (tests only).
+	nowMs atomic.Int64
+}
+
+// NewSlots returns Slots counting in rdb. It returns an error naming the
+// field (and the organisation or campaign) that cfg gets wrong.
+func NewSlots(rdb redis.UniversalClient, cfg SlotsConfig) (*Slots, error) {
+	if rdb == nil {
+		return nil, errors.New("capacity.NewSlots: Redis client is nil")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Slots{rdb: rdb, cfg: cfg, fail: newFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
+}
+
+// Limits returns the caps Acquire applies to org and campaign; the
+// campaign cap is 0 when campaign is "".
+func (s *Slots) Limits(org, campaign string) (orgLimit, campaignLimit int) {
+	o := s.cfg.Orgs[org]
+	orgLimit = o.Limit
+	if orgLimit == 0 {
+		orgLimit = s.cfg.OrgLimit
+	}
+	if campaign == "" {
+		return orgLimit, 0
+	}
+	campaignLimit, ok := o.Campaigns[campaign]
+	if !ok {
+		campaignLimit = min(s.cfg.CampaignLimit, orgLimit)
+	}
+	return orgLimit, campaignLimit
+}
+
+// Uncounted returns how many operations went ahead without Redis.
+func (s *Slots) Uncounted() int64 { return s.fail.Uncounted() }
+
+// Slot is one call slot taken by Acquire.
+type Slot struct {
+	Org      string
+	Campaign string
+	// ID names the slot in Redis; "" when Uncounted.
+	ID string
+	// Uncounted is true when Redis was unreachable and Acquire granted the
+	// slot without counting it (fail open). Bind and Release do nothing.
+	Uncounted bool
+
+	expMs int64 // expiry in Redis time, milliseconds
+	s     *Slots
+}
+
+const (
+	registryKeyTag = "registry"
+	orgSetPart     = "slots"
+	campSetPart    = "camp"
+	callPart       = "call"
+)
+
+func (s *Slots) orgKey(org string) string { return keyFor(s.cfg.KeyPrefix, org, orgSetPart) }
+func (s *Slots) campKey(org, campaign string) string {
+	return keyFor(s.cfg.KeyPrefix, org, campSetPart, campaign)
+}
+func (s *Slots) callKey(callID string) string { return keyFor(s.cfg.KeyPrefix, callID, callPart) }
+func (s *Slots) registryKey() string          { return keyFor(s.cfg.KeyPrefix, registryKeyTag, "orgs") }
+func (s *Slots) nowArg() string               { return scriptNowArg(s.nowMs.Load()) }
+
+// scriptNowArg is the scripts' time argument: "" (Redis TIME) for 0, else ms.
+func scriptNowArg(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return strconv.FormatInt(ms, 10)
+}
+
+func (s *Slots) op(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.OpTimeout)
+}
+
+// luaNowMs sets now to ARGV[1] (a test override) or to Redis TIME in ms.
+const luaNowMs = `
+local now
+if ARGV[1] ~= '' then now = tonumber(ARGV[1]) else
+  local t = redis.call('TIME'); now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`
+
+// slotAcquireScript: KEYS org set, campaign set; ARGV now, org limit,
+// campaign limit (0: none), stale ms, slot ID. Trims expired members,
+// counts, and adds the slot to both sets (scored by expiry) only when both
+// have room. Returns {granted, org in use, campaign in use, expiry ms}.
+var slotAcquireScript = redis.NewScript(luaNowMs + `
+local orgLimit, campLimit, stale = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local orgN = redis.call('ZCARD', KEYS[1])
+local campN = 0
+if campLimit > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  campN = redis.call('ZCARD', KEYS[2])
+end
+if orgN >= orgLimit or (campLimit > 0 and campN >= campLimit) then
+  return {0, orgN, campN, 0}
+end
+local exp = now + stale
+redis.call('ZADD', KEYS[1], exp, ARGV[5])
+redis.call('PEXPIRE', KEYS[1], stale)
+if campLimit > 0 then
+  redis.call('ZADD', KEYS[2], exp, ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], stale)
+  campN = campN + 1
+end
+return {1, orgN + 1, campN, exp}
+`)
+
+// slotReleaseScript: KEYS org set, campaign set; ARGV slot ID.
+var slotReleaseScript = redis.NewScript(`
+return redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1])
+`)
+
+// slotBindScript: KEYS binding; ARGV now, org, campaign, slot ID, expiry ms.
+// Refuses (0) when the binding holds another slot that has not expired;
+// otherwise (re)writes it with a TTL that ends with the slot (1).
+var slotBindScript = redis.NewScript(luaNowMs + `
+local id = redis.call('HGET', KEYS[1], 'id')
+if id and id ~= ARGV[4] then
+  local e = tonumber(redis.call('HGET', KEYS[1], 'exp'))
+  if e and e > now then return 0 end
+end
+local ttl = tonumber(ARGV[5]) - now
+if ttl < 1 then ttl = 1 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'org', ARGV[2], 'campaign', ARGV[3], 'id', ARGV[4], 'exp', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+`)
+
+// slotUnbindScript: KEYS binding; ARGV slot ID. Deletes the binding if it
+// still holds that slot.
+var slotUnbindScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// slotLiveScript: KEYS org set; ARGV now. Counts slots not yet expired.
+var slotLiveScript = redis.NewScript(luaNowMs + `
+return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+`)
+
+// Acquire takes a slot for a call of org in campaign ("" for none): granted
+// only when both the organisation and the campaign have room, in one
+// script. With timeout 0 it tries once; otherwise it retries every
+// retryInterval (0: RetryIntervalDefault) until timeout has passed. When
+// the caps stay full it returns a *NoSlotError (errors.Is ErrNoSlot); when
+// ctx ends first, ctx's error. When Redis cannot be reached it grants an
+// uncounted slot (fail open) and returns no error.
+func (s *Slots) Acquire(ctx context.Context, org, campaign string, timeout, retryInterval time.Duration) (Slot, error) {
+	if retryInterval <= 0 {
+		retryInterval = RetryIntervalDefault
+	}
+	orgLimit, campLimit := s.Limits(org, campaign)
+	id, err := newSlotID()
+	if err != nil {
+		s.fail.note("slot acquire", err)
+		return Slot{Org: org, Campaign: campaign, Uncounted: true, s: s}, nil
+	}
+	deadline := time.Now().Add(timeout)
+	var timer *time.Timer
+	for {
+		if err := ctx.Err(); err != nil {
+			return Slot{}, fmt.Errorf("acquiring call slot for org %q: %w", org, err)
+		}
+		res, err := s.tryAcquire(ctx, org, campaign, id, orgLimit, campLimit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Slot{}, fmt.Errorf("acquiring call slot for org %q: %w", org, ctx.Err())
+			}
+			s.fail.note("slot acquire", err)
+			return Slot{Org: org, Campaign: campaign, Uncounted: true, s: s}, nil
+		}
+		if res[0] == 1 {
+			s.register(ctx, org)
+			return Slot{Org: org, Campaign: campaign, ID: id, expMs: res[3], s: s}, nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return Slot{}, &NoSlotError{Org: org, Campaign: campaign, OrgInUse: int(res[1]), OrgLimit: orgLimit,
+				CampaignInUse: int(res[2]), CampaignLimit: campLimit}
+		}
+		wait = min(wait, retryInterval)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return Slot{}, fmt.Errorf("acquiring call slot for org %q: %w", org, ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
+func (s *Slots) tryAcquire(ctx context.Context, org, campaign, id string, orgLimit, campLimit int) ([]int64, error) {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	keys := []string{s.orgKey(org), s.campKey(org, campaign)}
+	res, err := slotAcquireScript.Run(ctx, s.rdb, keys, s.nowArg(), orgLimit, campLimit, s.cfg.StaleAfter.Milliseconds(), id).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 4 {
+		return nil, fmt.Errorf("slot acquire script returned %d values, want 4", len(res))
+	}
+	return res, nil
+}
+
+// register adds org to the registry set LiveCalls sums over. It runs on
+// every grant (one SADD), so a registry lost in Redis fills up again; an
+// error is ignored, since the next grant retries and LiveCalls is only
+// observability.
+func (s *Slots) register(ctx context.Context, org string) {
+	ctx, cancel := s.op(context.WithoutCancel(ctx))
+	defer cancel()
+	_ = s.rdb.SAdd(ctx, s.registryKey(), org).Err()
+}
+
+// Bind attaches the slot to callID, so that ReleaseCall(callID) frees it.
+// If callID is already bound to another live slot, Bind releases this slot
+// and returns ErrAlreadyBound. Binding the same slot again is a no-op.
+// An uncounted slot, or an unreachable Redis, binds nothing (fail open).
+func (sl Slot) Bind(ctx context.Context, callID string) error {
+	if sl.Uncounted || sl.s == nil {
+		return nil
+	}
+	s := sl.s
+	octx, cancel := s.op(context.WithoutCancel(ctx))
+	defer cancel()
+	ok, err := slotBindScript.Run(octx, s.rdb, []string{s.callKey(callID)},
+		s.nowArg(), sl.Org, sl.Campaign, sl.ID, sl.expMs).Int()
+	if err != nil {
+		s.fail.note("slot bind", err)
+		return nil
+	}
+	if ok == 0 {
+		_ = sl.Release(ctx)
+		return fmt.Errorf("binding call %q to a slot of org %q: %w", callID, sl.Org, ErrAlreadyBound)
+	}
+	return nil
+}
+
+// Release frees a slot that was never bound (say, the dial failed). It is
+// idempotent; an uncounted slot, or an unreachable Redis, frees nothing
+// and returns nil (the slot goes stale).
+func (sl Slot) Release(ctx context.Context) error {
+	if sl.Uncounted || sl.s == nil {
+		return nil
+	}
+	sl.s.release(ctx, sl.Org, sl.Campaign, sl.ID)
+	return nil
+}
+
+func (s *Slots) release(ctx context.Context, org, campaign, id string) bool {
+	ctx, cancel := s.op(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := slotReleaseScript.Run(ctx, s.rdb, []string{s.orgKey(org), s.campKey(org, campaign)}, id).Err(); err != nil {
+		s.fail.note("slot release", err)
+		return false
+	}
+	return true
+}
+
+// ReleaseCall frees the slot bound to callID in both the organisation and
+// the campaign, and removes the binding. It is idempotent: a call without a
+// binding frees nothing. An unreachable Redis frees nothing and returns nil
+// (the slot goes stale).
+func (s *Slots) ReleaseCall(ctx context.Context, callID string) error {
+	octx, cancel := s.op(context.WithoutCancel(ctx))
+	defer cancel()
+	key := s.callKey(callID)
+	b, err := s.rdb.HGetAll(octx, key).Result()
+	if err != nil {
+		s.fail.note("slot release call", err)
+		return nil
+	}
+	if b["id"] == "" {
+		return nil
+	}
+	if !s.release(ctx, b["org"], b["campaign"], b["id"]) {
+		return nil
+	}
+	if err := slotUnbindScript.Run(octx, s.rdb, []string{key}, b["id"]).Err(); err != nil {
+		s.fail.note("slot release call", err)
+	}
+	return nil
+}
+
+// LiveCalls returns the number of live (not stale) slots over every
+// organisation that ever took one: a fleet-wide gauge for observability.
+// Unlike the rest of Slots it returns Redis's error.
+func (s *Slots) LiveCalls(ctx context.Context) (int, error) {
+	octx, cancel := s.op(ctx)
+	defer cancel()
+	orgs, err := s.rdb.SMembers(octx, s.registryKey()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("listing organisations for live calls: %w", err)
+	}
+	total := 0
+	for _, org := range orgs {
+		n, err := slotLiveScript.Run(octx, s.rdb, []string{s.orgKey(org)}, s.nowArg()).Int()
+		if err != nil {
+			return 0, fmt.Errorf("counting live calls of org %q: %w", org, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func newSlotID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("making slot ID: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,172 @@
+package capacity_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/capacity"
+)
+
+// testRedisURLDefault is the Redis the tests use when TEST_REDIS_URL is unset.
+const testRedisURLDefault = "redis://127.0.0.1:6379/0"
+
+func testRedisURL() string {
+	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return testRedisURLDefault
+}
+
+// dialRedis connects to url and pings it.
+func dialRedis(ctx context.Context, url string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("parsing TEST_REDIS_URL %q: %w", url, err)
+	}
+	rdb := redis.NewClient(opt)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("pinging Redis at %s: %w", url, err)
+	}
+	return rdb, nil
+}
+
+// slotsRedis returns a client of the test Redis and a key prefix unique to
+// this test, whose keys are deleted at the end. It fails the test when
+// Redis cannot be reached.
+func slotsRedis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	url := testRedisURL()
+	rdb, err := dialRedis(context.Background(), url)
+	if err != nil {
+		t.Fatalf("capacity tests need a real Redis: %v\n"+
+			"start one with `redis-server` (listens on %s), or set TEST_REDIS_URL, or run `make test`", err, testRedisURLDefault)
+	}
+	prefix := uniquePrefix()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		_ = rdb.Close()
+	})
+	return rdb, prefix
+}
+
+func uniquePrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "test:cap:" + hex.EncodeToString(b[:])
+}
+
+// Slots race test: the helper processes and the parent share this config.
+const (
+	slotsHelperEnv       = "CALLSCRIBE_TEST_SLOTS_HELPER" // key prefix
+	slotsHelperGoEnv     = "CALLSCRIBE_TEST_SLOTS_GOROUTINES"
+	raceOrg, raceCamp    = "org-race", "camp-race"
+	raceOrgLimit         = 5
+	raceCampLimit        = 3
+	raceRoundsPerRoutine = 20
+)
+
+func raceSlotsConfig(prefix string) capacity.SlotsConfig {
+	return capacity.SlotsConfig{KeyPrefix: prefix, OpTimeout: 5 * time.Second,
+		Orgs: map[string]capacity.OrgSlots{raceOrg: {Limit: raceOrgLimit, Campaigns: map[string]int{raceCamp: raceCampLimit}}}}
+}
+
+// slotsRaceWorkers runs n goroutines that each take and give back a slot of
+// raceOrg/raceCamp raceRoundsPerRoutine times, alternating Release and
+// Bind+ReleaseCall. It returns the grants, and an error if this process
+// ever held more slots at once than the campaign cap.
+func slotsRaceWorkers(ctx context.Context, s *capacity.Slots, n int, tag string) (int64, error) {
+	var grants, inUse atomic.Int64
+	var overErr atomic.Value
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Go(func() {
+			for r := range raceRoundsPerRoutine {
+				sl, err := s.Acquire(ctx, raceOrg, raceCamp, 0, 0)
+				if err != nil {
+					continue
+				}
+				if sl.Uncounted {
+					overErr.Store(fmt.Errorf("uncounted slot: Redis failed"))
+					return
+				}
+				grants.Add(1)
+				if v := inUse.Add(1); v > raceCampLimit {
+					overErr.Store(fmt.Errorf("%d slots held at once in one process, campaign cap %d", v, raceCampLimit))
+				}
+				time.Sleep(time.Duration(r%3) * 100 * time.Microsecond) // hold the slot a moment
+				inUse.Add(-1)
+				if r%2 == 0 {
+					_ = sl.Release(ctx)
+					continue
+				}
+				call := fmt.Sprintf("%s-%d-%d", tag, g, r)
+				if err := sl.Bind(ctx, call); err != nil {
+					overErr.Store(fmt.Errorf("bind %s: %w", call, err))
+				}
+				_ = s.ReleaseCall(ctx, call)
+			}
+		})
+	}
+	wg.Wait()
+	if e, ok := overErr.Load().(error); ok {
+		return grants.Load(), e
+	}
+	return grants.Load(), nil
+}
+
+// runSlotsHelperProcess is one contender process of the slots race test:
+// it runs slotsRaceWorkers and prints "grants N" on stdout. ok is false
+// when the test binary was not started as such a helper.
+func runSlotsHelperProcess() (code int, ok bool) {
+	prefix := os.Getenv(slotsHelperEnv)
+	if prefix == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(os.Getenv(slotsHelperGoEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bad", slotsHelperGoEnv, err)
+		return 1, true
+	}
+	ctx := context.Background()
+	rdb, err := dialRedis(ctx, testRedisURL())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1, true
+	}
+	defer rdb.Close()
+	s, err := capacity.NewSlots(rdb, raceSlotsConfig(prefix))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1, true
+	}
+	// Wait for the parent's go-ahead on stdin so all processes start together.
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fmt.Fprintln(os.Stderr, "waiting for go-ahead:", err)
+		return 1, true
+	}
+	grants, err := slotsRaceWorkers(ctx, s, n, "p"+strconv.Itoa(os.Getpid()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1, true
+	}
+	fmt.Printf("grants %d\n", grants)
+	return 0, true
+}
