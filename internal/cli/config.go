@@ -50,10 +50,34 @@ type Config struct {
 	Audio            AudioConfig            `yaml:"audio"`
 	// Pipeline: tenants, queues, deadlines, probes (see jobs.Config).
 	Pipeline jobs.Config `yaml:"pipeline"`
+	// Capacity: vendor concurrency limits shared by live calls and the
+	// pipeline (needs a lasting Redis: redis_url).
+	Capacity CapacityConfig `yaml:"capacity"`
 	// CRMTargets are named CRM targets for `callscribe replay --target NAME`
 	// (a staging CRM, say). One marked production: true is refused unless
 	// --allow-production is given.
 	CRMTargets map[string]jobs.CRMConfig `yaml:"crm_targets"`
+}
+
+// CapacityConfig configures the vendor slot counters.
+type CapacityConfig struct {
+	// Limits per "provider/kind" (kind stt or tts): the plan's concurrent
+	// streams and how many of them batch work may not take (kept for live
+	// calls). A provider without a limit is not counted.
+	Limits map[string]CapacityLimit `yaml:"limits"`
+	// LeaseSTT, LeaseTTS: lease lengths. Defaults 90s and 60s.
+	LeaseSTT time.Duration `yaml:"lease_stt"`
+	LeaseTTS time.Duration `yaml:"lease_tts"`
+	// HeartbeatEvery: how often a process refreshes its leases. Default 20s.
+	HeartbeatEvery time.Duration `yaml:"heartbeat_every"`
+	// PeakRetention: how long per-minute peaks are kept. Default 24h.
+	PeakRetention time.Duration `yaml:"peak_retention"`
+}
+
+// CapacityLimit is one provider/kind's limit.
+type CapacityLimit struct {
+	Limit        int `yaml:"limit"`
+	BatchReserve int `yaml:"batch_reserve"`
 }
 
 // AudioConfig says where recordings are read from.

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/callscribe/callscribe/capacity"
 )
 
 func (a *app) workerCommand() *cobra.Command {
@@ -20,6 +22,17 @@ func (a *app) workerCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
+			if a.config.RedisURL != "" && len(a.config.Capacity.Limits) > 0 {
+				leases, rdb, err := a.openLeases()
+				if err != nil {
+					return err
+				}
+				defer func() { _ = rdb.Close() }()
+				hb := leases.StartHeartbeat(context.WithoutCancel(ctx), capacity.HeartbeatConfig{})
+				defer hb.Stop()
+				e.pipeline.SetSlots(leaseSlots{leases: leases, limits: a.config.Capacity.Limits}, 0)
+				a.logger.Info("vendor slots shared through Redis", slog.Int("limits", len(a.config.Capacity.Limits)))
+			}
 			// River's own context must outlive the signal: stopping is ours.
 			if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
 				return fmt.Errorf("starting workers: %w", err)

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/callscribe/callscribe/capacity"
+)
+
+// openLeases connects the vendor slot counters to the configured Redis.
+func (a *app) openLeases() (*capacity.Leases, *redis.Client, error) {
+	if a.config.RedisURL == "" {
+		return nil, nil, errors.New(EnvRedisURL + " is not set (nor redis_url in --config): capacity counts slots in a lasting, shared Redis")
+	}
+	opts, err := capacity.FailFastOptions(a.config.RedisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis_url %s: %w", redactURL(a.config.RedisURL), err)
+	}
+	rdb := redis.NewClient(opts)
+	limits := map[string]capacity.ProviderLimit{}
+	for k, v := range a.config.Capacity.Limits {
+		limits[k] = capacity.ProviderLimit{Limit: v.Limit, BatchReserve: v.BatchReserve}
+	}
+	l, err := capacity.New(capacity.Config{Redis: rdb, Limits: limits, LeaseSTT: a.config.Capacity.LeaseSTT, LeaseTTS: a.config.Capacity.LeaseTTS,
+		HeartbeatEvery: a.config.Capacity.HeartbeatEvery, PeakRetention: a.config.Capacity.PeakRetention, Logger: a.logger})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("capacity: %w", err)
+	}
+	return l, rdb, nil
+}
+
+// leaseSlots lends the pipeline STT slots from the shared counters, as
+// batch work. A provider with no configured limit is not counted.
+type leaseSlots struct {
+	leases *capacity.Leases
+	limits map[string]CapacityLimit
+}
+
+func (s leaseSlots) AcquireBatch(ctx context.Context, provider, holder string) (func(), bool) {
+	if _, ok := s.limits[provider+"/"+capacity.KindSTT]; !ok {
+		return func() {}, true
+	}
+	lease, g := s.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: holder, Lane: capacity.Batch})
+	if !g.Granted {
+		return nil, false
+	}
+	return func() { s.leases.Release(context.WithoutCancel(ctx), lease) }, true
+}
+
+func (a *app) capacityCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "capacity", Short: "Vendor concurrency slots shared by live calls and the pipeline"}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "In use, configured and effective (learned) limits, and the latest per-minute peak, per provider and kind",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, rdb, err := a.openLeases()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = rdb.Close() }()
+			st, err := l.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PROVIDER\tKIND\tIN USE\tLIMIT\tEFFECTIVE\tPEAK (LAST MINUTE SEEN)")
+			for _, s := range st {
+				eff := strconv.Itoa(s.EffectiveLimit)
+				if s.Learned {
+					eff += " (learned)"
+				}
+				peak := "-"
+				if n := len(s.PeakPerMinute); n > 0 {
+					p := s.PeakPerMinute[n-1]
+					peak = fmt.Sprintf("%d at %s", p.Peak, p.Minute.Format("15:04"))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", s.Provider, s.Kind, s.InUse, s.ConfiguredLimit, eff, peak)
+			}
+			return tw.Flush()
+		},
+	}
+	setLimit := &cobra.Command{
+		Use:   "set-limit PROVIDER KIND LIMIT",
+		Short: "Set a provider's effective limit (the operator's; clears a learned one). Nothing raises a limit automatically.",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[2])
+			if err != nil || n < 0 {
+				return fmt.Errorf("LIMIT %q: want a whole number >= 0", args[2])
+			}
+			l, rdb, err := a.openLeases()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = rdb.Close() }()
+			if err := l.SetLimit(cmd.Context(), args[0], args[1], n); err != nil {
+				return err
+			}
+			a.logger.Info("capacity limit set by an operator", slog.String("provider", args[0]), slog.String("kind", args[1]), slog.Int("limit", n))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s limit set to %d\n", args[0], args[1], n)
+			return nil
+		},
+	}
+	cmd.AddCommand(status, setLimit)
+	return cmd
+}
