@@ -14,6 +14,13 @@
 // in one script, bound to calls; calls started per second per organisation.
 // Gate: a per-process admission gate in front of per-call resources.
 //
+// Live calls: ConnectTranscriber takes one transcriber slot per call (a
+// fallback with room becomes the call's transcriber; nothing with room:
+// connect anyway, flagged over-limit); Voice takes one slot per reply
+// (overflow to a fallback voice, or wait up to 1.5 s, with a warning on the
+// call's timeline); Dialer reserves a transcriber slot before dialling and
+// keeps calls queued, waiting for provider capacity, until one frees.
+//
 // Every key of one script shares a hash tag, so the scripts run on Redis
 // Cluster. If Redis is unreachable, capacity fails open: the caller goes
 // ahead uncounted, a counter goes up, and a warning is logged at most once a

@@ -1,0 +1,67 @@
+package capacity
+
+import "context"
+
+// CallProviders are the vendors an agent's live call may use, in order of
+// preference.
+type CallProviders struct {
+	// STT lists transcriber providers: the primary first, then fallbacks.
+	STT []string
+	// TTS lists voice providers: the primary first, then fallbacks.
+	TTS []string
+}
+
+// TranscriberSlot is a call's one transcriber stream.
+type TranscriberSlot struct {
+	// Provider is the transcriber the call connects to. "" only when the
+	// call listed no STT provider.
+	Provider string
+	// Lease is the slot held, KindSTT, Holder the call id. It is the zero
+	// (refused) Lease when OverLimit.
+	Lease Lease
+	// OverLimit says every listed provider was full and the call connects
+	// to the primary anyway, holding no lease: it is not counted, so the
+	// lease set never goes above a limit, and the vendor may refuse it.
+	OverLimit bool
+	// FellBack says the primary was full and Provider is a fallback, which
+	// is the call's transcriber for its whole length.
+	FellBack bool
+}
+
+// ConnectTranscriber takes one transcriber slot (KindSTT, Live lane, Holder
+// callID) for a live call. It tries p.STT in order, the primary first; the
+// first with room becomes the call's transcriber (FellBack if not the
+// primary). If none has room the call connects to the primary anyway,
+// flagged OverLimit and holding no lease: an agent that might be refused
+// beats one that certainly cannot hear. Like Acquire it never fails (Redis
+// down: the primary is granted uncounted) and ignores ctx's cancellation.
+// With no STT provider listed it returns the zero TranscriberSlot.
+//
+// Release the slot at hang-up with HangUp.
+func (l *Leases) ConnectTranscriber(ctx context.Context, callID string, p CallProviders) TranscriberSlot {
+	if len(p.STT) == 0 {
+		return TranscriberSlot{}
+	}
+	if slot, ok := l.tryTranscriber(ctx, callID, p.STT); ok {
+		return slot
+	}
+	return TranscriberSlot{Provider: p.STT[0], OverLimit: true}
+}
+
+// tryTranscriber takes the first STT slot with room among providers, in
+// order, and reports false if none had room.
+func (l *Leases) tryTranscriber(ctx context.Context, callID string, providers []string) (TranscriberSlot, bool) {
+	for i, provider := range providers {
+		lease, g := l.Acquire(ctx, Request{Provider: provider, Kind: KindSTT, Holder: callID, Lane: Live})
+		if g.Granted {
+			return TranscriberSlot{Provider: provider, Lease: lease, FellBack: i > 0}, true
+		}
+	}
+	return TranscriberSlot{}, false
+}
+
+// HangUp releases the call's transcriber slot. It is idempotent, and a
+// no-op for an OverLimit slot (which holds no lease).
+func (l *Leases) HangUp(ctx context.Context, slot TranscriberSlot) {
+	l.Release(ctx, slot.Lease)
+}

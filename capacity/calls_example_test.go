@@ -1,0 +1,66 @@
+package capacity_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/capacity"
+)
+
+// A live call takes one transcriber slot for its length, falling back when
+// the primary is full, and one voice slot per reply, overflowing to a
+// fallback voice with a warning on the call's timeline. The example needs
+// the Redis at TEST_REDIS_URL, like the rest of the suite.
+func ExampleLeases_ConnectTranscriber() {
+	ctx := context.Background()
+	opt, err := capacity.FailFastOptions(leaseRedisURL())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "cstest:example:" + hex.EncodeToString(b[:])
+	defer leaseDeleteKeys(rdb, prefix)
+
+	leases, err := capacity.New(capacity.Config{
+		Redis:     rdb,
+		KeyPrefix: prefix,
+		Limits: map[string]capacity.ProviderLimit{
+			"deepgram/stt": {Limit: 1}, "assemblyai/stt": {Limit: 1},
+			"elevenlabs/tts": {Limit: 1}, "azure/tts": {Limit: 1},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	providers := capacity.CallProviders{STT: []string{"deepgram", "assemblyai"}, TTS: []string{"elevenlabs", "azure"}}
+
+	for _, call := range []string{"call-1", "call-2", "call-3"} {
+		s := leases.ConnectTranscriber(ctx, call, providers)
+		defer leases.HangUp(ctx, s)
+		fmt.Printf("%s: transcriber %s fell back=%v over limit=%v\n", call, s.Provider, s.FellBack, s.OverLimit)
+	}
+
+	voice := capacity.NewVoice(leases, "call-1", providers.TTS, capacity.VoiceOptions{
+		OnOverflow: func(e capacity.Event) { fmt.Printf("timeline: %s %s → %s\n", e.Kind, e.From, e.To) },
+	})
+	first := voice.StartReply(ctx)  // speaking…
+	second := voice.StartReply(ctx) // barge-in while the first still streams
+	fmt.Printf("replies: %s, %s (overflowed=%v)\n", first.Provider, second.Provider, second.Overflowed)
+	first.Done()
+	second.Done()
+	// Output:
+	// call-1: transcriber deepgram fell back=false over limit=false
+	// call-2: transcriber assemblyai fell back=true over limit=false
+	// call-3: transcriber deepgram fell back=false over limit=true
+	// timeline: voice_overflow elevenlabs → azure
+	// replies: elevenlabs, azure (overflowed=true)
+}

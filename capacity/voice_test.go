@@ -1,0 +1,195 @@
+package capacity_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/capacity"
+)
+
+// eventLog collects OnOverflow events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []capacity.Event
+}
+
+func (e *eventLog) add(ev capacity.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = append(e.events, ev)
+}
+
+func (e *eventLog) all() []capacity.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.events)
+}
+
+func voiceSetup(t *testing.T, limits map[string]int) *leaseBundle {
+	t.Helper()
+	cfg := capacity.Config{Limits: map[string]capacity.ProviderLimit{}}
+	for p, n := range limits {
+		cfg.Limits[p+"/tts"] = capacity.ProviderLimit{Limit: n}
+	}
+	return leaseSetup(t, cfg)
+}
+
+// hold takes a voice slot of provider for another call and returns it.
+func hold(t *testing.T, b *leaseBundle, provider string) capacity.Lease {
+	t.Helper()
+	lease, g := b.leases.Acquire(context.Background(), capacity.Request{Provider: provider, Kind: capacity.KindTTS, Holder: "other-call"})
+	if !g.Granted {
+		t.Fatalf("holding %s: %+v", provider, g)
+	}
+	return lease
+}
+
+func TestVoiceReplyOverflowsToFallback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := voiceSetup(t, map[string]int{"prim": 1, "fb1": 1, "fb2": 1})
+	var log eventLog
+	v := capacity.NewVoice(b.leases, "call-1", []string{"prim", "fb1", "fb2"}, capacity.VoiceOptions{OnOverflow: log.add})
+
+	r1 := v.StartReply(ctx)
+	if r1.Provider != "prim" || r1.Overflowed || r1.OverLimit || r1.Lease.Holder != "call-1" || r1.Lease.Kind != capacity.KindTTS {
+		t.Fatalf("first reply %+v, want the primary", r1)
+	}
+	r1.Done()
+	r1.Done() // idempotent
+	if n := b.zcard(t, "prim", capacity.KindTTS); n != 0 {
+		t.Fatalf("prim after Done: %d leases, want 0", n)
+	}
+	if len(v.Timeline()) != 0 || len(v.Connected()) != 0 {
+		t.Fatalf("no overflow yet, timeline %+v connected %v", v.Timeline(), v.Connected())
+	}
+
+	primHeld := hold(t, b, "prim")
+	fb1Held := hold(t, b, "fb1")
+	r2 := v.StartReply(ctx)
+	if r2.Provider != "fb2" || !r2.Overflowed || r2.OverLimit || r2.Lease.ID == "" {
+		t.Fatalf("reply with prim and fb1 full: %+v, want fb2", r2)
+	}
+	r2.Done()
+	tl := v.Timeline()
+	if len(tl) != 1 {
+		t.Fatalf("timeline %+v, want one overflow", tl)
+	}
+	if e := tl[0]; e.Kind != capacity.EventVoiceOverflow || e.CallID != "call-1" || e.From != "prim" || e.To != "fb2" || e.Message == "" || e.At.IsZero() {
+		t.Fatalf("event %+v", e)
+	}
+	if got := log.all(); !slices.Equal(got, tl) {
+		t.Fatalf("OnOverflow got %+v, timeline %+v", got, tl)
+	}
+	if got := v.Connected(); !slices.Equal(got, []string{"fb2"}) {
+		t.Fatalf("connected %v, want [fb2]", got)
+	}
+
+	// fb1 has room again, but the connected fallback fb2 is kept for later
+	// overflows and tried first.
+	b.leases.Release(ctx, fb1Held)
+	r3 := v.StartReply(ctx)
+	if r3.Provider != "fb2" || !r3.Overflowed {
+		t.Fatalf("second overflow %+v, want the connected fallback fb2", r3)
+	}
+	// fb2 busy with r3: the next overflow connects fb1 too.
+	r4 := v.StartReply(ctx)
+	if r4.Provider != "fb1" || !r4.Overflowed {
+		t.Fatalf("third overflow %+v, want fb1", r4)
+	}
+	if got := v.Connected(); !slices.Equal(got, []string{"fb2", "fb1"}) {
+		t.Fatalf("connected %v, want [fb2 fb1]", got)
+	}
+	r3.Done()
+	r4.Done()
+	if n := len(v.Timeline()); n != 3 {
+		t.Fatalf("timeline has %d events, want 3 overflows", n)
+	}
+
+	// The primary frees: replies go back to it, with no warning.
+	b.leases.Release(ctx, primHeld)
+	if r5 := v.StartReply(ctx); r5.Provider != "prim" || r5.Overflowed {
+		t.Fatalf("primary free again: %+v", r5)
+	} else {
+		r5.Done()
+	}
+	if n := len(v.Timeline()); n != 3 {
+		t.Fatalf("timeline has %d events after a primary reply, want still 3", n)
+	}
+}
+
+func TestVoiceReplyWaitsForAFreedSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := voiceSetup(t, map[string]int{"prim": 1, "fb": 1})
+	primHeld := hold(t, b, "prim")
+	hold(t, b, "fb")
+	v := capacity.NewVoice(b.leases, "call-1", []string{"prim", "fb"}, capacity.VoiceOptions{Wait: 2 * time.Second, Poll: 10 * time.Millisecond})
+
+	const freeAfter = 50 * time.Millisecond
+	start := time.Now()
+	timer := time.AfterFunc(freeAfter, func() { b.leases.Release(ctx, primHeld) })
+	defer timer.Stop()
+	r := v.StartReply(ctx)
+	elapsed := time.Since(start)
+	defer r.Done()
+	if r.Provider != "prim" || r.OverLimit || r.Overflowed || r.Lease.ID == "" {
+		t.Fatalf("reply %+v, want the primary's slot freed during the wait", r)
+	}
+	if elapsed < freeAfter {
+		t.Fatalf("got a slot after %s, before it was freed (%s)", elapsed, freeAfter)
+	}
+	if tl := v.Timeline(); len(tl) != 0 {
+		t.Fatalf("timeline %+v, want none: the reply got its own voice", tl)
+	}
+}
+
+func TestVoiceReplyGoesAheadOverLimitAfterWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := voiceSetup(t, map[string]int{"prim": 1, "fb": 1})
+	hold(t, b, "prim")
+	hold(t, b, "fb")
+	var log eventLog
+	const wait = 100 * time.Millisecond
+	v := capacity.NewVoice(b.leases, "call-1", []string{"prim", "fb"}, capacity.VoiceOptions{Wait: wait, Poll: 10 * time.Millisecond, OnOverflow: log.add})
+
+	start := time.Now()
+	r := v.StartReply(ctx)
+	if elapsed := time.Since(start); elapsed < wait {
+		t.Fatalf("went ahead after %s, want a wait of %s first", elapsed, wait)
+	}
+	if r.Provider != "prim" || !r.OverLimit || r.Overflowed || r.Lease != (capacity.Lease{}) {
+		t.Fatalf("reply %+v, want the primary over the limit with no lease", r)
+	}
+	r.Done() // no lease: a no-op
+	if n := b.zcard(t, "prim", capacity.KindTTS); n != 1 {
+		t.Fatalf("prim has %d leases, want 1: an over-limit reply is not counted", n)
+	}
+	tl := v.Timeline()
+	if len(tl) != 1 || tl[0].Kind != capacity.EventVoiceOverLimit || tl[0].From != "prim" || tl[0].To != "prim" {
+		t.Fatalf("timeline %+v, want one over-limit warning", tl)
+	}
+	if !slices.Equal(log.all(), tl) {
+		t.Fatalf("OnOverflow got %+v, timeline %+v", log.all(), tl)
+	}
+
+	// A hung-up call (ctx done) does not wait out Wait.
+	long := capacity.NewVoice(b.leases, "call-2", []string{"prim"}, capacity.VoiceOptions{Wait: time.Minute})
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	start = time.Now()
+	if r := long.StartReply(cctx); !r.OverLimit {
+		t.Fatalf("cancelled reply %+v, want over-limit", r)
+	}
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Fatalf("cancelled reply waited %s", elapsed)
+	}
+	if r := capacity.NewVoice(b.leases, "call-3", nil, capacity.VoiceOptions{}).StartReply(ctx); r.Provider != "" || r.OverLimit {
+		t.Fatalf("no voice provider: %+v, want the zero Reply", r)
+	}
+	(capacity.Reply{}).Done() // safe on the zero Reply
+}
