@@ -1,0 +1,98 @@
+package cli_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+)
+
+// The worker takes its vendor slots from the shared Redis counters: with a
+// limit of 2 and 1 kept for live calls, never more than one submission is
+// in flight, and every slot is given back.
+func TestWorkerSharesVendorSlotsThroughRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	redisURL := os.Getenv("TEST_REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	sim, _ := sttsim.New(sttsim.Config{Latency: 30 * time.Millisecond})
+	stt := httptest.NewServer(sim.Handler())
+	defer stt.Close()
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer func() { _ = rdb.Close() }()
+	// This is the only test that counts generic-http slots in the shared
+	// Redis: start and end clean.
+	clean := func() {
+		keys, _ := rdb.Keys(context.Background(), "callscribe:cap:{generic-http/*").Result()
+		if len(keys) > 0 {
+			_ = rdb.Del(context.Background(), keys...).Err()
+		}
+	}
+	clean()
+	t.Cleanup(clean)
+
+	recordings, _ := filepath.Abs("../../testdata/recordings")
+	config := filepath.Join(t.TempDir(), "c.yaml")
+	body := "audio: {root: " + recordings + "}\n" +
+		"capacity:\n  limits:\n    generic-http/stt: {limit: 2, batch_reserve: 1}\n" +
+		"pipeline:\n  poll_interval: 50ms\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool), cli.EnvRedisURL: redisURL}
+	for _, c := range []string{"call-1001", "call-1002", "call-1003", "call-1004"} {
+		if code, _, stderr := run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", c, "--audio", "northline/"+c+".wav"); code != 0 {
+			t.Fatalf("ingest: %s", stderr)
+		}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	var werr syncBuffer
+	go func() {
+		done <- cli.Run(wctx, []string{"--config", config, "worker"}, cli.Env{Stdout: &syncBuffer{}, Stderr: &werr, Getenv: envOf(env)})
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, listed, _ := run(t, ctx, env, "--config", config, "jobs", "list", "--state", "committed")
+		if strings.Count(listed, "northline") == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all committed after 60s\n%s", werr.String())
+		}
+		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("worker exit %d: %s", code, werr.String())
+	}
+	_, status, _ := run(t, ctx, env, "--config", config, "capacity", "status")
+	var line string
+	for _, l := range strings.Split(status, "\n") {
+		if strings.HasPrefix(l, "generic-http ") {
+			line = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	// In use 0 (every slot given back), limit 2, peak 1: batch work never
+	// took the slot kept for live calls.
+	if !strings.HasPrefix(line, "generic-http stt 0 2 2 1 at ") {
+		t.Fatalf("capacity status after the run: %q\n%s", line, status)
+	}
+}
