@@ -21,6 +21,9 @@
 // call's timeline); Dialer reserves a transcriber slot before dialling and
 // keeps calls queued, waiting for provider capacity, until one frees.
 //
+// NewHTTPHandler serves leases and call slots as JSON for live-call runtimes
+// in other languages (callscribe serve).
+//
 // Every key of one script shares a hash tag, so the scripts run on Redis
 // Cluster. If Redis is unreachable, capacity fails open: the caller goes
 // ahead uncounted, a counter goes up, and a warning is logged at most once a

@@ -72,6 +72,18 @@ type CapacityConfig struct {
 	HeartbeatEvery time.Duration `yaml:"heartbeat_every"`
 	// PeakRetention: how long per-minute peaks are kept. Default 24h.
 	PeakRetention time.Duration `yaml:"peak_retention"`
+	// Orgs: per-organisation call caps of the call slots `callscribe serve`
+	// hands out. Default none: every organisation gets 10 concurrent
+	// calls and every campaign 5 (lowered to its organisation's cap).
+	Orgs map[string]CapacityOrg `yaml:"orgs"`
+}
+
+// CapacityOrg is one organisation's call caps.
+type CapacityOrg struct {
+	// Limit: concurrent calls. Default 0: 10.
+	Limit int `yaml:"limit"`
+	// Campaigns: campaign name to its cap, 1–20 and not above Limit.
+	Campaigns map[string]int `yaml:"campaigns"`
 }
 
 // CapacityLimit is one provider/kind's limit.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -131,7 +132,7 @@ func (a *app) jobsCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			r, err := e.pipeline.Retry(cmd.Context(), id, reason)
+			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) { return e.pipeline.Retry(cmd.Context(), id, reason) })
 			if err != nil {
 				return err
 			}
@@ -156,7 +157,7 @@ func (a *app) jobsCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			r, err := e.pipeline.Revalidate(cmd.Context(), id, rreason)
+			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) { return e.pipeline.Revalidate(cmd.Context(), id, rreason) })
 			if err != nil {
 				return err
 			}
@@ -241,4 +242,21 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// untilJobFinished runs an operator move, trying again for a few seconds
+// while the recording's previous job is still being marked finished.
+func untilJobFinished(cmd *cobra.Command, move func() (ledger.Recording, error)) (ledger.Recording, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := move()
+		if !errors.Is(err, jobs.ErrJobRunning) || time.Now().After(deadline) {
+			return r, err
+		}
+		select {
+		case <-cmd.Context().Done():
+			return r, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -53,6 +53,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetErr(env.Stderr)
 	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.demoCommand(), a.testenvCommand(),
 		a.workerCommand(), a.ingestCommand(), a.jobsCommand(), a.scopesCommand(), a.simulateCommand(), a.outboxCommand(), a.replayCommand(), a.capacityCommand())
+	root.AddCommand(a.serveCommand())
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

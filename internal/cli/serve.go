@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/callscribe/callscribe/capacity"
+)
+
+// Defaults of `callscribe serve`.
+const (
+	ServeAddrDefault = "127.0.0.1:8081"
+	// EnvAPIToken, when set, is the bearer token every request to
+	// `callscribe serve` must carry. Unset: no authentication.
+	EnvAPIToken = "CALLSCRIBE_API_TOKEN"
+	// serveShutdownGrace is how long in-flight requests get after Ctrl-C.
+	serveShutdownGrace = 10 * time.Second
+)
+
+func (a *app) serveCommand() *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the capacity HTTP API: vendor leases and call slots for live-call runtimes in any language",
+		Long: `serve answers the JSON HTTP API of package capacity (see capacity.NewHTTPHandler)
+on --addr, counting in the Redis of redis_url with the limits of
+capacity.limits, and call slots with the caps of capacity.orgs (by default
+10 calls per organisation, 5 per campaign):
+
+  POST /v1/leases                {provider, kind, holder, lane}
+  POST /v1/leases/refresh        {leases: [lease...]}
+  POST /v1/leases/release        {lease}
+  POST /v1/slots                 {org, campaign, timeout_ms, retry_ms}
+  POST /v1/slots/bind            {slot, call_id}
+  POST /v1/slots/release         {slot}
+  POST /v1/calls/{call_id}/release
+  GET  /v1/status
+
+serve runs no heartbeat: a client refreshes the leases it holds itself
+through /v1/leases/refresh (every capacity.heartbeat_every, well within
+capacity.lease_stt and lease_tts), so the leases of a client that dies
+lapse on their own. Set ` + EnvAPIToken + ` to require
+"Authorization: Bearer TOKEN"; without it, keep --addr private.
+The bound address is printed on stdout. Ctrl-C stops accepting requests
+and lets those in flight finish (up to 10s).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			leases, rdb, err := a.openLeases()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = rdb.Close() }()
+			orgs := make(map[string]capacity.OrgSlots, len(a.config.Capacity.Orgs))
+			for name, o := range a.config.Capacity.Orgs {
+				orgs[name] = capacity.OrgSlots{Limit: o.Limit, Campaigns: o.Campaigns}
+			}
+			slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{Orgs: orgs, Logger: a.logger})
+			if err != nil {
+				return fmt.Errorf("capacity.orgs: %w", err)
+			}
+			token := a.env.Getenv(EnvAPIToken)
+			handler := capacity.NewHTTPHandler(leases, slots, capacity.HTTPOptions{Logger: a.logger, Token: token})
+			return a.serveHTTP(cmd.Context(), addr, handler, token != "")
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", ServeAddrDefault, "host:port to listen on (port 0: any free port)")
+	return cmd
+}
+
+// serveHTTP listens on addr, prints the bound address and serves handler
+// until ctx ends, then shuts down gracefully.
+func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, auth bool) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		// A slot acquire may wait up to HTTPSlotWaitMax before answering.
+		WriteTimeout: capacity.HTTPSlotWaitMax + 10*time.Second,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+	}
+	bound := ln.Addr().String()
+	fmt.Fprintf(a.env.Stdout, "capacity API listening on http://%s\n", bound)
+	a.logger.Info("capacity API listening", slog.String("addr", bound), slog.Bool("token_required", auth))
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving on %s: %w", bound, err)
+	case <-ctx.Done():
+	}
+	a.logger.Info("capacity API shutting down", slog.String("addr", bound))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutting down %s: %w", bound, err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving on %s: %w", bound, err)
+	}
+	return nil
+}

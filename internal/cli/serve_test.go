@@ -1,0 +1,175 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/internal/cli"
+)
+
+// TestServe runs `callscribe serve` in-process on a free port, takes and
+// gives back a lease over HTTP, checks the token, then cancels the context
+// (Ctrl-C) and sees exit 0.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	redisURL := os.Getenv("TEST_REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	provider := fmt.Sprintf("serve-test-%d-%d", os.Getpid(), capSeq.Add(1))
+	config := filepath.Join(t.TempDir(), "c.yaml")
+	org := provider + "-org"
+	body := "capacity:\n  limits:\n    " + provider + "/stt: {limit: 1}\n  orgs:\n    " + org + ": {limit: 1}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		opts, err := redis.ParseURL(redisURL)
+		if err != nil {
+			return
+		}
+		rdb := redis.NewClient(opts)
+		defer func() { _ = rdb.Close() }()
+		keys, _ := rdb.Keys(context.Background(), "*{"+provider+"*").Result()
+		if len(keys) > 0 {
+			_ = rdb.Del(context.Background(), keys...).Err()
+		}
+		_ = rdb.SRem(context.Background(), "callscribe:cap:{registry}:orgs", org).Err()
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	env := map[string]string{cli.EnvRedisURL: redisURL, cli.EnvAPIToken: "tok"}
+	go func() {
+		done <- cli.Run(ctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
+			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
+	}()
+
+	addrRE := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)\n`)
+	var base string
+	for deadline := time.Now().Add(10 * time.Second); base == ""; {
+		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before listening:\n%s\n%s", code, out.String(), errOut.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve printed no address:\n%s\n%s", out.String(), errOut.String())
+		}
+	}
+
+	post := func(path, body, token string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	acquire := `{"provider":"` + provider + `","kind":"stt","holder":"call-1","lane":"live"}`
+	if code, got := post("/v1/leases", acquire, ""); code != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d %v", code, got)
+	}
+	code, got := post("/v1/leases", acquire, "tok")
+	if code != 200 || got["granted"] != true || got["uncounted"] != false || got["limit"] != 1.0 {
+		t.Fatalf("acquire: %d %v", code, got)
+	}
+	lease := mustJSONString(t, map[string]any{"lease": got["lease"]})
+	if code, got := post("/v1/leases", acquire, "tok"); code != 200 || got["granted"] != false {
+		t.Fatalf("over the limit: %d %v", code, got)
+	}
+	if code, got := post("/v1/leases/release", lease, "tok"); code != http.StatusNoContent {
+		t.Fatalf("release: %d %v", code, got)
+	}
+	if code, got := post("/v1/leases", acquire, "tok"); code != 200 || got["granted"] != true {
+		t.Fatalf("acquire after release: %d %v", code, got)
+	}
+
+	// capacity.orgs caps the organisation at one call.
+	slotReq := `{"org":"` + org + `"}`
+	if code, got := post("/v1/slots", slotReq, "tok"); code != 200 {
+		t.Fatalf("slot: %d %v", code, got)
+	} else if code, got := post("/v1/slots/bind", mustJSONString(t, map[string]any{"slot": got["slot"], "call_id": org + "-call"}), "tok"); code != 204 {
+		t.Fatalf("bind: %d %v", code, got)
+	}
+	if code, got := post("/v1/slots", slotReq, "tok"); code != 409 || got["error"].(map[string]any)["org_limit"] != 1.0 {
+		t.Fatalf("second slot of a one-call org: %d %v", code, got)
+	}
+	if code, got := post("/v1/calls/"+org+"-call/release", "", "tok"); code != 204 {
+		t.Fatalf("release call: %d %v", code, got)
+	}
+	if code, got := post("/v1/slots", slotReq, "tok"); code != 200 {
+		t.Fatalf("slot after the call ended: %d %v", code, got)
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d after cancel:\n%s", code, errOut.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop after cancel")
+	}
+	if resp, err := http.Get(base + "/v1/status"); err == nil {
+		_ = resp.Body.Close()
+		t.Fatal("still serving after exit")
+	}
+}
+
+func TestServeNeedsRedis(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := run(t, context.Background(), nil, "serve", "--addr", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(stderr, cli.EnvRedisURL) {
+		t.Fatalf("serve without Redis: %d %q", code, stderr)
+	}
+}
+
+func mustJSONString(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestServeRejectsBadOrgCaps(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(config, []byte("capacity:\n  orgs:\n    acme: {limit: 4, campaigns: {spring: 9}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{cli.EnvRedisURL: "redis://127.0.0.1:1/0"}
+	code, _, stderr := run(t, context.Background(), env, "--config", config, "serve", "--addr", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(stderr, "capacity.orgs") || !strings.Contains(stderr, "spring") {
+		t.Fatalf("campaign cap above its org's: %d %q", code, stderr)
+	}
+}
