@@ -35,6 +35,10 @@ type HTTPOptions struct {
 	// MaxBodyBytes caps a request body; a larger one gets 413.
 	// Default 0: HTTPMaxBodyDefault (64 KiB).
 	MaxBodyBytes int64
+	// Agents: each agent's providers, primary first, then fallbacks, for
+	// POST /v1/calls/{call_id}/transcriber. Default nil: that route answers
+	// 404 unknown agent.
+	Agents map[string]CallProviders
 }
 
 // NewHTTPHandler returns the JSON HTTP API through which live-call runtimes
@@ -50,6 +54,7 @@ type HTTPOptions struct {
 //	POST /v1/slots/bind                {slot, call_id}                → 204 | 409 already_bound
 //	POST /v1/slots/release             {slot}                         → 204
 //	POST /v1/calls/{call_id}/release                                  → 204
+//	POST /v1/calls/{call_id}/transcriber {agent}                      → 200 {provider, lease, over_limit, fell_back}
 //	GET  /v1/status                                                   → 200 {providers, live_calls}
 //
 // A lease or slot object is sent back exactly as it was received. The
@@ -89,6 +94,7 @@ func NewHTTPHandler(leases *Leases, slots *Slots, opts HTTPOptions) http.Handler
 	route("/v1/slots/bind", http.MethodPost, h.needSlots(h.slotBind))
 	route("/v1/slots/release", http.MethodPost, h.needSlots(h.slotRelease))
 	route("/v1/calls/{call_id}/release", http.MethodPost, h.needSlots(h.callRelease))
+	route("/v1/calls/{call_id}/transcriber", http.MethodPost, h.callTranscriber)
 	route("/v1/status", http.MethodGet, h.status)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
@@ -512,4 +518,35 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// callTranscriber connects a call's transcriber by the agent's configured
+// providers: the primary, else a fallback with room, else the primary
+// flagged over-limit (holding no lease). The lease is released through
+// /v1/leases/release at hang-up.
+func (h *httpAPI) callTranscriber(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Agent string `json:"agent"`
+	}
+	if !h.decode(w, r, &req) {
+		return
+	}
+	callID := r.PathValue("call_id")
+	providers, ok := h.opts.Agents[req.Agent]
+	if req.Agent == "" || !ok || len(providers.STT) == 0 {
+		writeError(w, http.StatusNotFound, "unknown_agent", fmt.Sprintf("agent %q has no transcriber providers configured (capacity.agents)", req.Agent), nil)
+		return
+	}
+	slot := h.leases.ConnectTranscriber(r.Context(), callID, providers)
+	resp := struct {
+		Provider  string     `json:"provider"`
+		Lease     *leaseJSON `json:"lease"`
+		OverLimit bool       `json:"over_limit"`
+		FellBack  bool       `json:"fell_back"`
+	}{Provider: slot.Provider, OverLimit: slot.OverLimit, FellBack: slot.FellBack}
+	if slot.Lease.ID != "" {
+		h.leases.forget(slot.Lease.ID)
+		resp.Lease = toLeaseJSON(slot.Lease)
+	}
+	writeJSON(w, http.StatusOK, resp)
 }

@@ -160,7 +160,7 @@ func TestConfigDocumented(t *testing.T) {
 		"retry_after.max_backoff", "retry_after.max_delay", cli.EnvDatabaseURL, cli.EnvRedisURL,
 		"audio.root", "audio.max_bytes", "pipeline.tenants.<id>.provider", "pipeline.tenants.<id>.crm.kind",
 		"pipeline.tenants.<id>.time_zone", "crm_targets.<name>", "pipeline.observe_only_scopes", "pipeline.sweep_interval",
-		"capacity.limits.<provider>/<kind>", "capacity.orgs.<org>",
+		"capacity.limits.<provider>/<kind>", "capacity.orgs.<org>", "capacity.agents.<agent>",
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
 			t.Errorf("README.md does not document `%s`", key)

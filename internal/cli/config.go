@@ -76,6 +76,15 @@ type CapacityConfig struct {
 	// hands out. Default none: every organisation gets 10 concurrent
 	// calls and every campaign 5 (lowered to its organisation's cap).
 	Orgs map[string]CapacityOrg `yaml:"orgs"`
+	// Agents: each agent's providers, primary first, then fallbacks, used
+	// by `callscribe serve` for POST /v1/calls/{id}/transcriber. Default none.
+	Agents map[string]CapacityAgent `yaml:"agents"`
+}
+
+// CapacityAgent is one agent's speech providers, primary first.
+type CapacityAgent struct {
+	STT []string `yaml:"stt"`
+	TTS []string `yaml:"tts"`
 }
 
 // CapacityOrg is one organisation's call caps.

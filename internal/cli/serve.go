@@ -66,7 +66,11 @@ and lets those in flight finish (up to 10s).`,
 				return fmt.Errorf("capacity.orgs: %w", err)
 			}
 			token := a.env.Getenv(EnvAPIToken)
-			handler := capacity.NewHTTPHandler(leases, slots, capacity.HTTPOptions{Logger: a.logger, Token: token})
+			agents := map[string]capacity.CallProviders{}
+			for name, ag := range a.config.Capacity.Agents {
+				agents[name] = capacity.CallProviders{STT: ag.STT, TTS: ag.TTS}
+			}
+			handler := capacity.NewHTTPHandler(leases, slots, capacity.HTTPOptions{Logger: a.logger, Token: token, Agents: agents})
 			return a.serveHTTP(cmd.Context(), addr, handler, token != "")
 		},
 	}
