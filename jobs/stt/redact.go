@@ -2,96 +2,40 @@ package stt
 
 import (
 	"net/url"
-	"regexp"
-	"sort"
-	"strings"
-	"unicode/utf8"
-)
 
-// redacted replaces a secret in a message.
-const redacted = "[redacted]"
+	"github.com/callscribe/callscribe/internal/scrub"
+)
 
 // scrubber removes credentials from text that leaves the adapter: vendor
 // messages and error strings. It knows the API key and the request's audio
-// URL, and, not knowing every other secret, it also strips the query
-// string, fragment and user info from anything that looks like a URL (a
-// vendor may echo a presigned URL in its own encoding).
-type scrubber struct {
-	secrets []string // longest first
-}
+// URL (with its query and user info, raw and unescaped), and strips query
+// strings and user info from anything shaped like a URL (a vendor may echo
+// a presigned URL in its own encoding).
+type scrubber struct{ s scrub.Scrubber }
 
 // newScrubber returns a scrubber for the API key and the audio URL.
 func newScrubber(apiKey, audioURL string) scrubber {
-	var secrets []string
-	add := func(s string) {
-		if len(s) >= 3 {
-			secrets = append(secrets, s)
-		}
-	}
-	add(apiKey)
-	add(audioURL)
+	secrets := []string{apiKey, audioURL}
 	if u, err := url.Parse(audioURL); err == nil {
-		add(u.RawQuery)
+		secrets = append(secrets, u.RawQuery)
 		if q, err := url.QueryUnescape(u.RawQuery); err == nil {
-			add(q)
+			secrets = append(secrets, q)
 		}
 		if u.User != nil {
-			add(u.User.String())
+			secrets = append(secrets, u.User.String())
 			if p, ok := u.User.Password(); ok {
-				add(p)
+				secrets = append(secrets, p)
 			}
 		}
 	}
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
-	return scrubber{secrets: secrets}
+	return scrubber{scrub.New(secrets...)}
 }
 
-// text returns s without the known secrets and without URL queries and
-// user info.
-func (s scrubber) text(msg string) string {
-	for _, secret := range s.secrets {
-		msg = strings.ReplaceAll(msg, secret, redacted)
-	}
-	return scrubURLs(msg)
-}
+// text returns s without the known secrets and URL queries.
+func (s scrubber) text(msg string) string { return s.s.Text(msg) }
 
-// message returns s as a Response.Message: scrubbed, valid UTF-8, its runs
-// of white space folded to one space, at most MessageMaxBytes long (cut at
-// a character boundary).
-func (s scrubber) message(msg string) string {
-	msg = strings.ToValidUTF8(msg, "\uFFFD")
-	msg = strings.Join(strings.Fields(s.text(msg)), " ")
-	return truncateUTF8(msg, MessageMaxBytes)
-}
+// message returns msg as a Response.Message (scrubbed, folded, at most
+// MessageMaxBytes).
+func (s scrubber) message(msg string) string { return s.s.Message(msg, MessageMaxBytes) }
 
-// urlPattern matches anything shaped like an absolute URL.
-var urlPattern = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>\\` + "`" + `]+`)
-
-// scrubURLs strips the user info, query and fragment of every URL in s.
-func scrubURLs(s string) string {
-	return urlPattern.ReplaceAllStringFunc(s, func(u string) string {
-		scheme, rest, _ := strings.Cut(u, "://")
-		authEnd := strings.IndexAny(rest, "/?#")
-		if authEnd < 0 {
-			authEnd = len(rest)
-		}
-		if at := strings.LastIndexByte(rest[:authEnd], '@'); at >= 0 {
-			rest = redacted + "@" + rest[at+1:]
-		}
-		if i := strings.IndexAny(rest, "?#"); i >= 0 {
-			rest = rest[:i] + "?" + redacted
-		}
-		return scheme + "://" + rest
-	})
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a character.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func scrubURLs(s string) string { return scrub.URLs(s) }
