@@ -119,7 +119,15 @@ func requireNotRoot(t *testing.T, pid int) {
 func TestStartPostgres_RootWithoutRunAsUser(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		t.Skip("only root needs an unprivileged user to run PostgreSQL as")
+		// Not root: the server runs as us and RunAsUser is ignored.
+		pg, err := StartPostgres(t.Context(), PostgresConfig{RunAsUser: "callscribe-no-such-user"})
+		if err != nil {
+			t.Fatalf("as a non-root user RunAsUser must be ignored, got: %v", err)
+		}
+		if err := pg.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 	_, err := StartPostgres(t.Context(), PostgresConfig{RunAsUser: "callscribe-no-such-user"})
 	if err == nil {
