@@ -4,30 +4,30 @@
 // Leases: a vendor slot is a lease, a member of a Redis sorted set scored by
 // its expiry, taken by one Lua script that trims expired members, counts,
 // and adds the lease if below the limit (batch work only up to the limit
-// minus a reserve for live traffic), with the time taken from Redis (TIME),
-// not from each process. A heartbeat refreshes every lease a process holds
-// in one round trip; a lease that expired meanwhile is reported lost. A
-// vendor refusal below the limit lowers the effective limit to in-use − 1
-// (never raised automatically; SetLimit is the operator's).
+// minus a reserve for live traffic). A Heartbeat refreshes every lease a
+// process holds in one round trip; a lease that expired meanwhile is
+// reported lost. Acquire records the peak in use per minute (Status).
 //
-// Slots and RateLimiter: organisation and campaign caps acquired together
-// in one script, bound to calls; calls started per second per organisation.
-// Gate: a per-process admission gate in front of per-call resources.
+// Limits: a vendor refusal below the limit lowers the effective limit to
+// in-use − 1 (ReportRefusal); nothing raises a limit automatically, only the
+// operator's SetLimit. Every change is kept as a LimitEvent.
 //
-// Live calls: ConnectTranscriber takes one transcriber slot per call (a
-// fallback with room becomes the call's transcriber; nothing with room:
-// connect anyway, flagged over-limit); Voice takes one slot per reply
-// (overflow to a fallback voice, or wait up to 1.5 s, with a warning on the
-// call's timeline); Dialer reserves a transcriber slot before dialling and
-// keeps calls queued, waiting for provider capacity, until one frees.
+// Slots: organisation and campaign caps on concurrent calls, acquired
+// together in one script and bound to a call, so that the call's end frees
+// them; stale slots are reclaimed lazily.
 //
-// NewHTTPHandler serves leases and call slots as JSON for live-call runtimes
-// in other languages (callscribe serve).
+// Guarantees: time is Redis's, never a process's: every script that needs
+// it starts with the one shared "now" prelude (NowScript), which reads
+// Redis TIME. Every key of one script shares a hash tag (Key), so the
+// scripts run on Redis Cluster. If Redis is unreachable, capacity fails
+// open (FailOpen): the caller goes ahead uncounted, a counter goes up, and a
+// warning is logged at most once a minute. Capacity code never returns an
+// error into a call; only the operator calls (SetLimit, Status,
+// LimitEvents, LiveCalls) return Redis errors.
 //
-// Every key of one script shares a hash tag, so the scripts run on Redis
-// Cluster. If Redis is unreachable, capacity fails open: the caller goes
-// ahead uncounted, a counter goes up, and a warning is logged at most once a
-// minute. Capacity code never returns an error into a call.
-//
-// It imports no sibling package.
+// What it does not do: it does not call a vendor or decide what a live call
+// does when a provider is full; those rules (a call's transcriber and
+// voice, the dialler's queue, call-start rates, the per-process admission
+// gate) are in capacity/live, and the JSON HTTP API for runtimes in other
+// languages is capacity/httpapi. It imports no sibling package.
 package capacity

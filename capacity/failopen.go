@@ -10,11 +10,13 @@ import (
 // WarnIntervalDefault is how often, at most, a fail-open warning is logged.
 const WarnIntervalDefault = time.Minute
 
-// failOpen is what capacity code does when Redis cannot be reached: the
+// FailOpen is what capacity code does when Redis cannot be reached: the
 // caller goes ahead uncounted, a counter goes up, and a warning is logged
 // at most once per interval. Capacity code never returns an error into a
-// call.
-type failOpen struct {
+// call. Leases and Slots keep one each; a counter built on capacity (such
+// as capacity/live's RateLimiter) keeps its own. It is safe for concurrent
+// use.
+type FailOpen struct {
 	logger   *slog.Logger
 	interval time.Duration
 	now      func() time.Time
@@ -27,7 +29,10 @@ type failOpen struct {
 	suppressed int64
 }
 
-func newFailOpen(logger *slog.Logger, interval time.Duration, now func() time.Time) *failOpen {
+// NewFailOpen returns a FailOpen warning to logger (nil: discard) at most
+// once per interval (0 or negative: WarnIntervalDefault), reading the time
+// from now (nil: time.Now).
+func NewFailOpen(logger *slog.Logger, interval time.Duration, now func() time.Time) *FailOpen {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -37,11 +42,12 @@ func newFailOpen(logger *slog.Logger, interval time.Duration, now func() time.Ti
 	if now == nil {
 		now = time.Now
 	}
-	return &failOpen{logger: logger, interval: interval, now: now}
+	return &FailOpen{logger: logger, interval: interval, now: now}
 }
 
-// note records one operation that went ahead without Redis because of err.
-func (f *failOpen) note(op string, err error) {
+// Note records one operation, named op, that went ahead without Redis
+// because of err.
+func (f *FailOpen) Note(op string, err error) {
 	f.uncounted.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -57,4 +63,4 @@ func (f *failOpen) note(op string, err error) {
 }
 
 // Uncounted returns how many operations went ahead without Redis.
-func (f *failOpen) Uncounted() int64 { return f.uncounted.Load() }
+func (f *FailOpen) Uncounted() int64 { return f.uncounted.Load() }

@@ -5,9 +5,11 @@ import "strings"
 // KeyPrefixDefault prefixes every Redis key capacity uses.
 const KeyPrefixDefault = "callscribe:cap"
 
-// keyFor builds a key whose hash tag is tag: every key of one script uses
-// the same tag, so each script's keys live in one Redis Cluster slot.
-func keyFor(prefix, tag string, parts ...string) string {
+// Key builds the Redis key prefix:{tag}:part1:part2…, whose hash tag is
+// tag. Every key one script touches must use the same tag, so that the
+// script's keys live in one Redis Cluster slot; every key capacity and
+// capacity/live write is named by Key.
+func Key(prefix, tag string, parts ...string) string {
 	var b strings.Builder
 	b.WriteString(prefix)
 	b.WriteString(":{")

@@ -201,7 +201,7 @@ func FailFastOptions(url string) (*redis.Options, error) {
 type Leases struct {
 	cfg    Config
 	rdb    redis.UniversalClient
-	fail   *failOpen
+	fail   *FailOpen
 	logger *slog.Logger
 
 	mu   sync.Mutex
@@ -220,7 +220,7 @@ func New(cfg Config) (*Leases, error) {
 	return &Leases{
 		cfg:    cfg,
 		rdb:    cfg.Redis,
-		fail:   newFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Now),
+		fail:   NewFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Now),
 		logger: cfg.Logger,
 		held:   make(map[string]Lease),
 	}, nil
@@ -245,6 +245,11 @@ type Lease struct {
 
 	counted bool // false: refused, or granted uncounted (fail open)
 }
+
+// Counted reports whether the lease is counted in Redis: false for the
+// zero (refused) Lease and for one granted uncounted (Redis unreachable,
+// or no limit configured).
+func (l Lease) Counted() bool { return l.counted }
 
 // Grant is Acquire's answer.
 type Grant struct {
@@ -271,15 +276,15 @@ func (l *Leases) leaseLen(kind string) time.Duration {
 
 func (l *Leases) tag(provider, kind string) string { return provider + "/" + kind }
 
-func (l *Leases) leasesKey(tag string) string { return keyFor(l.cfg.KeyPrefix, tag, "leases") }
-func (l *Leases) limitKey(tag string) string  { return keyFor(l.cfg.KeyPrefix, tag, "limit") }
-func (l *Leases) peakKey(tag string) string   { return keyFor(l.cfg.KeyPrefix, tag, "peak") }
-func (l *Leases) eventsKey(tag string) string { return keyFor(l.cfg.KeyPrefix, tag, "events") }
+func (l *Leases) leasesKey(tag string) string { return Key(l.cfg.KeyPrefix, tag, "leases") }
+func (l *Leases) limitKey(tag string) string  { return Key(l.cfg.KeyPrefix, tag, "limit") }
+func (l *Leases) peakKey(tag string) string   { return Key(l.cfg.KeyPrefix, tag, "peak") }
+func (l *Leases) eventsKey(tag string) string { return Key(l.cfg.KeyPrefix, tag, "events") }
 
-// nowArg is the scripts' time argument: "" means Redis TIME.
+// nowArg is the scripts' time argument (ARGV[1]): "" means Redis TIME.
 func (l *Leases) nowArg() string {
 	if l.cfg.testNow != nil {
-		return fmt.Sprint(l.cfg.testNow())
+		return scriptNowArg(l.cfg.testNow())
 	}
 	return ""
 }
@@ -321,9 +326,9 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 	defer cancel()
 	res, err := acquireScript.Run(octx, l.rdb,
 		[]string{l.leasesKey(tag), l.limitKey(tag), l.peakKey(tag)},
-		lease.ID, length.Milliseconds(), pl.Limit, reserve, l.cfg.PeakRetention.Milliseconds(), l.nowArg()).Int64Slice()
+		l.nowArg(), lease.ID, length.Milliseconds(), pl.Limit, reserve, l.cfg.PeakRetention.Milliseconds()).Int64Slice()
 	if err != nil {
-		l.fail.note("acquire "+tag, err)
+		l.fail.Note("acquire "+tag, err)
 		lease.Expires = l.cfg.Now().Add(length)
 		return lease, Grant{Granted: true, Limit: pl.Limit, Uncounted: true}
 	}
@@ -354,7 +359,7 @@ func (l *Leases) Release(ctx context.Context, lease Lease) {
 	octx, cancel := l.opCtx(ctx)
 	defer cancel()
 	if err := l.rdb.ZRem(octx, l.leasesKey(l.tag(lease.Provider, lease.Kind)), lease.ID).Err(); err != nil {
-		l.fail.note("release "+l.tag(lease.Provider, lease.Kind), err)
+		l.fail.Note("release "+l.tag(lease.Provider, lease.Kind), err)
 	}
 }
 
@@ -367,6 +372,30 @@ func (l *Leases) Held() []Lease {
 		out = append(out, h)
 	}
 	return out
+}
+
+// Restore rebuilds a lease that a holder outside this process sends back
+// (the HTTP API's clients): lease as sent, counted as the holder says it
+// was granted. A lease claiming to be counted for a provider/kind with no
+// configured limit cannot be in Redis, so it is restored uncounted. The
+// lease is not added to Held.
+func (l *Leases) Restore(lease Lease, counted bool) Lease {
+	if _, ok := l.cfg.Limits[l.tag(lease.Provider, lease.Kind)]; !ok {
+		counted = false
+	}
+	lease.counted = counted
+	return lease
+}
+
+// Forget drops a lease from this process's held set (see Held), so that
+// its Heartbeat no longer refreshes it; the lease stays counted in Redis
+// until it is released or lapses. The HTTP API calls it for every lease it
+// grants: its client holds the lease and refreshes it itself, so a
+// Heartbeat here must not keep it alive after the client is gone.
+func (l *Leases) Forget(id string) {
+	l.mu.Lock()
+	delete(l.held, id)
+	l.mu.Unlock()
 }
 
 // Uncounted returns how many operations went ahead without Redis (fail

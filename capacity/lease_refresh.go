@@ -78,7 +78,7 @@ func (l *Leases) Refresh(ctx context.Context, held []Lease) RefreshResult {
 		}
 	}
 	if err != nil {
-		l.fail.note("refresh", err)
+		l.fail.Note("refresh", err)
 		return RefreshResult{Failed: true}
 	}
 	var out RefreshResult
@@ -88,7 +88,7 @@ func (l *Leases) Refresh(ctx context.Context, held []Lease) RefreshResult {
 			err = errors.New("refresh script returned nothing")
 		}
 		if err != nil {
-			l.fail.note("refresh "+tag, err)
+			l.fail.Note("refresh "+tag, err)
 			out.Failed = true
 			continue
 		}

@@ -1,20 +1,6 @@
 package capacity
 
-import (
-	"fmt"
-
-	"github.com/redis/go-redis/v9"
-)
-
-// luaNow sets local now (Unix ms): ARGV[nowArg] when the tests pass an
-// override (Config.testNow), else Redis TIME.
-const luaNow = `
-local now = tonumber(ARGV[%d])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-`
+import "fmt"
 
 // luaEffective sets local eff: the learned limit, else the operator's,
 // else the configured ARGV[%d]. KEYS[%d] is the limit hash.
@@ -23,37 +9,39 @@ local lim = redis.call('HMGET', KEYS[%d], 'learned', 'set')
 local eff = tonumber(lim[1]) or tonumber(lim[2]) or tonumber(ARGV[%d])
 `
 
-// acquireScript: KEYS leases zset, limit hash, peak hash; ARGV lease id,
-// lease ms, configured limit, reserve (lane cap = eff − reserve), peak
-// retention ms, now override. Returns {granted, in use, effective limit,
-// expiry ms}.
-var acquireScript = redis.NewScript(fmt.Sprintf(luaNow, 6) + fmt.Sprintf(luaEffective, 2, 3) + `
+// Every script below that reads the clock is a NowScript: ARGV[1] is the
+// clock ("" for Redis TIME), its own arguments follow.
+
+// acquireScript: KEYS leases zset, limit hash, peak hash; ARGV now, lease
+// id, lease ms, configured limit, reserve (lane cap = eff − reserve), peak
+// retention ms. Returns {granted, in use, effective limit, expiry ms}.
+var acquireScript = NowScript(fmt.Sprintf(luaEffective, 2, 4) + `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local n = redis.call('ZCARD', KEYS[1])
 local granted = 0
-local exp = now + tonumber(ARGV[2])
-if n < eff - tonumber(ARGV[4]) then
-  redis.call('ZADD', KEYS[1], exp, ARGV[1])
+local exp = now + tonumber(ARGV[3])
+if n < eff - tonumber(ARGV[5]) then
+  redis.call('ZADD', KEYS[1], exp, ARGV[2])
   n = n + 1
   granted = 1
 end
 local minute = math.floor(now / 60000)
 local cur = tonumber(redis.call('HGET', KEYS[3], minute))
 if not cur then
-  local oldest = math.floor((now - tonumber(ARGV[5])) / 60000)
+  local oldest = math.floor((now - tonumber(ARGV[6])) / 60000)
   for _, f in ipairs(redis.call('HKEYS', KEYS[3])) do
     if tonumber(f) < oldest then redis.call('HDEL', KEYS[3], f) end
   end
 end
 if not cur or n > cur then redis.call('HSET', KEYS[3], minute, n) end
-redis.call('PEXPIRE', KEYS[3], ARGV[5])
+redis.call('PEXPIRE', KEYS[3], ARGV[6])
 return {granted, n, eff, exp}
 `)
 
-// refreshScript: KEYS leases zset; ARGV now override, lease ms, ids...
+// refreshScript: KEYS leases zset; ARGV now, lease ms, ids...
 // Extends each live id; an id gone or expired is lost (and removed).
 // Returns {new expiry ms, lost positions (1-based) ...}.
-var refreshScript = redis.NewScript(fmt.Sprintf(luaNow, 1) + `
+var refreshScript = NowScript(`
 local exp = now + tonumber(ARGV[2])
 local out = {exp}
 for i = 3, #ARGV do
@@ -68,13 +56,13 @@ end
 return out
 `)
 
-// refusalScript: KEYS limit hash, events list; ARGV configured limit, in
-// use at the refusal, floor, now override, events cap. Lowers the learned
-// limit to max(in use − 1, floor) when that is below the effective limit.
+// refusalScript: KEYS limit hash, events list; ARGV now, configured limit,
+// in use at the refusal, floor, events cap. Lowers the learned limit to
+// max(in use − 1, floor) when that is below the effective limit.
 // Returns {lowered 0/1, effective before, effective after}.
-var refusalScript = redis.NewScript(fmt.Sprintf(luaNow, 4) + fmt.Sprintf(luaEffective, 1, 1) + `
-local inuse = tonumber(ARGV[2])
-local new = math.max(inuse - 1, tonumber(ARGV[3]))
+var refusalScript = NowScript(fmt.Sprintf(luaEffective, 1, 2) + `
+local inuse = tonumber(ARGV[3])
+local new = math.max(inuse - 1, tonumber(ARGV[4]))
 if inuse >= eff or new >= eff then return {0, eff, eff} end
 redis.call('HSET', KEYS[1], 'learned', new)
 redis.call('LPUSH', KEYS[2], cjson.encode({at = now, reason = 'refusal', in_use = inuse, from = eff, to = new}))
@@ -82,20 +70,20 @@ redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[5]) - 1)
 return {1, eff, new}
 `)
 
-// setLimitScript: KEYS limit hash, events list; ARGV configured limit, new
-// limit, now override, events cap. Sets the operator's limit and forgets
-// the learned one. Returns the effective limit before.
-var setLimitScript = redis.NewScript(fmt.Sprintf(luaNow, 3) + fmt.Sprintf(luaEffective, 1, 1) + `
-redis.call('HSET', KEYS[1], 'set', ARGV[2])
+// setLimitScript: KEYS limit hash, events list; ARGV now, configured
+// limit, new limit, events cap. Sets the operator's limit and forgets the
+// learned one. Returns the effective limit before.
+var setLimitScript = NowScript(fmt.Sprintf(luaEffective, 1, 2) + `
+redis.call('HSET', KEYS[1], 'set', ARGV[3])
 redis.call('HDEL', KEYS[1], 'learned')
-redis.call('LPUSH', KEYS[2], cjson.encode({at = now, reason = 'set', in_use = -1, from = eff, to = tonumber(ARGV[2])}))
+redis.call('LPUSH', KEYS[2], cjson.encode({at = now, reason = 'set', in_use = -1, from = eff, to = tonumber(ARGV[3])}))
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[4]) - 1)
 return eff
 `)
 
-// statusScript: KEYS leases zset, limit hash, peak hash; ARGV now
-// override. Returns {in use, learned or -1, set or -1, minute, peak, ...}.
-var statusScript = redis.NewScript(fmt.Sprintf(luaNow, 1) + `
+// statusScript: KEYS leases zset, limit hash, peak hash; ARGV now.
+// Returns {in use, learned or -1, set or -1, minute, peak, ...}.
+var statusScript = NowScript(`
 local out = {redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')}
 local lim = redis.call('HMGET', KEYS[2], 'learned', 'set')
 out[2] = tonumber(lim[1]) or -1

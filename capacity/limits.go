@@ -27,9 +27,9 @@ func (l *Leases) ReportRefusal(ctx context.Context, provider, kind string, inUse
 	octx, cancel := l.opCtx(ctx)
 	defer cancel()
 	res, err := refusalScript.Run(octx, l.rdb, []string{l.limitKey(tag), l.eventsKey(tag)},
-		pl.Limit, inUse, LearnedLimitFloor, l.nowArg(), l.cfg.LimitEventsCap).Int64Slice()
+		l.nowArg(), pl.Limit, inUse, LearnedLimitFloor, l.cfg.LimitEventsCap).Int64Slice()
 	if err != nil {
-		l.fail.note("report refusal "+tag, err)
+		l.fail.Note("report refusal "+tag, err)
 		return
 	}
 	if res[0] != 1 {
@@ -65,7 +65,7 @@ func (l *Leases) SetLimit(ctx context.Context, provider, kind string, limit int)
 	octx, cancel := l.opCtx(ctx)
 	defer cancel()
 	before, err := setLimitScript.Run(octx, l.rdb, []string{l.limitKey(tag), l.eventsKey(tag)},
-		pl.Limit, limit, l.nowArg(), l.cfg.LimitEventsCap).Int64()
+		l.nowArg(), pl.Limit, limit, l.cfg.LimitEventsCap).Int64()
 	if err != nil {
 		return fmt.Errorf("capacity: setting limit of %s: %w", tag, err)
 	}

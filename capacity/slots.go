@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -184,7 +183,7 @@ func (c SlotsConfig) validate() error {
 type Slots struct {
 	rdb  redis.UniversalClient
 	cfg  SlotsConfig
-	fail *failOpen
+	fail *FailOpen
 
 	// nowMs, when not 0, replaces Redis TIME in the scripts (tests only).
 	nowMs atomic.Int64
@@ -200,7 +199,7 @@ func NewSlots(rdb redis.UniversalClient, cfg SlotsConfig) (*Slots, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Slots{rdb: rdb, cfg: cfg, fail: newFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
+	return &Slots{rdb: rdb, cfg: cfg, fail: NewFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
 }
 
 // Limits returns the caps Acquire applies to org and campaign; the
@@ -238,6 +237,26 @@ type Slot struct {
 	s     *Slots
 }
 
+// Expires is when the slot goes stale (Redis time); the zero Time for an
+// uncounted slot.
+func (sl Slot) Expires() time.Time {
+	if sl.expMs == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(sl.expMs)
+}
+
+// Restore rebuilds a slot of s that a holder outside this process sends
+// back (the HTTP API's clients), so that it can be bound or released:
+// org, campaign, id and expires as Acquire granted them (expires is needed
+// only to bind). An uncounted slot keeps only org and campaign.
+func (s *Slots) Restore(org, campaign, id string, expires time.Time, uncounted bool) Slot {
+	if uncounted {
+		return Slot{Org: org, Campaign: campaign, Uncounted: true, s: s}
+	}
+	return Slot{Org: org, Campaign: campaign, ID: id, expMs: expires.UnixMilli(), s: s}
+}
+
 const (
 	registryKeyTag = "registry"
 	orgSetPart     = "slots"
@@ -245,39 +264,23 @@ const (
 	callPart       = "call"
 )
 
-func (s *Slots) orgKey(org string) string { return keyFor(s.cfg.KeyPrefix, org, orgSetPart) }
+func (s *Slots) orgKey(org string) string { return Key(s.cfg.KeyPrefix, org, orgSetPart) }
 func (s *Slots) campKey(org, campaign string) string {
-	return keyFor(s.cfg.KeyPrefix, org, campSetPart, campaign)
+	return Key(s.cfg.KeyPrefix, org, campSetPart, campaign)
 }
-func (s *Slots) callKey(callID string) string { return keyFor(s.cfg.KeyPrefix, callID, callPart) }
-func (s *Slots) registryKey() string          { return keyFor(s.cfg.KeyPrefix, registryKeyTag, "orgs") }
+func (s *Slots) callKey(callID string) string { return Key(s.cfg.KeyPrefix, callID, callPart) }
+func (s *Slots) registryKey() string          { return Key(s.cfg.KeyPrefix, registryKeyTag, "orgs") }
 func (s *Slots) nowArg() string               { return scriptNowArg(s.nowMs.Load()) }
-
-// scriptNowArg is the scripts' time argument: "" (Redis TIME) for 0, else ms.
-func scriptNowArg(ms int64) string {
-	if ms == 0 {
-		return ""
-	}
-	return strconv.FormatInt(ms, 10)
-}
 
 func (s *Slots) op(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.OpTimeout)
 }
 
-// luaNowMs sets now to ARGV[1] (a test override) or to Redis TIME in ms.
-const luaNowMs = `
-local now
-if ARGV[1] ~= '' then now = tonumber(ARGV[1]) else
-  local t = redis.call('TIME'); now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-`
-
 // slotAcquireScript: KEYS org set, campaign set; ARGV now, org limit,
 // campaign limit (0: none), stale ms, slot ID. Trims expired members,
 // counts, and adds the slot to both sets (scored by expiry) only when both
 // have room. Returns {granted, org in use, campaign in use, expiry ms}.
-var slotAcquireScript = redis.NewScript(luaNowMs + `
+var slotAcquireScript = NowScript(`
 local orgLimit, campLimit, stale = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local orgN = redis.call('ZCARD', KEYS[1])
@@ -308,7 +311,7 @@ return redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1
 // slotBindScript: KEYS binding; ARGV now, org, campaign, slot ID, expiry ms.
 // Refuses (0) when the binding holds another slot that has not expired;
 // otherwise (re)writes it with a TTL that ends with the slot (1).
-var slotBindScript = redis.NewScript(luaNowMs + `
+var slotBindScript = NowScript(`
 local id = redis.call('HGET', KEYS[1], 'id')
 if id and id ~= ARGV[4] then
   local e = tonumber(redis.call('HGET', KEYS[1], 'exp'))
@@ -330,7 +333,7 @@ return 0
 `)
 
 // slotLiveScript: KEYS org set; ARGV now. Counts slots not yet expired.
-var slotLiveScript = redis.NewScript(luaNowMs + `
+var slotLiveScript = NowScript(`
 return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 `)
 
@@ -348,7 +351,7 @@ func (s *Slots) Acquire(ctx context.Context, org, campaign string, timeout, retr
 	orgLimit, campLimit := s.Limits(org, campaign)
 	id, err := newSlotID()
 	if err != nil {
-		s.fail.note("slot acquire", err)
+		s.fail.Note("slot acquire", err)
 		return Slot{Org: org, Campaign: campaign, Uncounted: true, s: s}, nil
 	}
 	deadline := time.Now().Add(timeout)
@@ -362,7 +365,7 @@ func (s *Slots) Acquire(ctx context.Context, org, campaign string, timeout, retr
 			if ctx.Err() != nil {
 				return Slot{}, fmt.Errorf("acquiring call slot for org %q: %w", org, ctx.Err())
 			}
-			s.fail.note("slot acquire", err)
+			s.fail.Note("slot acquire", err)
 			return Slot{Org: org, Campaign: campaign, Uncounted: true, s: s}, nil
 		}
 		if res[0] == 1 {
@@ -427,7 +430,7 @@ func (sl Slot) Bind(ctx context.Context, callID string) error {
 	ok, err := slotBindScript.Run(octx, s.rdb, []string{s.callKey(callID)},
 		s.nowArg(), sl.Org, sl.Campaign, sl.ID, sl.expMs).Int()
 	if err != nil {
-		s.fail.note("slot bind", err)
+		s.fail.Note("slot bind", err)
 		return nil
 	}
 	if ok == 0 {
@@ -452,7 +455,7 @@ func (s *Slots) release(ctx context.Context, org, campaign, id string) bool {
 	ctx, cancel := s.op(context.WithoutCancel(ctx))
 	defer cancel()
 	if err := slotReleaseScript.Run(ctx, s.rdb, []string{s.orgKey(org), s.campKey(org, campaign)}, id).Err(); err != nil {
-		s.fail.note("slot release", err)
+		s.fail.Note("slot release", err)
 		return false
 	}
 	return true
@@ -468,7 +471,7 @@ func (s *Slots) ReleaseCall(ctx context.Context, callID string) error {
 	key := s.callKey(callID)
 	b, err := s.rdb.HGetAll(octx, key).Result()
 	if err != nil {
-		s.fail.note("slot release call", err)
+		s.fail.Note("slot release call", err)
 		return nil
 	}
 	if b["id"] == "" {
@@ -478,7 +481,7 @@ func (s *Slots) ReleaseCall(ctx context.Context, callID string) error {
 		return nil
 	}
 	if err := slotUnbindScript.Run(octx, s.rdb, []string{key}, b["id"]).Err(); err != nil {
-		s.fail.note("slot release call", err)
+		s.fail.Note("slot release call", err)
 	}
 	return nil
 }

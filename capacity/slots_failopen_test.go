@@ -105,32 +105,3 @@ func TestSlotsFailOpen(t *testing.T) {
 		t.Fatalf("%d fail-open warnings logged, want 1 (rate-limited):\n%s", n, logs.buf.String())
 	}
 }
-
-func TestRateLimiterFailOpen(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	srv, rdb := throwawayRedis(t)
-	logs := &slotsLogs{}
-	r, err := capacity.NewRateLimiter(rdb, capacity.RateLimiterConfig{PerSecond: 1, OpTimeout: 300 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(ctx, "acme", 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Wait(ctx, "acme", 0); !errors.Is(err, capacity.ErrRateLimited) {
-		t.Fatalf("2nd start with Redis up = %v, want ErrRateLimited", err)
-	}
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := r.Wait(ctx, "acme", 0); err != nil {
-			t.Fatalf("start %d with Redis down = %v, want nil (fail open)", i, err)
-		}
-	}
-	if r.Uncounted() != 3 || logs.warnings() != 1 {
-		t.Fatalf("uncounted %d, warnings %d; want 3, 1:\n%s", r.Uncounted(), logs.warnings(), logs.buf.String())
-	}
-}

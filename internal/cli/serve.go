@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/live"
 )
 
 // Defaults of `callscribe serve`.
@@ -29,7 +31,7 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the capacity HTTP API: vendor leases and call slots for live-call runtimes in any language",
-		Long: `serve answers the JSON HTTP API of package capacity (see capacity.NewHTTPHandler)
+		Long: `serve answers the JSON HTTP API of package capacity (see httpapi.NewHandler)
 on --addr, counting in the Redis of redis_url with the limits of
 capacity.limits, and call slots with the caps of capacity.orgs (by default
 10 calls per organisation, 5 per campaign):
@@ -66,11 +68,11 @@ and lets those in flight finish (up to 10s).`,
 				return fmt.Errorf("capacity.orgs: %w", err)
 			}
 			token := a.env.Getenv(EnvAPIToken)
-			agents := map[string]capacity.CallProviders{}
+			agents := map[string]live.CallProviders{}
 			for name, ag := range a.config.Capacity.Agents {
-				agents[name] = capacity.CallProviders{STT: ag.STT, TTS: ag.TTS}
+				agents[name] = live.CallProviders{STT: ag.STT, TTS: ag.TTS}
 			}
-			handler := capacity.NewHTTPHandler(leases, slots, capacity.HTTPOptions{Logger: a.logger, Token: token, Agents: agents})
+			handler := httpapi.NewHandler(leases, slots, httpapi.Options{Logger: a.logger, Token: token, Agents: agents})
 			return a.serveHTTP(cmd.Context(), addr, handler, token != "")
 		},
 	}
@@ -90,8 +92,8 @@ func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, 
 		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		// A slot acquire may wait up to HTTPSlotWaitMax before answering.
-		WriteTimeout: capacity.HTTPSlotWaitMax + 10*time.Second,
+		// A slot acquire may wait up to SlotWaitMax before answering.
+		WriteTimeout: httpapi.SlotWaitMax + 10*time.Second,
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
 	}

@@ -1,4 +1,4 @@
-package capacity_test
+package live_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 )
 
 var gateCeilings = map[string]int{"db_pool": 40, "stt_sockets": 100, "tts_sockets": 60}
@@ -19,18 +19,18 @@ func TestGateConfigValidation(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		cfg  capacity.GateConfig
+		cfg  live.GateConfig
 		want string
 	}{
-		{"ok", capacity.GateConfig{Size: 39, Ceilings: gateCeilings}, ""},
-		{"size zero", capacity.GateConfig{Ceilings: gateCeilings}, "GateConfig.Size must be more than 0"},
-		{"size at smallest", capacity.GateConfig{Size: 40, Ceilings: gateCeilings}, "GateConfig.Size 40 must be below the smallest ceiling, db_pool = 40"},
-		{"size above smallest", capacity.GateConfig{Size: 70, Ceilings: map[string]int{"stt_sockets": 100, "tts_sockets": 60}}, "tts_sockets = 60"},
-		{"no ceilings", capacity.GateConfig{Size: 5}, "GateConfig.Ceilings must name"},
-		{"bad ceiling", capacity.GateConfig{Size: 5, Ceilings: map[string]int{"db_pool": 0}}, `GateConfig.Ceilings["db_pool"] must be more than 0`},
+		{"ok", live.GateConfig{Size: 39, Ceilings: gateCeilings}, ""},
+		{"size zero", live.GateConfig{Ceilings: gateCeilings}, "GateConfig.Size must be more than 0"},
+		{"size at smallest", live.GateConfig{Size: 40, Ceilings: gateCeilings}, "GateConfig.Size 40 must be below the smallest ceiling, db_pool = 40"},
+		{"size above smallest", live.GateConfig{Size: 70, Ceilings: map[string]int{"stt_sockets": 100, "tts_sockets": 60}}, "tts_sockets = 60"},
+		{"no ceilings", live.GateConfig{Size: 5}, "GateConfig.Ceilings must name"},
+		{"bad ceiling", live.GateConfig{Size: 5, Ceilings: map[string]int{"db_pool": 0}}, `GateConfig.Ceilings["db_pool"] must be more than 0`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := capacity.NewGate(tc.cfg)
+			_, err := live.NewGate(tc.cfg)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("NewGate: %v", err)
@@ -56,7 +56,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestGateWaitsThenAdmits(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
-	g, err := capacity.NewGate(capacity.GateConfig{Size: 2, Ceilings: gateCeilings, Timeout: 10 * time.Second})
+	g, err := live.NewGate(live.GateConfig{Size: 2, Ceilings: gateCeilings, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestGateRejectsToOverflow(t *testing.T) {
 	type ctxKey struct{}
 	ctx := context.WithValue(context.Background(), ctxKey{}, "call-9")
 	var overflowed atomic.Int64
-	g, err := capacity.NewGate(capacity.GateConfig{Size: 1, Ceilings: gateCeilings, Timeout: 30 * time.Millisecond,
+	g, err := live.NewGate(live.GateConfig{Size: 1, Ceilings: gateCeilings, Timeout: 30 * time.Millisecond,
 		Overflow: func(ctx context.Context) {
 			if ctx.Value(ctxKey{}) == "call-9" {
 				overflowed.Add(1)
@@ -112,7 +112,7 @@ func TestGateRejectsToOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := g.Enter(ctx); !errors.Is(err, capacity.ErrGateFull) {
+	if _, err := g.Enter(ctx); !errors.Is(err, live.ErrGateFull) {
 		t.Fatalf("Enter on a full gate = %v, want ErrGateFull", err)
 	}
 	if d := time.Since(start); d < 30*time.Millisecond {
@@ -140,13 +140,13 @@ func TestGateRejectsToOverflow(t *testing.T) {
 
 func TestGateNegativeTimeoutRejectsAtOnce(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	g, err := capacity.NewGate(capacity.GateConfig{Size: 1, Ceilings: gateCeilings, Timeout: -1})
+	g, err := live.NewGate(live.GateConfig{Size: 1, Ceilings: gateCeilings, Timeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	release, _ := g.Enter(context.Background())
 	defer release()
-	if _, err := g.Enter(context.Background()); !errors.Is(err, capacity.ErrGateFull) || g.Rejected() != 1 {
+	if _, err := g.Enter(context.Background()); !errors.Is(err, live.ErrGateFull) || g.Rejected() != 1 {
 		t.Fatalf("Enter = %v, rejected %d; want ErrGateFull, 1", err, g.Rejected())
 	}
 }
@@ -155,7 +155,7 @@ func TestGateNegativeTimeoutRejectsAtOnce(t *testing.T) {
 // or rejected, nothing left waiting.
 func TestGateManyCallers(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	g, err := capacity.NewGate(capacity.GateConfig{Size: 4, Ceilings: gateCeilings, Timeout: 20 * time.Millisecond})
+	g, err := live.NewGate(live.GateConfig{Size: 4, Ceilings: gateCeilings, Timeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package capacity_test
+package live_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 )
 
 func TestRateLimiterConfigValidation(t *testing.T) {
@@ -18,18 +18,18 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	for _, tc := range []struct {
 		name string
-		cfg  capacity.RateLimiterConfig
+		cfg  live.RateLimiterConfig
 		want string
 	}{
-		{"defaults", capacity.RateLimiterConfig{}, ""},
-		{"max", capacity.RateLimiterConfig{PerSecond: 20, Orgs: map[string]int{"acme": 1}}, ""},
-		{"above max", capacity.RateLimiterConfig{PerSecond: 21}, "RateLimiterConfig.PerSecond must be 1–20, got 21"},
-		{"negative", capacity.RateLimiterConfig{PerSecond: -1}, "RateLimiterConfig.PerSecond"},
-		{"org zero", capacity.RateLimiterConfig{Orgs: map[string]int{"acme": 0}}, `RateLimiterConfig.Orgs["acme"] must be 1–20, got 0`},
-		{"org above max", capacity.RateLimiterConfig{Orgs: map[string]int{"acme": 30}}, `RateLimiterConfig.Orgs["acme"]`},
+		{"defaults", live.RateLimiterConfig{}, ""},
+		{"max", live.RateLimiterConfig{PerSecond: 20, Orgs: map[string]int{"acme": 1}}, ""},
+		{"above max", live.RateLimiterConfig{PerSecond: 21}, "RateLimiterConfig.PerSecond must be 1–20, got 21"},
+		{"negative", live.RateLimiterConfig{PerSecond: -1}, "RateLimiterConfig.PerSecond"},
+		{"org zero", live.RateLimiterConfig{Orgs: map[string]int{"acme": 0}}, `RateLimiterConfig.Orgs["acme"] must be 1–20, got 0`},
+		{"org above max", live.RateLimiterConfig{Orgs: map[string]int{"acme": 30}}, `RateLimiterConfig.Orgs["acme"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := capacity.NewRateLimiter(rdb, tc.cfg)
+			_, err := live.NewRateLimiter(rdb, tc.cfg)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("NewRateLimiter: %v", err)
@@ -38,17 +38,17 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 			}
 		})
 	}
-	r, _ := capacity.NewRateLimiter(rdb, capacity.RateLimiterConfig{Orgs: map[string]int{"acme": 7}})
-	if r.Limit("acme") != 7 || r.Limit("other") != capacity.StartRateDefault {
-		t.Fatalf("Limit = %d, %d; want 7, %d", r.Limit("acme"), r.Limit("other"), capacity.StartRateDefault)
+	r, _ := live.NewRateLimiter(rdb, live.RateLimiterConfig{Orgs: map[string]int{"acme": 7}})
+	if r.Limit("acme") != 7 || r.Limit("other") != live.StartRateDefault {
+		t.Fatalf("Limit = %d, %d; want 7, %d", r.Limit("acme"), r.Limit("other"), live.StartRateDefault)
 	}
 }
 
 func TestRateLimiterWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, prefix := slotsRedis(t)
-	r, err := capacity.NewRateLimiter(rdb, capacity.RateLimiterConfig{KeyPrefix: prefix, Orgs: map[string]int{"acme": 3}})
+	rdb, prefix := testRedis(t)
+	r, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Orgs: map[string]int{"acme": 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +65,8 @@ func TestRateLimiterWait(t *testing.T) {
 	// The 4th start within the second: a short timeout is refused at once.
 	start := time.Now()
 	err = r.Wait(ctx, "acme", 50*time.Millisecond)
-	var rl *capacity.RateLimitedError
-	if !errors.As(err, &rl) || !errors.Is(err, capacity.ErrRateLimited) || rl.Org != "acme" || rl.Limit != 3 || rl.RetryAfter <= 0 {
+	var rl *live.RateLimitedError
+	if !errors.As(err, &rl) || !errors.Is(err, live.ErrRateLimited) || rl.Org != "acme" || rl.Limit != 3 || rl.RetryAfter <= 0 {
 		t.Fatalf("Wait with short timeout = %v, want a *RateLimitedError", err)
 	}
 	if d := time.Since(start); d > 500*time.Millisecond {

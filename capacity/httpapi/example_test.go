@@ -1,4 +1,4 @@
-package capacity_test
+package httpapi_test
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/httpapi"
 )
 
 // A live-call runtime in another language takes a transcriber slot over
 // HTTP, refreshes it while the stream runs, and gives it back. The example
 // needs the Redis at TEST_REDIS_URL, like the rest of the suite.
-func ExampleNewHTTPHandler() {
-	opt, err := capacity.FailFastOptions(leaseRedisURL())
+func ExampleNewHandler() {
+	opt, err := capacity.FailFastOptions(redisURL())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -30,7 +31,7 @@ func ExampleNewHTTPHandler() {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "cstest:example:" + hex.EncodeToString(b[:])
-	defer leaseDeleteKeys(rdb, prefix)
+	defer deleteKeys(rdb, prefix)
 
 	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix,
 		Limits: map[string]capacity.ProviderLimit{"deepgram/stt": {Limit: 2}}})
@@ -38,7 +39,7 @@ func ExampleNewHTTPHandler() {
 		fmt.Println(err)
 		return
 	}
-	srv := httptest.NewServer(capacity.NewHTTPHandler(leases, nil, capacity.HTTPOptions{}))
+	srv := httptest.NewServer(httpapi.NewHandler(leases, nil, httpapi.Options{}))
 	defer srv.Close()
 
 	post := func(path, body string) (int, map[string]any) {

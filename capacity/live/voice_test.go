@@ -1,4 +1,4 @@
-package capacity_test
+package live_test
 
 import (
 	"context"
@@ -8,21 +8,22 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 )
 
 // eventLog collects OnOverflow events.
 type eventLog struct {
 	mu     sync.Mutex
-	events []capacity.Event
+	events []live.Event
 }
 
-func (e *eventLog) add(ev capacity.Event) {
+func (e *eventLog) add(ev live.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.events = append(e.events, ev)
 }
 
-func (e *eventLog) all() []capacity.Event {
+func (e *eventLog) all() []live.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.events)
@@ -52,7 +53,7 @@ func TestVoiceReplyOverflowsToFallback(t *testing.T) {
 	ctx := context.Background()
 	b := voiceSetup(t, map[string]int{"prim": 1, "fb1": 1, "fb2": 1})
 	var log eventLog
-	v := capacity.NewVoice(b.leases, "call-1", []string{"prim", "fb1", "fb2"}, capacity.VoiceOptions{OnOverflow: log.add})
+	v := live.NewVoice(b.leases, "call-1", []string{"prim", "fb1", "fb2"}, live.VoiceOptions{OnOverflow: log.add})
 
 	r1 := v.StartReply(ctx)
 	if r1.Provider != "prim" || r1.Overflowed || r1.OverLimit || r1.Lease.Holder != "call-1" || r1.Lease.Kind != capacity.KindTTS {
@@ -78,7 +79,7 @@ func TestVoiceReplyOverflowsToFallback(t *testing.T) {
 	if len(tl) != 1 {
 		t.Fatalf("timeline %+v, want one overflow", tl)
 	}
-	if e := tl[0]; e.Kind != capacity.EventVoiceOverflow || e.CallID != "call-1" || e.From != "prim" || e.To != "fb2" || e.Message == "" || e.At.IsZero() {
+	if e := tl[0]; e.Kind != live.EventVoiceOverflow || e.CallID != "call-1" || e.From != "prim" || e.To != "fb2" || e.Message == "" || e.At.IsZero() {
 		t.Fatalf("event %+v", e)
 	}
 	if got := log.all(); !slices.Equal(got, tl) {
@@ -127,7 +128,7 @@ func TestVoiceReplyWaitsForAFreedSlot(t *testing.T) {
 	b := voiceSetup(t, map[string]int{"prim": 1, "fb": 1})
 	primHeld := hold(t, b, "prim")
 	hold(t, b, "fb")
-	v := capacity.NewVoice(b.leases, "call-1", []string{"prim", "fb"}, capacity.VoiceOptions{Wait: 2 * time.Second, Poll: 10 * time.Millisecond})
+	v := live.NewVoice(b.leases, "call-1", []string{"prim", "fb"}, live.VoiceOptions{Wait: 2 * time.Second, Poll: 10 * time.Millisecond})
 
 	const freeAfter = 50 * time.Millisecond
 	start := time.Now()
@@ -155,7 +156,7 @@ func TestVoiceReplyGoesAheadOverLimitAfterWait(t *testing.T) {
 	hold(t, b, "fb")
 	var log eventLog
 	const wait = 100 * time.Millisecond
-	v := capacity.NewVoice(b.leases, "call-1", []string{"prim", "fb"}, capacity.VoiceOptions{Wait: wait, Poll: 10 * time.Millisecond, OnOverflow: log.add})
+	v := live.NewVoice(b.leases, "call-1", []string{"prim", "fb"}, live.VoiceOptions{Wait: wait, Poll: 10 * time.Millisecond, OnOverflow: log.add})
 
 	start := time.Now()
 	r := v.StartReply(ctx)
@@ -170,7 +171,7 @@ func TestVoiceReplyGoesAheadOverLimitAfterWait(t *testing.T) {
 		t.Fatalf("prim has %d leases, want 1: an over-limit reply is not counted", n)
 	}
 	tl := v.Timeline()
-	if len(tl) != 1 || tl[0].Kind != capacity.EventVoiceOverLimit || tl[0].From != "prim" || tl[0].To != "prim" {
+	if len(tl) != 1 || tl[0].Kind != live.EventVoiceOverLimit || tl[0].From != "prim" || tl[0].To != "prim" {
 		t.Fatalf("timeline %+v, want one over-limit warning", tl)
 	}
 	if !slices.Equal(log.all(), tl) {
@@ -178,7 +179,7 @@ func TestVoiceReplyGoesAheadOverLimitAfterWait(t *testing.T) {
 	}
 
 	// A hung-up call (ctx done) does not wait out Wait.
-	long := capacity.NewVoice(b.leases, "call-2", []string{"prim"}, capacity.VoiceOptions{Wait: time.Minute})
+	long := live.NewVoice(b.leases, "call-2", []string{"prim"}, live.VoiceOptions{Wait: time.Minute})
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	start = time.Now()
@@ -188,8 +189,8 @@ func TestVoiceReplyGoesAheadOverLimitAfterWait(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 10*time.Second {
 		t.Fatalf("cancelled reply waited %s", elapsed)
 	}
-	if r := capacity.NewVoice(b.leases, "call-3", nil, capacity.VoiceOptions{}).StartReply(ctx); r.Provider != "" || r.OverLimit {
+	if r := live.NewVoice(b.leases, "call-3", nil, live.VoiceOptions{}).StartReply(ctx); r.Provider != "" || r.OverLimit {
 		t.Fatalf("no voice provider: %+v, want the zero Reply", r)
 	}
-	(capacity.Reply{}).Done() // safe on the zero Reply
+	(live.Reply{}).Done() // safe on the zero Reply
 }

@@ -1,4 +1,4 @@
-package capacity_test
+package httpapi_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/live"
 )
 
 // A call's transcriber over HTTP follows the agent's configured providers:
@@ -20,8 +22,8 @@ func TestHTTPCallTranscriber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(capacity.NewHTTPHandler(leases, nil, capacity.HTTPOptions{
-		Agents: map[string]capacity.CallProviders{"dana": {STT: []string{"vox", "echo"}}}}))
+	srv := httptest.NewServer(httpapi.NewHandler(leases, nil, httpapi.Options{
+		Agents: map[string]live.CallProviders{"dana": {STT: []string{"vox", "echo"}}}}))
 	defer srv.Close()
 	b := httpBundle{url: srv.URL, leases: leases}
 

@@ -1,4 +1,4 @@
-package capacity_test
+package live_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 )
 
 func TestConnectTranscriberFallsBackThenOverLimit(t *testing.T) {
@@ -15,17 +16,17 @@ func TestConnectTranscriberFallsBackThenOverLimit(t *testing.T) {
 	ctx := context.Background()
 	b := leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{"prim/stt": {Limit: 1}, "fall/stt": {Limit: 1}}})
 	l := b.leases
-	p := capacity.CallProviders{STT: []string{"prim", "fall"}}
+	p := live.CallProviders{STT: []string{"prim", "fall"}}
 
-	s1 := l.ConnectTranscriber(ctx, "call-1", p)
+	s1 := live.ConnectTranscriber(ctx, l, "call-1", p)
 	if s1.Provider != "prim" || s1.FellBack || s1.OverLimit || s1.Lease.ID == "" || s1.Lease.Holder != "call-1" || s1.Lease.Kind != capacity.KindSTT {
 		t.Fatalf("first call %+v, want the primary with a lease held by call-1", s1)
 	}
-	s2 := l.ConnectTranscriber(ctx, "call-2", p)
+	s2 := live.ConnectTranscriber(ctx, l, "call-2", p)
 	if s2.Provider != "fall" || !s2.FellBack || s2.OverLimit || s2.Lease.ID == "" {
 		t.Fatalf("second call %+v, want the fallback (primary full)", s2)
 	}
-	s3 := l.ConnectTranscriber(ctx, "call-3", p)
+	s3 := live.ConnectTranscriber(ctx, l, "call-3", p)
 	if s3.Provider != "prim" || !s3.OverLimit || s3.FellBack || s3.Lease != (capacity.Lease{}) {
 		t.Fatalf("third call %+v, want the primary over the limit with no lease", s3)
 	}
@@ -34,19 +35,19 @@ func TestConnectTranscriberFallsBackThenOverLimit(t *testing.T) {
 		t.Fatalf("lease sets prim=%d fall=%d, want 1 and 1", a, f)
 	}
 
-	l.HangUp(ctx, s3) // no lease: a no-op
+	live.HangUp(ctx, l, s3) // no lease: a no-op
 	if got := b.zcard(t, "prim", capacity.KindSTT); got != 1 {
 		t.Fatalf("prim after over-limit hang-up: %d, want 1", got)
 	}
-	l.HangUp(ctx, s1)
-	l.HangUp(ctx, s1) // idempotent
+	live.HangUp(ctx, l, s1)
+	live.HangUp(ctx, l, s1) // idempotent
 	if got := b.zcard(t, "prim", capacity.KindSTT); got != 0 {
 		t.Fatalf("prim after hang-up: %d, want 0", got)
 	}
-	if s4 := l.ConnectTranscriber(ctx, "call-4", p); s4.Provider != "prim" || s4.FellBack || s4.OverLimit {
+	if s4 := live.ConnectTranscriber(ctx, l, "call-4", p); s4.Provider != "prim" || s4.FellBack || s4.OverLimit {
 		t.Fatalf("after hang-up %+v, want the primary again", s4)
 	}
-	if got := l.ConnectTranscriber(ctx, "call-5", capacity.CallProviders{}); got != (capacity.TranscriberSlot{}) {
+	if got := live.ConnectTranscriber(ctx, l, "call-5", live.CallProviders{}); got != (live.TranscriberSlot{}) {
 		t.Fatalf("no STT provider: %+v, want the zero slot", got)
 	}
 }
@@ -64,7 +65,7 @@ func TestLiveCallsNeverExceedLimits(t *testing.T) {
 	}}
 	b := leaseSetup(t, cfg)
 	l := b.leases
-	p := capacity.CallProviders{STT: []string{"s1", "s2"}, TTS: []string{"v1", "v2"}}
+	p := live.CallProviders{STT: []string{"s1", "s2"}, TTS: []string{"v1", "v2"}}
 
 	var inUse sync.Map // provider → *atomic.Int64
 	for name := range limits {
@@ -94,13 +95,13 @@ func TestLiveCallsNeverExceedLimits(t *testing.T) {
 		wg.Go(func() {
 			for r := range 10 {
 				call := fmt.Sprintf("call-%d-%d", g, r)
-				s := l.ConnectTranscriber(ctx, call, p)
+				s := live.ConnectTranscriber(ctx, l, call, p)
 				if s.OverLimit {
 					overSTT.Add(1)
 				} else if err := take(s.Provider); err != nil {
 					report(err)
 				}
-				v := capacity.NewVoice(l, call, p.TTS, capacity.VoiceOptions{Wait: -1})
+				v := live.NewVoice(l, call, p.TTS, live.VoiceOptions{Wait: -1})
 				rep := v.StartReply(ctx)
 				if rep.OverLimit {
 					overTTS.Add(1)
@@ -114,7 +115,7 @@ func TestLiveCallsNeverExceedLimits(t *testing.T) {
 				if !s.OverLimit {
 					give(s.Provider)
 				}
-				l.HangUp(ctx, s)
+				live.HangUp(ctx, l, s)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package capacity
+package live
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/callscribe/callscribe/capacity"
 )
 
 // DialRecheckDefault is how often a Dialer re-checks its queue by default.
@@ -60,7 +62,7 @@ type DialerConfig struct {
 // a transcriber slot is reserved under the call's id. It is safe for
 // concurrent use.
 type Dialer struct {
-	leases *Leases
+	leases *capacity.Leases
 	cfg    DialerConfig
 	wake   chan struct{} // buffered 1: a re-check is due
 
@@ -70,9 +72,9 @@ type Dialer struct {
 }
 
 // NewDialer returns a Dialer taking its slots from leases.
-func NewDialer(leases *Leases, cfg DialerConfig) (*Dialer, error) {
+func NewDialer(leases *capacity.Leases, cfg DialerConfig) (*Dialer, error) {
 	if leases == nil {
-		return nil, errors.New("capacity: NewDialer needs Leases")
+		return nil, errors.New("live.NewDialer: Leases is nil")
 	}
 	if cfg.Recheck < 0 {
 		return nil, fmt.Errorf("capacity: DialerConfig.Recheck must not be negative, got %s", cfg.Recheck)
@@ -102,13 +104,13 @@ func (d *Dialer) TryDial(ctx context.Context, c Call) (Reservation, bool) {
 	if !ok {
 		return Reservation{}, false
 	}
-	slot, ok := d.leases.tryTranscriber(ctx, c.ID, c.Providers.STT)
+	slot, ok := tryTranscriber(ctx, d.leases, c.ID, c.Providers.STT)
 	if !ok {
 		return Reservation{}, false
 	}
 	d.mu.Lock()
 	if old, dup := d.held[c.ID]; dup {
-		defer d.leases.HangUp(ctx, old) // a second TryDial replaces the first
+		defer HangUp(ctx, d.leases, old) // a second TryDial replaces the first
 	}
 	d.held[c.ID] = slot
 	d.mu.Unlock()
@@ -120,7 +122,7 @@ func (d *Dialer) probeVoice(ctx context.Context, c Call) (string, bool) {
 		return "", true
 	}
 	for _, provider := range c.Providers.TTS {
-		lease, g := d.leases.Acquire(ctx, Request{Provider: provider, Kind: KindTTS, Holder: c.ID + "#probe", Lane: Live})
+		lease, g := d.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindTTS, Holder: c.ID + "#probe", Lane: capacity.Live})
 		if g.Granted {
 			d.leases.Release(ctx, lease)
 			return provider, true
@@ -167,7 +169,7 @@ func (d *Dialer) CallEnded(ctx context.Context, callID string) {
 	d.queue = slices.DeleteFunc(d.queue, func(q QueuedCall) bool { return q.Call.ID == callID })
 	d.mu.Unlock()
 	if ok {
-		d.leases.HangUp(ctx, slot)
+		HangUp(ctx, d.leases, slot)
 	}
 	d.prompt()
 }
@@ -222,7 +224,7 @@ func (d *Dialer) recheck(ctx context.Context, dial func(Call, Reservation)) {
 			slot := d.held[q.Call.ID]
 			delete(d.held, q.Call.ID)
 			d.mu.Unlock()
-			d.leases.HangUp(ctx, slot)
+			HangUp(ctx, d.leases, slot)
 			continue
 		case i < 0:
 		case ok:

@@ -1,7 +1,9 @@
-package capacity
+package live
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/capacity"
 )
 
 // Defaults and bounds of RateLimiterConfig.
@@ -45,7 +49,7 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 
 // RateLimiterConfig configures NewRateLimiter.
 type RateLimiterConfig struct {
-	// KeyPrefix prefixes every Redis key. Default "": KeyPrefixDefault.
+	// KeyPrefix prefixes every Redis key. Default "": capacity.KeyPrefixDefault.
 	KeyPrefix string
 	// PerSecond is the start rate, 1–StartRateMax, of an organisation not
 	// listed in Orgs. Default 0: StartRateDefault (5).
@@ -54,28 +58,28 @@ type RateLimiterConfig struct {
 	// Default nil: every organisation gets PerSecond.
 	Orgs map[string]int
 	// OpTimeout bounds each Redis round trip.
-	// Default 0: SlotsOpTimeoutDefault (1s).
+	// Default 0: capacity.SlotsOpTimeoutDefault (1s).
 	OpTimeout time.Duration
 	// Logger receives the fail-open warnings. Default nil: discard.
 	Logger *slog.Logger
 	// WarnInterval is the least time between two fail-open warnings.
-	// Default 0: WarnIntervalDefault (1m).
+	// Default 0: capacity.WarnIntervalDefault (1m).
 	WarnInterval time.Duration
 }
 
 // WithDefaults returns a copy of c with each zero field set to its default.
 func (c RateLimiterConfig) WithDefaults() RateLimiterConfig {
 	if c.KeyPrefix == "" {
-		c.KeyPrefix = KeyPrefixDefault
+		c.KeyPrefix = capacity.KeyPrefixDefault
 	}
 	if c.PerSecond == 0 {
 		c.PerSecond = StartRateDefault
 	}
 	if c.OpTimeout == 0 {
-		c.OpTimeout = SlotsOpTimeoutDefault
+		c.OpTimeout = capacity.SlotsOpTimeoutDefault
 	}
 	if c.WarnInterval == 0 {
-		c.WarnInterval = WarnIntervalDefault
+		c.WarnInterval = capacity.WarnIntervalDefault
 	}
 	return c
 }
@@ -106,20 +110,20 @@ func (c RateLimiterConfig) validate() error {
 type RateLimiter struct {
 	rdb  redis.UniversalClient
 	cfg  RateLimiterConfig
-	fail *failOpen
+	fail *capacity.FailOpen
 }
 
 // NewRateLimiter returns a RateLimiter counting in rdb, or an error naming
 // the field (and organisation) cfg gets wrong.
 func NewRateLimiter(rdb redis.UniversalClient, cfg RateLimiterConfig) (*RateLimiter, error) {
 	if rdb == nil {
-		return nil, errors.New("capacity.NewRateLimiter: Redis client is nil")
+		return nil, errors.New("live.NewRateLimiter: Redis client is nil")
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &RateLimiter{rdb: rdb, cfg: cfg, fail: newFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
+	return &RateLimiter{rdb: rdb, cfg: cfg, fail: capacity.NewFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
 }
 
 // Limit returns org's start rate, in calls per second.
@@ -133,22 +137,21 @@ func (r *RateLimiter) Limit(org string) int {
 // Uncounted returns how many starts went ahead without Redis.
 func (r *RateLimiter) Uncounted() int64 { return r.fail.Uncounted() }
 
-// rateTakeScript: KEYS the organisation's start set; ARGV limit, start ID.
-// Trims starts older than the window, and records this start if fewer
-// than limit remain: {1, 0}; otherwise {0, µs until the oldest start
-// leaves the window}. Time is Redis TIME in microseconds.
-var rateTakeScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+// rateTakeScript: KEYS the organisation's start set; ARGV now ("": Redis
+// TIME, see capacity.NowScript), limit, start ID. Trims starts older than
+// the window, and records this start if fewer than limit remain: {1, 0};
+// otherwise {0, µs until the oldest start leaves the window}. Starts are
+// scored in microseconds (now_us).
+var rateTakeScript = capacity.NowScript(`
 local window = 1000000
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('ZADD', KEYS[1], now, ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_us - window)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], now_us, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], 2000)
   return {1, 0}
 end
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local wait = tonumber(oldest[2]) + window - now
+local wait = tonumber(oldest[2]) + window - now_us
 if wait < 1 then wait = 1 end
 return {0, wait}
 `)
@@ -161,17 +164,17 @@ return {0, wait}
 // uncounted (fail open) and returns nil.
 func (r *RateLimiter) Wait(ctx context.Context, org string, timeout time.Duration) error {
 	limit := r.Limit(org)
-	key := keyFor(r.cfg.KeyPrefix, org, "starts")
-	id, err := newSlotID()
+	key := capacity.Key(r.cfg.KeyPrefix, org, "starts")
+	id, err := newStartID()
 	if err != nil {
-		r.fail.note("rate wait", err)
+		r.fail.Note("rate wait", err)
 		return nil
 	}
 	deadline := time.Now().Add(timeout)
 	var timer *time.Timer
 	for {
 		octx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
-		res, err := rateTakeScript.Run(octx, r.rdb, []string{key}, limit, id).Int64Slice()
+		res, err := rateTakeScript.Run(octx, r.rdb, []string{key}, "", limit, id).Int64Slice()
 		cancel()
 		if err == nil && len(res) != 2 {
 			err = fmt.Errorf("rate script returned %d values, want 2", len(res))
@@ -180,7 +183,7 @@ func (r *RateLimiter) Wait(ctx context.Context, org string, timeout time.Duratio
 			if ctx.Err() != nil {
 				return fmt.Errorf("waiting to start a call for org %q: %w", org, ctx.Err())
 			}
-			r.fail.note("rate wait", err)
+			r.fail.Note("rate wait", err)
 			return nil
 		}
 		if res[0] == 1 {
@@ -202,4 +205,13 @@ func (r *RateLimiter) Wait(ctx context.Context, org string, timeout time.Duratio
 		case <-timer.C:
 		}
 	}
+}
+
+// newStartID names one start in the organisation's start set.
+func newStartID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("making start ID: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }

@@ -1,4 +1,4 @@
-package capacity_test
+package live_test
 
 import (
 	"context"
@@ -9,15 +9,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 )
 
 // A live call takes one transcriber slot for its length, falling back when
 // the primary is full, and one voice slot per reply, overflowing to a
 // fallback voice with a warning on the call's timeline. The example needs
 // the Redis at TEST_REDIS_URL, like the rest of the suite.
-func ExampleLeases_ConnectTranscriber() {
+func ExampleConnectTranscriber() {
 	ctx := context.Background()
-	opt, err := capacity.FailFastOptions(leaseRedisURL())
+	opt, err := capacity.FailFastOptions(redisURL())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -27,7 +28,7 @@ func ExampleLeases_ConnectTranscriber() {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	prefix := "cstest:example:" + hex.EncodeToString(b[:])
-	defer leaseDeleteKeys(rdb, prefix)
+	defer deleteKeys(rdb, prefix)
 
 	leases, err := capacity.New(capacity.Config{
 		Redis:     rdb,
@@ -41,16 +42,16 @@ func ExampleLeases_ConnectTranscriber() {
 		fmt.Println(err)
 		return
 	}
-	providers := capacity.CallProviders{STT: []string{"deepgram", "assemblyai"}, TTS: []string{"elevenlabs", "azure"}}
+	providers := live.CallProviders{STT: []string{"deepgram", "assemblyai"}, TTS: []string{"elevenlabs", "azure"}}
 
 	for _, call := range []string{"call-1", "call-2", "call-3"} {
-		s := leases.ConnectTranscriber(ctx, call, providers)
-		defer leases.HangUp(ctx, s)
+		s := live.ConnectTranscriber(ctx, leases, call, providers)
+		defer live.HangUp(ctx, leases, s)
 		fmt.Printf("%s: transcriber %s fell back=%v over limit=%v\n", call, s.Provider, s.FellBack, s.OverLimit)
 	}
 
-	voice := capacity.NewVoice(leases, "call-1", providers.TTS, capacity.VoiceOptions{
-		OnOverflow: func(e capacity.Event) { fmt.Printf("timeline: %s %s → %s\n", e.Kind, e.From, e.To) },
+	voice := live.NewVoice(leases, "call-1", providers.TTS, live.VoiceOptions{
+		OnOverflow: func(e live.Event) { fmt.Printf("timeline: %s %s → %s\n", e.Kind, e.From, e.To) },
 	})
 	first := voice.StartReply(ctx)  // speaking…
 	second := voice.StartReply(ctx) // barge-in while the first still streams

@@ -1,4 +1,4 @@
-package capacity_test
+package live_test
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 )
 
 // dialed is one call handed to Run's dial func.
 type dialed struct {
-	call capacity.Call
-	res  capacity.Reservation
+	call live.Call
+	res  live.Reservation
 }
 
 type dialBundle struct {
 	*leaseBundle
-	dialer *capacity.Dialer
+	dialer *live.Dialer
 	tick   chan time.Time
 	dialed chan dialed
 	start  func()
@@ -39,7 +40,7 @@ func dialSetup(t *testing.T) *dialBundle {
 	b := &dialBundle{leaseBundle: leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"stt/stt": {Limit: 1}, "tts/tts": {Limit: 1}}}),
 		tick: make(chan time.Time), dialed: make(chan dialed, 10)}
-	d, err := capacity.NewDialer(b.leases, capacity.WithDialTestTick(capacity.DialerConfig{}, b.tick))
+	d, err := live.NewDialer(b.leases, live.WithDialTestTick(live.DialerConfig{}, b.tick))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func dialSetup(t *testing.T) *dialBundle {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			d.Run(ctx, func(c capacity.Call, r capacity.Reservation) { b.dialed <- dialed{c, r} })
+			d.Run(ctx, func(c live.Call, r live.Reservation) { b.dialed <- dialed{c, r} })
 		}()
 		t.Cleanup(func() {
 			cancel()
@@ -63,7 +64,7 @@ func dialSetup(t *testing.T) *dialBundle {
 	return b
 }
 
-var dialProviders = capacity.CallProviders{STT: []string{"stt"}, TTS: []string{"tts"}}
+var dialProviders = live.CallProviders{STT: []string{"stt"}, TTS: []string{"tts"}}
 
 // waitQueued waits until callID is queued waiting for provider capacity.
 func (b *dialBundle) waitQueued(t *testing.T, callID string) {
@@ -71,7 +72,7 @@ func (b *dialBundle) waitQueued(t *testing.T, callID string) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		for _, q := range b.dialer.Queued() {
-			if q.Call.ID == callID && q.WaitingFor == capacity.WaitingForCapacity {
+			if q.Call.ID == callID && q.WaitingFor == live.WaitingForCapacity {
 				return
 			}
 		}
@@ -108,14 +109,14 @@ func (b *dialBundle) notDialed(t *testing.T) {
 func TestDialerCallEndPromptsDial(t *testing.T) {
 	ctx := context.Background()
 	b := dialSetup(t)
-	inbound := b.leases.ConnectTranscriber(ctx, "inbound-1", dialProviders)
+	inbound := live.ConnectTranscriber(ctx, b.leases, "inbound-1", dialProviders)
 
-	b.dialer.Enqueue(capacity.Call{ID: "out-1", Providers: dialProviders})
+	b.dialer.Enqueue(live.Call{ID: "out-1", Providers: dialProviders})
 	b.start()
 	b.waitQueued(t, "out-1")
 	b.notDialed(t)
 
-	b.leases.HangUp(ctx, inbound)
+	live.HangUp(ctx, b.leases, inbound)
 	b.notDialed(t)                       // a freed slot alone waits for the next re-check
 	b.dialer.CallEnded(ctx, "inbound-1") // not the Dialer's call: only a prompt
 	got := b.waitDialed(t)
@@ -154,7 +155,7 @@ func TestDialerPeriodicRecheckAndUnanswered(t *testing.T) {
 	b := dialSetup(t)
 	voice := hold(t, b.leaseBundle, "tts")
 
-	b.dialer.Enqueue(capacity.Call{ID: "out-1", Providers: dialProviders})
+	b.dialer.Enqueue(live.Call{ID: "out-1", Providers: dialProviders})
 	b.start()
 	b.waitQueued(t, "out-1")
 	if n := b.zcard(t, "stt", capacity.KindSTT); n != 0 {
@@ -185,18 +186,18 @@ func TestDialerPeriodicRecheckAndUnanswered(t *testing.T) {
 func TestDialerTryDialAndQueuedCallEnds(t *testing.T) {
 	ctx := context.Background()
 	b := dialSetup(t)
-	c1 := capacity.Call{ID: "c1", Providers: dialProviders}
+	c1 := live.Call{ID: "c1", Providers: dialProviders}
 	r1, ok := b.dialer.TryDial(ctx, c1)
 	if !ok || r1.Transcriber.Lease.Holder != "c1" {
 		t.Fatalf("TryDial %+v %v, want a reservation", r1, ok)
 	}
-	if _, ok := b.dialer.TryDial(ctx, capacity.Call{ID: "c2", Providers: dialProviders}); ok {
+	if _, ok := b.dialer.TryDial(ctx, live.Call{ID: "c2", Providers: dialProviders}); ok {
 		t.Fatal("TryDial with the transcriber reserved succeeded")
 	}
 	if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
 		t.Fatalf("stt leases %d, want 1", n)
 	}
-	b.dialer.Enqueue(capacity.Call{ID: "c3", Providers: dialProviders})
+	b.dialer.Enqueue(live.Call{ID: "c3", Providers: dialProviders})
 	b.start()
 	b.waitQueued(t, "c3")
 	b.dialer.CallEnded(ctx, "c3") // hung up while queued

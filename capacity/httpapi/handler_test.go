@@ -1,4 +1,4 @@
-package capacity_test
+package httpapi_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/httpapi"
 )
 
 type httpBundle struct {
@@ -24,14 +25,14 @@ type httpBundle struct {
 
 // httpSetup serves NewHTTPHandler over real Redis with provider "vox" (stt
 // limit 2, batch reserve 1) and org "acme" (cap 3, campaign "spring" cap 1).
-func httpSetup(t *testing.T, opts capacity.HTTPOptions, withSlots bool) httpBundle {
+func httpSetup(t *testing.T, opts httpapi.Options, withSlots bool) httpBundle {
 	t.Helper()
 	rdb := leaseClient(t)
 	prefix := leasePrefix(t, rdb)
 	return httpServe(t, rdb, prefix, opts, withSlots)
 }
 
-func httpServe(t *testing.T, rdb redis.UniversalClient, prefix string, opts capacity.HTTPOptions, withSlots bool) httpBundle {
+func httpServe(t *testing.T, rdb redis.UniversalClient, prefix string, opts httpapi.Options, withSlots bool) httpBundle {
 	t.Helper()
 	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix,
 		Limits: map[string]capacity.ProviderLimit{"vox/stt": {Limit: 2, BatchReserve: 1}}})
@@ -46,7 +47,7 @@ func httpServe(t *testing.T, rdb redis.UniversalClient, prefix string, opts capa
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(capacity.NewHTTPHandler(leases, slots, opts))
+	srv := httptest.NewServer(httpapi.NewHandler(leases, slots, opts))
 	t.Cleanup(srv.Close)
 	return httpBundle{url: srv.URL, leases: leases, slots: slots, token: opts.Token}
 }
@@ -111,7 +112,7 @@ func errField(m map[string]any, k string) any {
 
 func TestHTTPLeaseRoundTrip(t *testing.T) {
 	t.Parallel()
-	b := httpSetup(t, capacity.HTTPOptions{}, true)
+	b := httpSetup(t, httpapi.Options{}, true)
 
 	code, got, _ := b.do(t, "POST", "/v1/leases", `{"provider":"vox","kind":"stt","holder":"call-1","lane":"live"}`)
 	if code != 200 || got["granted"] != true || got["uncounted"] != false || got["in_use"] != 1.0 || got["limit"] != 2.0 {
@@ -179,7 +180,7 @@ func TestHTTPLeaseRoundTrip(t *testing.T) {
 
 func TestHTTPSlots(t *testing.T) {
 	t.Parallel()
-	b := httpSetup(t, capacity.HTTPOptions{}, true)
+	b := httpSetup(t, httpapi.Options{}, true)
 
 	code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme","campaign":"spring","timeout_ms":0,"retry_ms":0}`)
 	if code != 200 {
@@ -253,7 +254,7 @@ func TestHTTPFailOpen(t *testing.T) {
 	}
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	b := httpServe(t, rdb, "unreachable", capacity.HTTPOptions{}, true)
+	b := httpServe(t, rdb, "unreachable", httpapi.Options{}, true)
 
 	code, got, _ := b.do(t, "POST", "/v1/leases", `{"provider":"vox","kind":"stt","holder":"call-1","lane":"live"}`)
 	if code != 200 || got["granted"] != true || got["uncounted"] != true || got["lease"].(map[string]any)["counted"] != false {
@@ -298,7 +299,7 @@ func TestHTTPFailOpen(t *testing.T) {
 
 func TestHTTPErrors(t *testing.T) {
 	t.Parallel()
-	b := httpSetup(t, capacity.HTTPOptions{MaxBodyBytes: 1024}, true)
+	b := httpSetup(t, httpapi.Options{MaxBodyBytes: 1024}, true)
 	big := `{"leases":[` + strings.Repeat(`{"id":"x","provider":"vox","kind":"stt","holder":"h"},`, 40) + `{}]}`
 	cases := []struct {
 		name, method, path, body string
@@ -377,13 +378,13 @@ func TestHTTPErrors(t *testing.T) {
 
 func TestHTTPBodyLimitDefault(t *testing.T) {
 	t.Parallel()
-	b := httpSetup(t, capacity.HTTPOptions{}, true)
-	pad := bytes.Repeat([]byte("a"), capacity.HTTPMaxBodyDefault)
+	b := httpSetup(t, httpapi.Options{}, true)
+	pad := bytes.Repeat([]byte("a"), httpapi.MaxBodyDefault)
 	code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"`+string(pad)+`"}`)
 	if code != 413 || errType(got) != "too_large" {
 		t.Fatalf("64 KiB org: %d %v", code, got)
 	}
-	code, got, _ = b.do(t, "POST", "/v1/slots", `{"org":"`+string(pad[:capacity.HTTPMaxBodyDefault-100])+`"}`)
+	code, got, _ = b.do(t, "POST", "/v1/slots", `{"org":"`+string(pad[:httpapi.MaxBodyDefault-100])+`"}`)
 	if code != 200 {
 		t.Fatalf("just under the limit: %d %v", code, got)
 	}
@@ -391,7 +392,7 @@ func TestHTTPBodyLimitDefault(t *testing.T) {
 
 func TestHTTPSlotsDisabled(t *testing.T) {
 	t.Parallel()
-	b := httpSetup(t, capacity.HTTPOptions{}, false)
+	b := httpSetup(t, httpapi.Options{}, false)
 	for _, path := range []string{"/v1/slots", "/v1/slots/bind", "/v1/slots/release", "/v1/calls/c/release"} {
 		if code, got, _ := b.do(t, "POST", path, `{}`); code != 501 || errType(got) != "slots_disabled" {
 			t.Fatalf("%s: %d %v", path, code, got)
@@ -405,7 +406,7 @@ func TestHTTPSlotsDisabled(t *testing.T) {
 
 func TestHTTPToken(t *testing.T) {
 	t.Parallel()
-	b := httpSetup(t, capacity.HTTPOptions{Token: "s3cret"}, true)
+	b := httpSetup(t, httpapi.Options{Token: "s3cret"}, true)
 	if code, got, _ := b.do(t, "GET", "/v1/status", ""); code != 200 {
 		t.Fatalf("with token: %d %v", code, got)
 	}

@@ -1,4 +1,4 @@
-package capacity
+package live
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/callscribe/callscribe/capacity"
 )
 
 // Defaults of VoiceOptions' zero fields.
@@ -73,7 +75,7 @@ func (o VoiceOptions) WithDefaults() VoiceOptions {
 // speaking and released when its audio has all arrived or it is cut off.
 // It is safe for concurrent use.
 type Voice struct {
-	leases    *Leases
+	leases    *capacity.Leases
 	callID    string
 	providers []string
 	opts      VoiceOptions
@@ -85,7 +87,7 @@ type Voice struct {
 
 // NewVoice returns the voice of call callID. providers lists the voice
 // providers, the primary first, then fallbacks.
-func NewVoice(leases *Leases, callID string, providers []string, opts VoiceOptions) *Voice {
+func NewVoice(leases *capacity.Leases, callID string, providers []string, opts VoiceOptions) *Voice {
 	return &Voice{leases: leases, callID: callID, providers: slices.Clone(providers), opts: opts.WithDefaults()}
 }
 
@@ -96,14 +98,14 @@ type Reply struct {
 	// voice has no provider.
 	Provider string
 	// Lease is the slot held; the zero Lease when OverLimit.
-	Lease Lease
+	Lease capacity.Lease
 	// Overflowed says the primary was full and Provider is a fallback.
 	Overflowed bool
 	// OverLimit says every voice stayed full for the wait and the reply
 	// goes ahead on the primary holding no lease (not counted).
 	OverLimit bool
 
-	leases *Leases
+	leases *capacity.Leases
 	once   *sync.Once
 }
 
@@ -124,7 +126,7 @@ func (r Reply) Done() {
 // timeline. If none has room it asks again every Poll for up to Wait,
 // then goes ahead on the primary, OverLimit, holding no lease, and appends
 // an EventVoiceOverLimit. If ctx ends during the wait it goes ahead
-// over-limit at once. Like Acquire it never fails (Redis down: the
+// over-limit at once. Like Leases.Acquire it never fails (Redis down: the
 // primary is granted uncounted).
 func (v *Voice) StartReply(ctx context.Context) Reply {
 	if len(v.providers) == 0 {
@@ -174,7 +176,7 @@ func (v *Voice) try(ctx context.Context) (Reply, bool) {
 		}
 	}
 	for _, provider := range order {
-		lease, g := v.leases.Acquire(ctx, Request{Provider: provider, Kind: KindTTS, Holder: v.callID, Lane: Live})
+		lease, g := v.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindTTS, Holder: v.callID, Lane: capacity.Live})
 		if !g.Granted {
 			continue
 		}

@@ -1,6 +1,10 @@
-package capacity
+package live
 
-import "context"
+import (
+	"context"
+
+	"github.com/callscribe/callscribe/capacity"
+)
 
 // CallProviders are the vendors an agent's live call may use, in order of
 // preference.
@@ -18,7 +22,7 @@ type TranscriberSlot struct {
 	Provider string
 	// Lease is the slot held, KindSTT, Holder the call id. It is the zero
 	// (refused) Lease when OverLimit.
-	Lease Lease
+	Lease capacity.Lease
 	// OverLimit says every listed provider was full and the call connects
 	// to the primary anyway, holding no lease: it is not counted, so the
 	// lease set never goes above a limit, and the vendor may refuse it.
@@ -28,21 +32,22 @@ type TranscriberSlot struct {
 	FellBack bool
 }
 
-// ConnectTranscriber takes one transcriber slot (KindSTT, Live lane, Holder
-// callID) for a live call. It tries p.STT in order, the primary first; the
-// first with room becomes the call's transcriber (FellBack if not the
-// primary). If none has room the call connects to the primary anyway,
-// flagged OverLimit and holding no lease: an agent that might be refused
-// beats one that certainly cannot hear. Like Acquire it never fails (Redis
-// down: the primary is granted uncounted) and ignores ctx's cancellation.
-// With no STT provider listed it returns the zero TranscriberSlot.
+// ConnectTranscriber takes one transcriber slot of leases (KindSTT, Live
+// lane, Holder callID) for a live call. It tries p.STT in order, the
+// primary first; the first with room becomes the call's transcriber
+// (FellBack if not the primary). If none has room the call connects to the
+// primary anyway, flagged OverLimit and holding no lease: an agent that
+// might be refused beats one that certainly cannot hear. Like
+// Leases.Acquire it never fails (Redis down: the primary is granted
+// uncounted) and ignores ctx's cancellation. With no STT provider listed it
+// returns the zero TranscriberSlot.
 //
 // Release the slot at hang-up with HangUp.
-func (l *Leases) ConnectTranscriber(ctx context.Context, callID string, p CallProviders) TranscriberSlot {
+func ConnectTranscriber(ctx context.Context, leases *capacity.Leases, callID string, p CallProviders) TranscriberSlot {
 	if len(p.STT) == 0 {
 		return TranscriberSlot{}
 	}
-	if slot, ok := l.tryTranscriber(ctx, callID, p.STT); ok {
+	if slot, ok := tryTranscriber(ctx, leases, callID, p.STT); ok {
 		return slot
 	}
 	return TranscriberSlot{Provider: p.STT[0], OverLimit: true}
@@ -50,9 +55,9 @@ func (l *Leases) ConnectTranscriber(ctx context.Context, callID string, p CallPr
 
 // tryTranscriber takes the first STT slot with room among providers, in
 // order, and reports false if none had room.
-func (l *Leases) tryTranscriber(ctx context.Context, callID string, providers []string) (TranscriberSlot, bool) {
+func tryTranscriber(ctx context.Context, leases *capacity.Leases, callID string, providers []string) (TranscriberSlot, bool) {
 	for i, provider := range providers {
-		lease, g := l.Acquire(ctx, Request{Provider: provider, Kind: KindSTT, Holder: callID, Lane: Live})
+		lease, g := leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: callID, Lane: capacity.Live})
 		if g.Granted {
 			return TranscriberSlot{Provider: provider, Lease: lease, FellBack: i > 0}, true
 		}
@@ -60,8 +65,8 @@ func (l *Leases) tryTranscriber(ctx context.Context, callID string, providers []
 	return TranscriberSlot{}, false
 }
 
-// HangUp releases the call's transcriber slot. It is idempotent, and a
-// no-op for an OverLimit slot (which holds no lease).
-func (l *Leases) HangUp(ctx context.Context, slot TranscriberSlot) {
-	l.Release(ctx, slot.Lease)
+// HangUp releases the call's transcriber slot to leases. It is idempotent,
+// and a no-op for an OverLimit slot (which holds no lease).
+func HangUp(ctx context.Context, leases *capacity.Leases, slot TranscriberSlot) {
+	leases.Release(ctx, slot.Lease)
 }

@@ -1,0 +1,24 @@
+// Package httpapi serves capacity over JSON HTTP, for live-call runtimes in
+// other languages (`callscribe serve`): vendor leases (acquire, refresh,
+// release), call slots (acquire, bind, release, release by call), a call's
+// transcriber by its agent's providers (capacity/live), and the status of
+// every configured provider.
+//
+// NewHandler returns the http.Handler; its doc lists the routes.
+//
+// Guarantees: like the library, the API fails open: when Redis is down,
+// acquires answer 200 granted and uncounted and releases 204, never 5xx. A
+// lease or slot object is sent back by the client exactly as it was
+// received, and a lease the client claims counted for a provider/kind with
+// no configured limit is treated as uncounted. Request bodies must be
+// application/json, at most Options.MaxBodyBytes, one object with no
+// unknown fields; a client mistake is a 4xx naming the field. With
+// Options.Token set, every request needs that bearer token.
+//
+// What it does not do: it keeps no lease alive for a client (the client
+// refreshes its own through /v1/leases/refresh, so the leases of a client
+// that dies lapse on their own), does not listen (the caller owns the
+// http.Server and its timeouts: a slot acquire may hold its request up to
+// SlotWaitMax), and imports no callscribe package but capacity and
+// capacity/live.
+package httpapi

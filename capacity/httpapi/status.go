@@ -1,0 +1,52 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+func (h *httpAPI) status(w http.ResponseWriter, r *http.Request) {
+	st, err := h.leases.Status(r.Context())
+	if err != nil {
+		h.opts.Logger.Warn("capacity http: status", slog.String("error", err.Error()))
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "reading capacity status from Redis failed", nil)
+		return
+	}
+	type peak struct {
+		Minute time.Time `json:"minute"`
+		Peak   int       `json:"peak"`
+	}
+	type provider struct {
+		Provider        string `json:"provider"`
+		Kind            string `json:"kind"`
+		InUse           int    `json:"in_use"`
+		ConfiguredLimit int    `json:"configured_limit"`
+		EffectiveLimit  int    `json:"effective_limit"`
+		Learned         bool   `json:"learned"`
+		PeakPerMinute   []peak `json:"peak_per_minute"`
+	}
+	resp := struct {
+		Providers []provider `json:"providers"`
+		// LiveCalls is absent when call slots are not enabled.
+		LiveCalls *int `json:"live_calls,omitempty"`
+	}{Providers: make([]provider, 0, len(st))}
+	for _, s := range st {
+		p := provider{Provider: s.Provider, Kind: s.Kind, InUse: s.InUse, ConfiguredLimit: s.ConfiguredLimit,
+			EffectiveLimit: s.EffectiveLimit, Learned: s.Learned, PeakPerMinute: make([]peak, 0, len(s.PeakPerMinute))}
+		for _, m := range s.PeakPerMinute {
+			p.PeakPerMinute = append(p.PeakPerMinute, peak(m))
+		}
+		resp.Providers = append(resp.Providers, p)
+	}
+	if h.slots != nil {
+		n, err := h.slots.LiveCalls(r.Context())
+		if err != nil {
+			h.opts.Logger.Warn("capacity http: live calls", slog.String("error", err.Error()))
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "counting live calls in Redis failed", nil)
+			return
+		}
+		resp.LiveCalls = &n
+	}
+	writeJSON(w, http.StatusOK, resp)
+}

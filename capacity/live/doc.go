@@ -1,0 +1,36 @@
+// Package live holds the live-call rules built on capacity's leases and
+// counters: how a call in progress takes its vendor slots, and how calls
+// are admitted before they start.
+//
+// Transcriber: ConnectTranscriber takes one transcriber slot (KindSTT, Live
+// lane) per call for its whole length; a fallback with room becomes the
+// call's transcriber, and when nothing has room the call connects to the
+// primary anyway, flagged OverLimit and holding no lease. HangUp gives the
+// slot back.
+//
+// Voice: one voice slot (KindTTS) per reply, taken when the reply starts
+// speaking and released when it is done; a full primary overflows to a
+// fallback voice, and when every voice is full a reply waits up to 1.5 s,
+// then goes ahead over the limit. Each overflow is a warning Event on the
+// call's timeline.
+//
+// Dialer: before an outbound call is dialled, one of its voices must have
+// room and a transcriber slot is reserved under the call's id; calls with
+// no room wait in a queue, re-checked whenever a call ends.
+//
+// RateLimiter: calls started per second per organisation, over a one-second
+// sliding window counted in Redis (server time, through capacity's shared
+// "now" script prelude). Gate: a per-process admission gate in front of
+// per-call resources; it uses no Redis.
+//
+// Guarantees: like capacity, nothing here returns a Redis error into a
+// call. When Redis is unreachable, slots are granted uncounted and starts
+// go through (fail open); an over-limit connection or reply holds no lease,
+// so the lease sets never go above a limit. Everything is safe for
+// concurrent use.
+//
+// What it does not do: it keeps no lease alive (the process's
+// capacity.Heartbeat does), does not call a vendor, and stores nothing of
+// a call's timeline beyond the Voice that recorded it. It imports capacity
+// and no other callscribe package.
+package live

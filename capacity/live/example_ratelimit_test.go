@@ -1,0 +1,34 @@
+package live_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/callscribe/callscribe/capacity/live"
+)
+
+// The rate limiter spaces call starts: one per second here.
+func ExampleRateLimiter() {
+	ctx := context.Background()
+	rdb, err := dialRedis(ctx, redisURL())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rdb.Close()
+	prefix := uniquePrefix("example")
+	defer rdb.Del(ctx, prefix+":{acme}:starts")
+
+	starts, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Orgs: map[string]int{"acme": 1}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("1st start:", starts.Wait(ctx, "acme", 0))
+	err = starts.Wait(ctx, "acme", 0)
+	fmt.Println("2nd start rate limited:", errors.Is(err, live.ErrRateLimited))
+	// Output:
+	// 1st start: <nil>
+	// 2nd start rate limited: true
+}
