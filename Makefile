@@ -1,11 +1,13 @@
 # callscribe — the front door. Each target calls the real command.
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
+SQLC_VERSION := v1.31.1
+SQLC := bin/sqlc-$(SQLC_VERSION)
 
-.PHONY: help test lint demo build fuzz
+.PHONY: help test lint generate demo build fuzz
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 demo: build ## start throwaway PostgreSQL and Redis (unless configured), migrate, print how to connect; Ctrl-C stops
 	bin/callscribe demo
@@ -16,6 +18,10 @@ test: ## go vet and go test -race (plus the crash-point tests) against running o
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml
 	$(GOLANGCI_LINT) run ./...
 
+generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger and outbox from their .sql files
+	cd ledger/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
+	cd outbox/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
+
 build: ## build bin/callscribe
 	go build -o bin/callscribe ./cmd/callscribe
 
@@ -25,3 +31,7 @@ fuzz: ## fuzz the Retry-After parser for 60s
 $(GOLANGCI_LINT):
 	GOBIN=$(CURDIR)/bin go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv bin/golangci-lint $@
+
+$(SQLC):
+	GOBIN=$(CURDIR)/bin go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+	mv bin/sqlc $@

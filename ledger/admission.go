@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // ProbeTimeoutDefault is how long a claimed probe holds a scope before
@@ -49,15 +48,16 @@ func (a Admission) Admitted() bool { return a.Verdict == VerdictAdmit || a.Verdi
 // taken over); never while the scope is paused. probeWait is how long the
 // others wait before asking again while a probe is out.
 func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, probeTimeout, probeWait time.Duration) (Admission, error) {
-	if _, err := l.pool.Exec(ctx, q("ScopeDeferralEnsure"), scope, l.now()); err != nil {
+	if err := l.queries.ScopeDeferralEnsure(ctx, l.pool, dbsqlc.ScopeDeferralEnsureParams{Scope: scope, At: l.now()}); err != nil {
 		return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
 	}
-	d, err := scanDeferral(l.pool.QueryRow(ctx, q("ScopeDeferralGetForAdmission"), scope))
-	if errors.Is(err, pgx.ErrNoRows) {
-		d, err = Deferral{Scope: scope}, nil
-	}
-	if err != nil {
-		return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
+	d := Deferral{Scope: scope}
+	row, err := l.queries.ScopeDeferralGetForAdmission(ctx, l.pool, scope)
+	switch err = translate(err); {
+	case err == nil:
+		d = deferralFrom(row)
+	case !errors.Is(err, ErrNotFound):
+		return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, err)
 	}
 	now := l.now()
 	switch {
@@ -68,13 +68,14 @@ func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, prob
 	case !d.NeedsProbe:
 		return Admission{Verdict: VerdictAdmit, Deferral: d}, nil
 	}
-	var got string
-	err = l.pool.QueryRow(ctx, q("ScopeProbeClaim"), scope, jobID, now, now.Add(-probeTimeout)).Scan(&got)
-	if errors.Is(err, pgx.ErrNoRows) {
+	_, err = l.queries.ScopeProbeClaim(ctx, l.pool, dbsqlc.ScopeProbeClaimParams{
+		Scope: scope, JobID: jobID, Now: now, ClaimExpiredBefore: now.Add(-probeTimeout),
+	})
+	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return Admission{Verdict: VerdictProbeOut, Until: now.Add(probeWait), Deferral: d}, nil
 	}
 	if err != nil {
-		return Admission{}, fmt.Errorf("claiming the probe of scope %s: %w", scope, translate(err))
+		return Admission{}, fmt.Errorf("claiming the probe of scope %s: %w", scope, err)
 	}
 	return Admission{Verdict: VerdictProbe, Deferral: d}, nil
 }
@@ -83,7 +84,7 @@ func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, prob
 // (anything but throttling): every job may send again. jobID 0 reopens
 // whoever holds the probe.
 func (l *Ledger) ScopeProbeSucceeded(ctx context.Context, scope string, jobID int64) error {
-	if _, err := l.pool.Exec(ctx, q("ScopeProbeSucceed"), scope, jobID); err != nil {
+	if err := l.queries.ScopeProbeSucceed(ctx, l.pool, dbsqlc.ScopeProbeSucceedParams{Scope: scope, JobID: jobID}); err != nil {
 		return fmt.Errorf("reopening scope %s after its probe: %w", scope, translate(err))
 	}
 	return nil
@@ -94,7 +95,7 @@ func (l *Ledger) ScopePause(ctx context.Context, scope, reason string) error {
 	if scope == "" {
 		return &InvalidError{Field: "scope", Reason: "is required"}
 	}
-	if _, err := l.pool.Exec(ctx, q("ScopePause"), scope, l.now(), reason); err != nil {
+	if err := l.queries.ScopePause(ctx, l.pool, dbsqlc.ScopePauseParams{Scope: scope, At: l.now(), Reason: reason}); err != nil {
 		return fmt.Errorf("pausing scope %s: %w", scope, translate(err))
 	}
 	return nil
@@ -103,13 +104,12 @@ func (l *Ledger) ScopePause(ctx context.Context, scope, reason string) error {
 // ScopeResume lets a paused scope admit again, starting with a probe. It
 // returns ErrNotFound when the scope is not paused.
 func (l *Ledger) ScopeResume(ctx context.Context, scope string) error {
-	var got string
-	err := l.pool.QueryRow(ctx, q("ScopeResume"), scope, l.now()).Scan(&got)
-	if errors.Is(err, pgx.ErrNoRows) {
+	_, err := l.queries.ScopeResume(ctx, l.pool, dbsqlc.ScopeResumeParams{Scope: scope, At: l.now()})
+	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("resuming scope %s: it is not paused: %w", scope, ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("resuming scope %s: %w", scope, translate(err))
+		return fmt.Errorf("resuming scope %s: %w", scope, err)
 	}
 	return nil
 }
@@ -120,16 +120,10 @@ func (l *Ledger) ScopeDeferralObserve(ctx context.Context, e Extension) error {
 	if e.Scope == "" {
 		return &InvalidError{Field: "Scope", Reason: "is required"}
 	}
-	var jobID *int64
-	if e.JobID != 0 {
-		jobID = &e.JobID
-	}
-	var recID *uuid.UUID
-	if e.RecordingID != uuid.Nil {
-		recID = &e.RecordingID
-	}
-	if _, err := l.pool.Exec(ctx, q("ScopeDeferralObserve"), e.Scope, dbTime(e.NotBefore), l.now(), e.RetryAfter,
-		e.Source, e.Clamped, jobID, recID, e.Reason); err != nil {
+	if err := l.queries.ScopeDeferralObserve(ctx, l.pool, dbsqlc.ScopeDeferralObserveParams{
+		Scope: e.Scope, OfferedNotBefore: dbTime(e.NotBefore), At: l.now(), RetryAfterRaw: e.RetryAfter,
+		Source: e.Source, Clamped: e.Clamped, JobID: nonZero(e.JobID), RecordingID: nonZero(e.RecordingID), Reason: e.Reason,
+	}); err != nil {
 		return fmt.Errorf("recording an observe-only offer for scope %s: %w", e.Scope, translate(err))
 	}
 	return nil

@@ -2,11 +2,14 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // Event is one appended entry of a recording's history. Events are never
@@ -31,25 +34,52 @@ type Event struct {
 
 // Events returns a recording's history, oldest first.
 func (l *Ledger) Events(ctx context.Context, recordingID uuid.UUID) ([]Event, error) {
-	rows, err := l.pool.Query(ctx, q("RecordingEventList"), recordingID)
+	rows, err := l.queries.RecordingEventList(ctx, l.pool, recordingID)
 	if err != nil {
 		return nil, fmt.Errorf("reading events of %s: %w", recordingID, translate(err))
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var e Event
-		var prior *string
-		err := r.Scan(&e.ID, &e.RecordingID, &e.Seq, &prior, &e.New, &e.Attempt, &e.At, &e.Reason,
-			&e.ResponseClass, &e.RetryAfter, &e.Detail)
-		if prior != nil {
-			e.Prior = State(*prior)
+	evs := make([]Event, len(rows))
+	for i, r := range rows {
+		var detail map[string]any
+		if err := json.Unmarshal(r.Detail, &detail); err != nil {
+			return nil, fmt.Errorf("reading events of %s: detail of event %d: %w", recordingID, r.Seq, err)
 		}
-		e.At = e.At.UTC()
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading events of %s: %w", recordingID, translate(err))
+		evs[i] = Event{
+			ID: r.ID, RecordingID: r.RecordingID, Seq: int(r.Seq), Prior: State(deref(r.PriorState)), New: State(r.NewState),
+			Attempt: int(r.Attempt), At: r.At.UTC(), Reason: r.Reason, ResponseClass: r.ResponseClass,
+			RetryAfter: r.RetryAfterRaw, Detail: detail,
+		}
 	}
 	return evs, nil
+}
+
+// EventCount counts the events of every recording: the size of the ledger's
+// append-only history.
+func (l *Ledger) EventCount(ctx context.Context) (int64, error) {
+	n, err := l.queries.RecordingEventCount(ctx, l.pool)
+	if err != nil {
+		return 0, fmt.Errorf("counting events: %w", translate(err))
+	}
+	return n, nil
+}
+
+// Validations counts how many times a recording entered validated from
+// another state (a re-validation counts again); 0 for an unknown recording.
+func (l *Ledger) Validations(ctx context.Context, recordingID uuid.UUID) (int, error) {
+	return l.validations(ctx, l.pool, recordingID)
+}
+
+// ValidationsTx is Validations inside the caller's transaction.
+func (l *Ledger) ValidationsTx(ctx context.Context, tx pgx.Tx, recordingID uuid.UUID) (int, error) {
+	return l.validations(ctx, tx, recordingID)
+}
+
+func (l *Ledger) validations(ctx context.Context, db dbsqlc.DBTX, recordingID uuid.UUID) (int, error) {
+	n, err := l.queries.RecordingEventCountValidations(ctx, db, recordingID)
+	if err != nil {
+		return 0, fmt.Errorf("counting validations of %s: %w", recordingID, translate(err))
+	}
+	return int(n), nil
 }
 
 // Snapshot is what a recording's history says its current row must be.

@@ -2,14 +2,14 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // RetentionDefault is how long terminal histories are kept when
@@ -58,8 +58,9 @@ func (c Config) validate() error {
 // deferrals, in PostgreSQL. It is safe for concurrent use by any number of
 // goroutines and processes.
 type Ledger struct {
-	pool   *pgxpool.Pool
-	config Config
+	pool    *pgxpool.Pool
+	config  Config
+	queries *dbsqlc.Queries
 }
 
 // New returns a Ledger over pool. The database must be migrated.
@@ -72,17 +73,10 @@ func New(pool *pgxpool.Pool, config *Config) (*Ledger, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return &Ledger{pool: pool, config: c}, nil
+	return &Ledger{pool: pool, config: c, queries: dbsqlc.New()}, nil
 }
 
 func (l *Ledger) now() time.Time { return dbTime(l.config.Clock.Now()) }
-
-// querier is what both a pool and a transaction offer.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // inTx runs fn in a transaction of its own: short, committed on success,
 // rolled back on error.
@@ -98,4 +92,20 @@ func (l *Ledger) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return translate(tx.Commit(ctx))
 }
 
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+// deref is *p, or the zero value for NULL.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// nonZero is &v, or NULL for the zero value.
+func nonZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // Lane says how urgently a recording is wanted.
@@ -56,77 +58,28 @@ type Recording struct {
 	StartedAt time.Time
 }
 
-// recordingRow is a recordings row as PostgreSQL returns it (SELECT *).
-type recordingRow struct {
-	ID           uuid.UUID  `db:"id"`
-	TenantID     string     `db:"tenant_id"`
-	CallID       string     `db:"call_id"`
-	AudioSHA256  string     `db:"audio_sha256"`
-	BusinessKey  string     `db:"business_key"`
-	State        State      `db:"state"`
-	Attempt      int        `db:"attempt"`
-	Lane         Lane       `db:"lane"`
-	AudioURI     string     `db:"audio_uri"`
-	AudioBytes   int64      `db:"audio_bytes"`
-	Deadline     *time.Time `db:"deadline"`
-	CreatedAt    time.Time  `db:"created_at"`
-	UpdatedAt    time.Time  `db:"updated_at"`
-	LastEventSeq int        `db:"last_event_seq"`
-	Provider     string     `db:"provider"`
-	ProviderID   string     `db:"provider_id"`
-	Model        string     `db:"model"`
-	Language     string     `db:"language"`
-	NotBefore    *time.Time `db:"not_before"`
-	StartedAt    *time.Time `db:"started_at"`
+// recordingFrom converts a recordings row as the generated queries return it.
+func recordingFrom(r dbsqlc.Recording) Recording {
+	return Recording{
+		ID: r.ID, TenantID: r.TenantID, CallID: r.CallID, AudioSHA256: r.AudioSha256, BusinessKey: deref(r.BusinessKey),
+		State: State(r.State), Attempt: int(r.Attempt), Lane: Lane(r.Lane), AudioURI: r.AudioUri, AudioBytes: r.AudioBytes,
+		Deadline: timeOf(r.Deadline), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EventSeq: int(r.LastEventSeq),
+		Provider: r.Provider, ProviderID: r.ProviderID, Model: r.Model, Language: r.Language,
+		NotBefore: timeOf(r.NotBefore), StartedAt: timeOf(r.StartedAt),
+	}
 }
 
-func (r recordingRow) recording() Recording {
-	t := func(p *time.Time) time.Time {
-		if p == nil {
-			return time.Time{}
-		}
-		return p.UTC()
+func recordingsFrom(rs []dbsqlc.Recording) []Recording {
+	out := make([]Recording, len(rs))
+	for i, r := range rs {
+		out[i] = recordingFrom(r)
 	}
-	return Recording{
-		ID: r.ID, TenantID: r.TenantID, CallID: r.CallID, AudioSHA256: r.AudioSHA256, BusinessKey: r.BusinessKey,
-		State: r.State, Attempt: r.Attempt, Lane: r.Lane, AudioURI: r.AudioURI, AudioBytes: r.AudioBytes,
-		Deadline: t(r.Deadline), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EventSeq: r.LastEventSeq,
-		Provider: r.Provider, ProviderID: r.ProviderID, Model: r.Model, Language: r.Language,
-		NotBefore: t(r.NotBefore), StartedAt: t(r.StartedAt),
-	}
+	return out
 }
 
 // BusinessKey builds tenant_id:call_id:sha256 as the ledger does.
 func BusinessKey(tenantID, callID, audioSHA256 string) string {
 	return tenantID + ":" + callID + ":" + audioSHA256
-}
-
-// scanRecording reads one whole recordings row from a query.
-func scanRecording(rows pgx.Rows, err error) (Recording, error) {
-	if err != nil {
-		return Recording{}, translate(err)
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[recordingRow])
-	if err != nil {
-		return Recording{}, translate(err)
-	}
-	return r.recording(), nil
-}
-
-// scanRecordings reads whole recordings rows from a query.
-func scanRecordings(rows pgx.Rows, err error) ([]Recording, error) {
-	if err != nil {
-		return nil, translate(err)
-	}
-	rs, err := pgx.CollectRows(rows, pgx.RowToStructByName[recordingRow])
-	if err != nil {
-		return nil, translate(err)
-	}
-	out := make([]Recording, len(rs))
-	for i, r := range rs {
-		out[i] = r.recording()
-	}
-	return out, nil
 }
 
 // NewRecording is what Ingest needs to know about a recording.
@@ -213,18 +166,18 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 	}
 	// Serialise ingests of one call so that a second digest always sees
 	// the first and is flagged.
-	if _, err := tx.Exec(ctx, q("RecordingLockCall"), n.TenantID, n.CallID); err != nil {
+	if err := l.queries.RecordingLockCall(ctx, tx, dbsqlc.RecordingLockCallParams{TenantID: n.TenantID, CallID: n.CallID}); err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: locking call: %w", n.CallID, translate(err))
 	}
-	existing, err := scanRecording(tx.Query(ctx, q("RecordingGetByKey"), n.TenantID, n.CallID, n.AudioSHA256))
+	existing, err := l.queries.RecordingGetByKey(ctx, tx, dbsqlc.RecordingGetByKeyParams{TenantID: n.TenantID, CallID: n.CallID, AudioSha256: n.AudioSHA256})
 	if err == nil {
-		return IngestResult{Recording: existing}, nil
+		return IngestResult{Recording: recordingFrom(existing)}, nil
 	}
-	if !errors.Is(err, ErrNotFound) {
+	if err = translate(err); !errors.Is(err, ErrNotFound) {
 		return IngestResult{}, fmt.Errorf("ingesting %s: looking up business key: %w", n.CallID, err)
 	}
 
-	rows, err := tx.Query(ctx, q("RecordingListByCall"), n.TenantID, n.CallID)
+	digests, err := l.queries.RecordingListDigestsByCall(ctx, tx, dbsqlc.RecordingListDigestsByCallParams{TenantID: n.TenantID, CallID: n.CallID})
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: listing earlier recordings: %w", n.CallID, translate(err))
 	}
@@ -232,12 +185,9 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 		ID     uuid.UUID `json:"id"`
 		Digest string    `json:"audio_sha256"`
 	}
-	prev, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (earlier, error) {
-		var e earlier
-		return e, r.Scan(&e.ID, &e.Digest)
-	})
-	if err != nil {
-		return IngestResult{}, fmt.Errorf("ingesting %s: listing earlier recordings: %w", n.CallID, translate(err))
+	prev := make([]earlier, len(digests))
+	for i, d := range digests {
+		prev[i] = earlier{ID: d.ID, Digest: d.AudioSha256}
 	}
 
 	reason := "ingested"
@@ -252,45 +202,44 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 			res.EarlierRecordings = append(res.EarlierRecordings, p.ID)
 		}
 	}
-	var deadline *time.Time
-	if !n.Deadline.IsZero() {
-		d := dbTime(n.Deadline)
-		deadline = &d
-	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: new id: %w", n.CallID, err)
 	}
-	var startedAt *time.Time
-	if !n.StartedAt.IsZero() {
-		st := dbTime(n.StartedAt)
-		startedAt = &st
-	}
-	rec, err := scanRecording(tx.Query(ctx, q("RecordingInsert"), id, n.TenantID, n.CallID, n.AudioSHA256,
-		string(n.Lane), n.AudioURI, n.AudioBytes, deadline, l.now(), reason, detail, n.Model, n.Language, startedAt))
+	rawDetail, err := detailJSON(detail)
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: %w", n.CallID, err)
 	}
-	res.Recording = rec
+	rec, err := l.queries.RecordingInsert(ctx, tx, dbsqlc.RecordingInsertParams{
+		ID: id, TenantID: n.TenantID, CallID: n.CallID, AudioSha256: n.AudioSHA256, Lane: string(n.Lane),
+		AudioUri: n.AudioURI, AudioBytes: n.AudioBytes, Deadline: dbTimeOrNil(n.Deadline), At: l.now(),
+		Model: n.Model, Language: n.Language, StartedAt: dbTimeOrNil(n.StartedAt), Reason: reason, Detail: rawDetail,
+	})
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("ingesting %s: %w", n.CallID, translate(err))
+	}
+	res.Recording = recordingFrom(dbsqlc.Recording(rec))
 	return res, nil
 }
 
 // Recording returns the current row of one recording, or ErrNotFound.
 func (l *Ledger) Recording(ctx context.Context, id uuid.UUID) (Recording, error) {
-	r, err := scanRecording(l.pool.Query(ctx, q("RecordingGet"), id))
+	r, err := l.queries.RecordingGet(ctx, l.pool, id)
 	if err != nil {
-		return Recording{}, fmt.Errorf("reading recording %s: %w", id, err)
+		return Recording{}, fmt.Errorf("reading recording %s: %w", id, translate(err))
 	}
-	return r, nil
+	return recordingFrom(r), nil
 }
 
 // RecordingByKey returns the recording with this business key, or ErrNotFound.
 func (l *Ledger) RecordingByKey(ctx context.Context, tenantID, callID, audioSHA256 string) (Recording, error) {
-	r, err := scanRecording(l.pool.Query(ctx, q("RecordingGetByKey"), tenantID, callID, strings.ToLower(audioSHA256)))
+	r, err := l.queries.RecordingGetByKey(ctx, l.pool, dbsqlc.RecordingGetByKeyParams{
+		TenantID: tenantID, CallID: callID, AudioSha256: strings.ToLower(audioSHA256),
+	})
 	if err != nil {
-		return Recording{}, fmt.Errorf("reading recording %s: %w", BusinessKey(tenantID, callID, audioSHA256), err)
+		return Recording{}, fmt.Errorf("reading recording %s: %w", BusinessKey(tenantID, callID, audioSHA256), translate(err))
 	}
-	return r, nil
+	return recordingFrom(r), nil
 }
 
 // RecordingFilter narrows Recordings.
@@ -308,37 +257,31 @@ func (l *Ledger) Recordings(ctx context.Context, f RecordingFilter) ([]Recording
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
-	var from, to *time.Time
-	if !f.From.IsZero() {
-		from = &f.From
-	}
-	if !f.To.IsZero() {
-		to = &f.To
-	}
-	rs, err := scanRecordings(l.pool.Query(ctx, q("RecordingList"), string(f.State), f.TenantID, f.Limit, from, to))
+	rs, err := l.queries.RecordingList(ctx, l.pool, dbsqlc.RecordingListParams{
+		State: string(f.State), TenantID: f.TenantID, MaxRows: int64(f.Limit),
+		CreatedFrom: timeOrNil(f.From), CreatedTo: timeOrNil(f.To),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("listing recordings: %w", err)
+		return nil, fmt.Errorf("listing recordings: %w", translate(err))
 	}
-	return rs, nil
+	return recordingsFrom(rs), nil
 }
 
 // RecordingsByCall lists every recording of one call (one per audio digest).
 func (l *Ledger) RecordingsByCall(ctx context.Context, tenantID, callID string) ([]Recording, error) {
-	rs, err := scanRecordings(l.pool.Query(ctx, q("RecordingListByCallID"), tenantID, callID))
+	rs, err := l.queries.RecordingListByCall(ctx, l.pool, dbsqlc.RecordingListByCallParams{TenantID: tenantID, CallID: callID})
 	if err != nil {
-		return nil, fmt.Errorf("listing recordings of call %s: %w", callID, err)
+		return nil, fmt.Errorf("listing recordings of call %s: %w", callID, translate(err))
 	}
-	return rs, nil
+	return recordingsFrom(rs), nil
 }
 
 // Overdue returns up to limit ids of unfinished recordings whose deadline
 // has passed at now.
 func (l *Ledger) Overdue(ctx context.Context, now time.Time, limit int) ([]uuid.UUID, error) {
-	rows, err := l.pool.Query(ctx, q("RecordingListOverdue"), dbTime(now), limit)
-	if err != nil {
-		return nil, fmt.Errorf("listing overdue recordings: %w", translate(err))
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := l.queries.RecordingListOverdue(ctx, l.pool, dbsqlc.RecordingListOverdueParams{
+		Now: dbTime(now), MaxRows: int64(limit),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing overdue recordings: %w", translate(err))
 	}
@@ -347,16 +290,13 @@ func (l *Ledger) Overdue(ctx context.Context, now time.Time, limit int) ([]uuid.
 
 // CountByState counts recordings per state.
 func (l *Ledger) CountByState(ctx context.Context) (map[State]int, error) {
-	rows, err := l.pool.Query(ctx, q("RecordingCountByState"))
+	rows, err := l.queries.RecordingCountByState(ctx, l.pool)
 	if err != nil {
 		return nil, fmt.Errorf("counting recordings: %w", translate(err))
 	}
 	out := map[State]int{}
-	var st State
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error { out[st] = n; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("counting recordings: %w", translate(err))
+	for _, r := range rows {
+		out[State(r.State)] = int(r.Recordings)
 	}
 	return out, nil
 }

@@ -3,7 +3,10 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
+
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // PurgeOpts tunes RetentionPurge.
@@ -48,14 +51,16 @@ func (l *Ledger) RetentionPurge(ctx context.Context, opts PurgeOpts) (PurgeResul
 	now := l.now()
 	res := PurgeResult{Cutoff: dbTime(now.Add(-opts.OlderThan))}
 	for {
-		var recs, evs int
-		if err := l.pool.QueryRow(ctx, q("RetentionPurge"), res.Cutoff, now, opts.BatchSize, opts.Reason).Scan(&recs, &evs); err != nil {
+		n, err := l.queries.RetentionPurge(ctx, l.pool, dbsqlc.RetentionPurgeParams{
+			Cutoff: res.Cutoff, At: now, MaxRecordings: int32(min(opts.BatchSize, math.MaxInt32)), Reason: opts.Reason,
+		})
+		if err != nil {
 			return res, fmt.Errorf("purging histories older than %s: %w", res.Cutoff.Format(time.RFC3339), translate(err))
 		}
-		res.Recordings += recs
-		res.Events += evs
+		res.Recordings += int(n.RecordingsDeleted)
+		res.Events += int(n.EventsDeleted)
 		res.Batches++
-		if recs < opts.BatchSize {
+		if int(n.RecordingsDeleted) < opts.BatchSize {
 			return res, nil
 		}
 	}

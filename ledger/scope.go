@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
 
@@ -77,7 +78,7 @@ func (l *Ledger) ScopeDeferralExtendTx(ctx context.Context, tx pgx.Tx, e Extensi
 	return l.scopeDeferralExtend(ctx, tx, e)
 }
 
-func (l *Ledger) scopeDeferralExtend(ctx context.Context, db querier, e Extension) (ExtendResult, error) {
+func (l *Ledger) scopeDeferralExtend(ctx context.Context, db dbsqlc.DBTX, e Extension) (ExtendResult, error) {
 	if e.Scope == "" {
 		return ExtendResult{}, &InvalidError{Field: "Scope", Reason: "is required"}
 	}
@@ -85,68 +86,54 @@ func (l *Ledger) scopeDeferralExtend(ctx context.Context, db querier, e Extensio
 		return ExtendResult{}, &InvalidError{Field: "NotBefore", Reason: "is required"}
 	}
 	offered := dbTime(e.NotBefore)
-	var jobID *int64
-	if e.JobID != 0 {
-		jobID = &e.JobID
-	}
-	var recID *uuid.UUID
-	if e.RecordingID != uuid.Nil {
-		recID = &e.RecordingID
-	}
-	var d Deferral
-	err := db.QueryRow(ctx, q("ScopeDeferralExtend"), e.Scope, offered, l.now(), e.RetryAfter, e.Source,
-		e.Clamped, jobID, recID, e.Reason).Scan(&d.Scope, &d.NotBefore, &d.UpdatedAt)
+	row, err := l.queries.ScopeDeferralExtend(ctx, db, dbsqlc.ScopeDeferralExtendParams{
+		Scope: e.Scope, OfferedNotBefore: offered, At: l.now(), RetryAfterRaw: e.RetryAfter, Source: e.Source,
+		Clamped: e.Clamped, JobID: nonZero(e.JobID), RecordingID: nonZero(e.RecordingID), Reason: e.Reason,
+	})
 	if err != nil {
 		return ExtendResult{}, fmt.Errorf("extending scope deferral %s: %w", e.Scope, translate(err))
 	}
-	d.NotBefore, d.UpdatedAt = d.NotBefore.UTC(), d.UpdatedAt.UTC()
+	d := Deferral{Scope: row.Scope, NotBefore: row.NotBefore.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
 	return ExtendResult{Deferral: d, Moved: d.NotBefore.Equal(offered)}, nil
 }
 
 // ScopeDeferral returns a scope's current deadline. A scope never deferred
 // has a zero NotBefore (and no error).
 func (l *Ledger) ScopeDeferral(ctx context.Context, scope string) (Deferral, error) {
-	d, err := scanDeferral(l.pool.QueryRow(ctx, q("ScopeDeferralGet"), scope))
-	if errors.Is(err, pgx.ErrNoRows) {
+	row, err := l.queries.ScopeDeferralGet(ctx, l.pool, scope)
+	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return Deferral{Scope: scope}, nil
 	}
 	if err != nil {
-		return Deferral{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
+		return Deferral{}, fmt.Errorf("reading scope deferral %s: %w", scope, err)
 	}
-	return d, nil
+	return deferralFrom(row), nil
 }
 
 // ScopeDeferrals lists every scope that was ever deferred or paused.
 func (l *Ledger) ScopeDeferrals(ctx context.Context) ([]Deferral, error) {
-	rows, err := l.pool.Query(ctx, q("ScopeDeferralList"))
+	rows, err := l.queries.ScopeDeferralList(ctx, l.pool)
 	if err != nil {
 		return nil, fmt.Errorf("listing scope deferrals: %w", translate(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Deferral, error) { return scanDeferral(r) })
-	if err != nil {
-		return nil, fmt.Errorf("listing scope deferrals: %w", translate(err))
+	out := make([]Deferral, len(rows))
+	for i, r := range rows {
+		out[i] = deferralFrom(r)
 	}
 	return out, nil
 }
 
-func scanDeferral(row pgx.Row) (Deferral, error) {
-	var d Deferral
-	var claimed, pausedAt *time.Time
-	if err := row.Scan(&d.Scope, &d.NotBefore, &d.UpdatedAt, &d.NeedsProbe, &d.ProbeJobID, &claimed,
-		&d.Paused, &d.PausedReason, &pausedAt); err != nil {
-		return Deferral{}, err
+// deferralFrom converts a scope_deferrals row.
+func deferralFrom(r dbsqlc.ScopeDeferral) Deferral {
+	d := Deferral{
+		Scope: r.Scope, NotBefore: r.NotBefore.UTC(), UpdatedAt: r.UpdatedAt.UTC(), NeedsProbe: r.NeedsProbe,
+		ProbeJobID: deref(r.ProbeJobID), ProbeClaimedAt: timeOf(r.ProbeClaimedAt),
+		Paused: r.Paused, PausedReason: r.PausedReason, PausedAt: timeOf(r.PausedAt),
 	}
-	d.NotBefore, d.UpdatedAt = d.NotBefore.UTC(), d.UpdatedAt.UTC()
 	if d.NotBefore.Equal(time.Unix(0, 0)) {
 		d.NotBefore = time.Time{} // a row made by an admission check: never deferred
 	}
-	if claimed != nil {
-		d.ProbeClaimedAt = claimed.UTC()
-	}
-	if pausedAt != nil {
-		d.PausedAt = pausedAt.UTC()
-	}
-	return d, nil
+	return d
 }
 
 // ExtensionRecord is one recorded offer, as stored.
@@ -171,27 +158,18 @@ type ExtensionRecord struct {
 
 // ScopeDeferralExtensions returns every offer recorded for a scope, oldest first.
 func (l *Ledger) ScopeDeferralExtensions(ctx context.Context, scope string) ([]ExtensionRecord, error) {
-	rows, err := l.pool.Query(ctx, q("ScopeDeferralExtensionList"), scope)
+	rows, err := l.queries.ScopeDeferralExtensionList(ctx, l.pool, scope)
 	if err != nil {
 		return nil, fmt.Errorf("reading extensions of scope %s: %w", scope, translate(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ExtensionRecord, error) {
-		var x ExtensionRecord
-		var job *int64
-		var rec *uuid.UUID
-		err := r.Scan(&x.ID, &x.Scope, &x.OfferedNotBefore, &x.ResultingNotBefore, &x.RetryAfter, &x.Source,
-			&x.Clamped, &job, &rec, &x.Reason, &x.At, &x.ObserveOnly, &x.RecordedAt)
-		if job != nil {
-			x.JobID = *job
+	out := make([]ExtensionRecord, len(rows))
+	for i, r := range rows {
+		out[i] = ExtensionRecord{
+			ID: r.ID, Scope: r.Scope, OfferedNotBefore: r.OfferedNotBefore.UTC(), ResultingNotBefore: r.ResultingNotBefore.UTC(),
+			RetryAfter: r.RetryAfterRaw, Source: r.Source, Clamped: r.Clamped, JobID: deref(r.JobID),
+			RecordingID: deref(r.RecordingID), Reason: r.Reason, At: r.At.UTC(), ObserveOnly: r.ObserveOnly,
+			RecordedAt: r.RecordedAt.UTC(),
 		}
-		if rec != nil {
-			x.RecordingID = *rec
-		}
-		x.OfferedNotBefore, x.ResultingNotBefore, x.At, x.RecordedAt = x.OfferedNotBefore.UTC(), x.ResultingNotBefore.UTC(), x.At.UTC(), x.RecordedAt.UTC()
-		return x, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading extensions of scope %s: %w", scope, translate(err))
 	}
 	return out, nil
 }

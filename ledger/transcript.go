@@ -2,11 +2,14 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // Transcript is a recording's transcription as the vendor returned it.
@@ -57,8 +60,14 @@ func (l *Ledger) RecordTranscriptTx(ctx context.Context, tx pgx.Tx, t Transition
 	if segs == nil {
 		segs = []Segment{}
 	}
-	if _, err := tx.Exec(ctx, q("TranscriptInsert"), t.RecordingID, tr.Provider, tr.ProviderID, tr.Text, tr.Language,
-		tr.Confidence, tr.DurationSeconds, segs, l.now()); err != nil {
+	rawSegs, err := json.Marshal(segs)
+	if err != nil {
+		return Recording{}, fmt.Errorf("storing transcript of %s: %w", t.RecordingID, err)
+	}
+	if err := l.queries.TranscriptInsert(ctx, tx, dbsqlc.TranscriptInsertParams{
+		RecordingID: t.RecordingID, Provider: tr.Provider, ProviderID: tr.ProviderID, Text: tr.Text, Language: tr.Language,
+		Confidence: tr.Confidence, DurationSeconds: tr.DurationSeconds, Segments: rawSegs, CreatedAt: l.now(),
+	}); err != nil {
 		return Recording{}, fmt.Errorf("storing transcript of %s: %w", t.RecordingID, translate(err))
 	}
 	return rec, nil
@@ -66,12 +75,16 @@ func (l *Ledger) RecordTranscriptTx(ctx context.Context, tx pgx.Tx, t Transition
 
 // Transcript returns a recording's transcript, or ErrNotFound.
 func (l *Ledger) Transcript(ctx context.Context, recordingID uuid.UUID) (Transcript, error) {
-	var tr Transcript
-	err := l.pool.QueryRow(ctx, q("TranscriptGet"), recordingID).Scan(&tr.RecordingID, &tr.Provider, &tr.ProviderID,
-		&tr.Text, &tr.Language, &tr.Confidence, &tr.DurationSeconds, &tr.Segments, &tr.CreatedAt)
+	r, err := l.queries.TranscriptGet(ctx, l.pool, recordingID)
 	if err != nil {
 		return Transcript{}, fmt.Errorf("reading transcript of %s: %w", recordingID, translate(err))
 	}
-	tr.CreatedAt = tr.CreatedAt.UTC()
-	return tr, nil
+	var segs []Segment
+	if err := json.Unmarshal(r.Segments, &segs); err != nil {
+		return Transcript{}, fmt.Errorf("reading transcript of %s: segments: %w", recordingID, err)
+	}
+	return Transcript{
+		RecordingID: r.RecordingID, Provider: r.Provider, ProviderID: r.ProviderID, Text: r.Text, Language: r.Language,
+		Confidence: r.Confidence, DurationSeconds: r.DurationSeconds, Segments: segs, CreatedAt: r.CreatedAt.UTC(),
+	}, nil
 }

@@ -2,12 +2,15 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // Transition moves one recording from one state to the next.
@@ -55,25 +58,27 @@ func (l *Ledger) TransitionTx(ctx context.Context, tx pgx.Tx, t Transition) (Rec
 	return l.transition(ctx, tx, t)
 }
 
-func (l *Ledger) transition(ctx context.Context, db querier, t Transition) (Recording, error) {
+func (l *Ledger) transition(ctx context.Context, db dbsqlc.DBTX, t Transition) (Recording, error) {
 	if !CanTransition(t.From, t.To) {
 		return Recording{}, &IllegalTransitionError{From: t.From, To: t.To}
 	}
-	detail := t.Detail
-	if detail == nil {
-		detail = map[string]any{}
+	detail, err := detailJSON(t.Detail)
+	if err != nil {
+		return Recording{}, fmt.Errorf("recording %s %s -> %s: %w", t.RecordingID, t.From, t.To, err)
 	}
-	inc := 0
+	var inc int32
 	if countsAttempt(t.To) {
 		inc = 1
 	}
-	rec, err := scanRecording(db.Query(ctx, q("RecordingTransition"),
-		t.RecordingID, string(t.From), string(t.To), inc, l.now(), t.Reason, t.ResponseClass, t.RetryAfter, detail,
-		t.Provider, t.ProviderID, true, dbTimePtr(t.NotBefore), dbTimePtr(t.Deadline)))
+	rec, err := l.queries.RecordingTransition(ctx, db, dbsqlc.RecordingTransitionParams{
+		ID: t.RecordingID, FromState: string(t.From), ToState: string(t.To), AttemptInc: inc, At: l.now(),
+		Reason: t.Reason, ResponseClass: t.ResponseClass, RetryAfterRaw: t.RetryAfter, Detail: detail,
+		Provider: t.Provider, ProviderID: t.ProviderID, NotBefore: dbTimePtr(t.NotBefore), Deadline: dbTimePtr(t.Deadline),
+	})
 	if err == nil {
-		return rec, nil
+		return recordingFrom(dbsqlc.Recording(rec)), nil
 	}
-	if !errors.Is(err, ErrNotFound) {
+	if err = translate(err); !errors.Is(err, ErrNotFound) {
 		var ite *IllegalTransitionError
 		if errors.As(err, &ite) {
 			ite.From, ite.To = t.From, t.To
@@ -81,15 +86,27 @@ func (l *Ledger) transition(ctx context.Context, db querier, t Transition) (Reco
 		return Recording{}, fmt.Errorf("recording %s %s -> %s: %w", t.RecordingID, t.From, t.To, err)
 	}
 	// Nothing matched (id, from): find out why.
-	var actual State
-	if err := db.QueryRow(ctx, q("RecordingStateGet"), t.RecordingID).Scan(&actual); err != nil {
-		if isNoRows(err) {
+	actual, err := l.queries.RecordingStateGet(ctx, db, t.RecordingID)
+	if err != nil {
+		if err = translate(err); errors.Is(err, ErrNotFound) {
 			return Recording{}, fmt.Errorf("recording %s: %w", t.RecordingID, ErrNotFound)
 		}
 		return Recording{}, fmt.Errorf("recording %s %s -> %s: reading state after a lost race: %w",
-			t.RecordingID, t.From, t.To, translate(err))
+			t.RecordingID, t.From, t.To, err)
 	}
-	return Recording{}, &StateConflictError{RecordingID: t.RecordingID, Expected: t.From, Actual: actual}
+	return Recording{}, &StateConflictError{RecordingID: t.RecordingID, Expected: t.From, Actual: State(actual)}
+}
+
+// detailJSON is an event's detail as stored: a JSON object, {} when nil.
+func detailJSON(detail map[string]any) ([]byte, error) {
+	if detail == nil {
+		return []byte("{}"), nil
+	}
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return nil, &InvalidError{Field: "Detail", Reason: err.Error()}
+	}
+	return b, nil
 }
 
 func dbTimePtr(t *time.Time) *time.Time {
@@ -127,32 +144,35 @@ func (l *Ledger) NoteTx(ctx context.Context, tx pgx.Tx, n Note) (Recording, erro
 	return l.note(ctx, tx, n)
 }
 
-func (l *Ledger) note(ctx context.Context, db querier, n Note) (Recording, error) {
+func (l *Ledger) note(ctx context.Context, db dbsqlc.DBTX, n Note) (Recording, error) {
 	if n.Submission && n.State != StateSubmitted {
 		return Recording{}, &InvalidError{Field: "Submission", Reason: "only a recording in submitted can be resubmitted"}
 	}
-	detail := n.Detail
-	if detail == nil {
-		detail = map[string]any{}
+	detail, err := detailJSON(n.Detail)
+	if err != nil {
+		return Recording{}, fmt.Errorf("recording %s note in %s: %w", n.RecordingID, n.State, err)
 	}
-	inc := 0
+	var inc int32
 	if n.Submission {
 		inc = 1
 	}
-	rec, err := scanRecording(db.Query(ctx, q("RecordingNote"), n.RecordingID, string(n.State), inc, l.now(),
-		n.Reason, n.ResponseClass, n.RetryAfter, detail, n.Provider, n.ProviderID))
+	rec, err := l.queries.RecordingNote(ctx, db, dbsqlc.RecordingNoteParams{
+		ID: n.RecordingID, State: string(n.State), AttemptInc: inc, At: l.now(),
+		Reason: n.Reason, ResponseClass: n.ResponseClass, RetryAfterRaw: n.RetryAfter, Detail: detail,
+		Provider: n.Provider, ProviderID: n.ProviderID,
+	})
 	if err == nil {
-		return rec, nil
+		return recordingFrom(dbsqlc.Recording(rec)), nil
 	}
-	if !errors.Is(err, ErrNotFound) {
+	if err = translate(err); !errors.Is(err, ErrNotFound) {
 		return Recording{}, fmt.Errorf("recording %s note in %s: %w", n.RecordingID, n.State, err)
 	}
-	var actual State
-	if err := db.QueryRow(ctx, q("RecordingStateGet"), n.RecordingID).Scan(&actual); err != nil {
-		if isNoRows(err) {
+	actual, err := l.queries.RecordingStateGet(ctx, db, n.RecordingID)
+	if err != nil {
+		if err = translate(err); errors.Is(err, ErrNotFound) {
 			return Recording{}, fmt.Errorf("recording %s: %w", n.RecordingID, ErrNotFound)
 		}
-		return Recording{}, fmt.Errorf("recording %s note: reading state after a lost race: %w", n.RecordingID, translate(err))
+		return Recording{}, fmt.Errorf("recording %s note: reading state after a lost race: %w", n.RecordingID, err)
 	}
-	return Recording{}, &StateConflictError{RecordingID: n.RecordingID, Expected: n.State, Actual: actual}
+	return Recording{}, &StateConflictError{RecordingID: n.RecordingID, Expected: n.State, Actual: State(actual)}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
+	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
 
 // Delivery states of an outbox row.
@@ -42,18 +43,15 @@ type Row struct {
 	CallID         string
 }
 
-func scanRow(row pgx.Row) (Row, error) {
-	var r Row
-	var nb *time.Time
-	err := row.Scan(&r.ID, &r.ActionSetID, &r.Target, &r.Scope, &r.IdempotencyKey, &r.State, &r.Attempts, &r.CRMID, &r.LastClass,
-		&nb, &r.CreatedAt, &r.UpdatedAt, &r.TenantID, &r.CallID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ledger.ErrNotFound
+// rowFrom converts an outbox row joined with its action set.
+func rowFrom(r dbsqlc.OutboxGetRow) Row {
+	out := Row{ID: r.ID, ActionSetID: r.ActionSetID, Target: r.Target, Scope: r.Scope, IdempotencyKey: r.IdempotencyKey,
+		State: r.State, Attempts: int(r.Attempts), CRMID: r.CrmID, LastClass: r.LastClass,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, TenantID: r.TenantID, CallID: r.CallID}
+	if r.NotBefore != nil {
+		out.NotBefore = r.NotBefore.UTC()
 	}
-	if nb != nil {
-		r.NotBefore = nb.UTC()
-	}
-	return r, err
+	return out
 }
 
 // Rows lists outbox rows, oldest first; state "" = any.
@@ -61,16 +59,24 @@ func (o *Outbox) Rows(ctx context.Context, state string, limit int) ([]Row, erro
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := o.pool.Query(ctx, qOutboxList, state, limit)
+	rows, err := o.queries.OutboxList(ctx, o.pool, dbsqlc.OutboxListParams{State: state, MaxRows: int64(limit)})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing outbox rows: %w", translate(err))
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanRow(r) })
+	out := make([]Row, len(rows))
+	for i, r := range rows {
+		out[i] = rowFrom(dbsqlc.OutboxGetRow(r))
+	}
+	return out, nil
 }
 
-// RowByID reads one outbox row.
+// RowByID reads one outbox row, or ErrNotFound.
 func (o *Outbox) RowByID(ctx context.Context, id int64) (Row, error) {
-	return scanRow(o.pool.QueryRow(ctx, qOutboxGet, id))
+	r, err := o.queries.OutboxGet(ctx, o.pool, id)
+	if err != nil {
+		return Row{}, fmt.Errorf("reading outbox row %d: %w", id, translate(err))
+	}
+	return rowFrom(r), nil
 }
 
 // Event is one delivery try (or operator action) of an outbox row.
@@ -88,15 +94,16 @@ type Event struct {
 
 // Events lists a row's history, oldest first.
 func (o *Outbox) Events(ctx context.Context, id int64) ([]Event, error) {
-	rows, err := o.pool.Query(ctx, qOutboxEventList, id)
+	rows, err := o.queries.OutboxEventList(ctx, o.pool, id)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading events of outbox row %d: %w", id, translate(err))
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var e Event
-		err := r.Scan(&e.Attempt, &e.At, &e.Prior, &e.New, &e.Outcome, &e.ResponseClass, &e.HTTPStatus, &e.CRMID, &e.RetryAfter, &e.Reason)
-		return e, err
-	})
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		out[i] = Event{Attempt: int(r.Attempt), At: r.At, Prior: r.PriorState, New: r.NewState, Outcome: r.Outcome,
+			ResponseClass: r.ResponseClass, HTTPStatus: int(r.HttpStatus), CRMID: r.CrmID, RetryAfter: r.RetryAfterRaw, Reason: r.Reason}
+	}
+	return out, nil
 }
 
 // Retry moves a dead row back to pending and enqueues its delivery, with an
@@ -104,10 +111,10 @@ func (o *Outbox) Events(ctx context.Context, id int64) ([]Event, error) {
 func (o *Outbox) Retry(ctx context.Context, id int64) error {
 	now := o.cfg.Clock.Now().UTC()
 	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		var got int64
-		err := tx.QueryRow(ctx, qOutboxSettle, id, StatePending, "", "operator", now, nil, StateDead, "retry", 0, nil, "operator retry").Scan(&got)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("outbox row %d is not dead: only dead rows can be retried", id)
+		_, err := o.queries.OutboxSettle(ctx, tx, dbsqlc.OutboxSettleParams{ID: id, FromState: StateDead, State: StatePending,
+			LastClass: "operator", At: now, Outcome: "retry", Reason: "operator retry"})
+		if err = translate(err); errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("outbox row %d is not dead: %w", id, ErrNotDead)
 		}
 		if err != nil {
 			return err
@@ -141,10 +148,10 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 
 // settle records a try's outcome and the row's new state in one statement.
 func (o *Outbox) settle(ctx context.Context, r Row, state string, res target.Result, notBefore *time.Time, reason string) error {
-	var got int64
-	err := o.pool.QueryRow(ctx, qOutboxSettle, r.ID, state, res.CRMID, res.Class, o.cfg.Clock.Now().UTC(), notBefore, StatePending,
-		string(res.Outcome), res.HTTPStatus, res.RetryAfter, reason).Scan(&got)
-	if errors.Is(err, pgx.ErrNoRows) {
+	_, err := o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
+		CrmID: res.CRMID, LastClass: res.Class, At: o.cfg.Clock.Now().UTC(), NotBefore: notBefore,
+		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason})
+	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return nil // settled meanwhile by another try
 	}
 	return err
@@ -154,7 +161,7 @@ func (o *Outbox) settle(ctx context.Context, r Row, state string, res target.Res
 // nothing, and the outcome recorded.
 func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	r, err := o.RowByID(ctx, id)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return river.JobCancel(err)
 	}
 	if err != nil {
@@ -188,13 +195,14 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	if err != nil {
 		return err
 	}
-	var attempt int
-	if err := o.pool.QueryRow(ctx, qOutboxTry, r.ID, now.UTC()).Scan(&attempt); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
+	tries, err := o.queries.OutboxTry(ctx, o.pool, dbsqlc.OutboxTryParams{ID: r.ID, At: now.UTC()})
+	if err != nil {
+		if err = translate(err); errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		return err
 	}
+	attempt := int(tries)
 	res, err := dest.Target.Deliver(ctx, target.Delivery{Set: set.ActionSet, Attempt: attempt})
 	if err != nil {
 		return fmt.Errorf("delivering outbox row %d: %w", r.ID, err)
@@ -203,8 +211,8 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	for name, v := range res.Gauges {
 		// The CRM's own usage figures (Sforce-Limit-Info, HubSpot remaining
 		// calls), kept as gauges for operators.
-		if _, err := o.pool.Exec(ctx, qGaugeSet, name, int64(v)); err != nil {
-			return err
+		if err := o.queries.GaugeSet(ctx, o.pool, dbsqlc.GaugeSetParams{Name: name, Value: int64(v)}); err != nil {
+			return translate(err)
 		}
 	}
 	log := o.cfg.Logger.With(slog.Int64("outbox", r.ID), slog.String("class", res.Class), slog.Int("status", res.HTTPStatus), slog.Int("attempt", attempt))

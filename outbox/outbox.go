@@ -18,6 +18,7 @@ import (
 	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
+	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
 
 // Queue is the River queue of CRM deliveries.
@@ -89,15 +90,16 @@ func (c Config) WithDefaults() Config {
 
 // Outbox commits action sets and delivers them.
 type Outbox struct {
-	cfg    Config
-	pool   *pgxpool.Pool
-	ledger *ledger.Ledger
-	client *river.Client[pgx.Tx]
+	cfg     Config
+	pool    *pgxpool.Pool
+	ledger  *ledger.Ledger
+	client  *river.Client[pgx.Tx]
+	queries *dbsqlc.Queries
 }
 
 // New returns an Outbox. SetClient must be called before Commit.
 func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) *Outbox {
-	return &Outbox{cfg: cfg.WithDefaults(), pool: pool, ledger: l}
+	return &Outbox{cfg: cfg.WithDefaults(), pool: pool, ledger: l, queries: dbsqlc.New()}
 }
 
 // SetClient gives the outbox the River client it inserts deliveries with.
@@ -148,99 +150,146 @@ type CommitResult struct {
 // (duplicate_key_conflicts) and converges on the committed row.
 func (o *Outbox) Commit(ctx context.Context, rec ledger.Recording, actions []crm.Action) (CommitResult, error) {
 	var res CommitResult
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = o.CommitTx(ctx, tx, rec, actions)
+		return err
+	})
+	if err != nil {
+		return CommitResult{}, err
+	}
+	return res, nil
+}
+
+// CommitTx is Commit inside the caller's transaction: the action set, its
+// outbox row, the delivery job and the transition commit or roll back with
+// the caller's other writes. On a duplicate it writes only the conflict
+// count (which rolls back with the caller's transaction too).
+func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, rec ledger.Recording, actions []crm.Action) (CommitResult, error) {
+	var res CommitResult
 	now := o.cfg.Clock.Now().UTC().Truncate(time.Microsecond)
-	var version int
-	if err := o.pool.QueryRow(ctx, qActionSetVersionNext, rec.TenantID, rec.CallID, rec.ID).Scan(&version); err != nil {
+	version, err := o.nextVersion(ctx, tx, rec)
+	if err != nil {
 		return res, fmt.Errorf("numbering the action set of %s: %w", rec.CallID, err)
 	}
 	set := crm.ActionSet{TenantID: rec.TenantID, CallID: rec.CallID, ActionVersion: version, RecordingSHA256: rec.AudioSHA256,
 		CommittedAt: now, Actions: actions}
-	dest, hasDest := o.cfg.Destinations[rec.TenantID]
-	conflict := false
-	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		body, err := json.Marshal(actions)
-		if err != nil {
-			return err
-		}
-		var id int64
-		err = tx.QueryRow(ctx, qActionSetInsert, rec.ID, rec.TenantID, rec.CallID, version, rec.AudioSHA256, body, now).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			conflict = true
-			return errDuplicate
-		}
-		if err != nil {
-			return fmt.Errorf("storing action set: %w", err)
-		}
-		res.Set = ActionSet{ID: id, RecordingID: rec.ID, ActionSet: set}
-		if hasDest {
-			var oid int64
-			if err := tx.QueryRow(ctx, qOutboxInsert, id, dest.Name, dest.Scope, set.IdempotencyKey(), now).Scan(&oid); err != nil {
-				return fmt.Errorf("storing outbox row: %w", err)
-			}
-			if _, err := o.client.InsertTx(ctx, tx, DeliverArgs{OutboxID: oid}, nil); err != nil {
-				return fmt.Errorf("enqueueing delivery: %w", err)
-			}
-			res.OutboxIDs = append(res.OutboxIDs, oid)
-		}
-		_, err = o.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: ledger.StateValidated, To: ledger.StateCommitted,
-			Reason: fmt.Sprintf("action set v%d committed (%d actions)", version, len(actions)),
-			Detail: map[string]any{"action_version": version, "action_set_id": id}})
-		return err
+	body, err := json.Marshal(actions)
+	if err != nil {
+		return res, fmt.Errorf("storing action set: %w", err)
+	}
+	id, err := o.queries.ActionSetInsert(ctx, tx, dbsqlc.ActionSetInsertParams{
+		RecordingID: rec.ID, TenantID: rec.TenantID, CallID: rec.CallID, ActionVersion: int32(version),
+		RecordingSha256: rec.AudioSHA256, Actions: body, CommittedAt: now,
 	})
-	if conflict {
-		if _, err := o.pool.Exec(ctx, qCounterAdd, CounterDuplicateKeyConflicts, 1); err != nil {
-			return res, err
+	if err = translate(err); errors.Is(err, ErrNotFound) {
+		// ON CONFLICT DO NOTHING: another worker committed this version
+		// first (the insert waited for its transaction to end).
+		if err := o.queries.CounterAdd(ctx, tx, dbsqlc.CounterAddParams{Name: CounterDuplicateKeyConflicts, Delta: 1}); err != nil {
+			return res, fmt.Errorf("counting a duplicate commit: %w", translate(err))
 		}
 		o.cfg.Logger.Info("action set already committed by another worker; converging", slog.String("call", rec.CallID), slog.Int("version", version))
-		existing, err := o.ActionSetByVersion(ctx, rec.TenantID, rec.CallID, version)
+		existing, err := o.actionSetByVersion(ctx, tx, rec.TenantID, rec.CallID, version)
 		if err != nil {
 			return res, err
 		}
 		return CommitResult{Set: existing, Duplicate: true}, nil
 	}
-	return res, err
+	if err != nil {
+		return res, fmt.Errorf("storing action set: %w", err)
+	}
+	res.Set = ActionSet{ID: id, RecordingID: rec.ID, ActionSet: set}
+	if dest, ok := o.cfg.Destinations[rec.TenantID]; ok {
+		oid, err := o.queries.OutboxInsert(ctx, tx, dbsqlc.OutboxInsertParams{
+			ActionSetID: id, Target: dest.Name, Scope: dest.Scope, IdempotencyKey: set.IdempotencyKey(), At: now,
+		})
+		if err != nil {
+			return res, fmt.Errorf("storing outbox row: %w", translate(err))
+		}
+		if _, err := o.client.InsertTx(ctx, tx, DeliverArgs{OutboxID: oid}, nil); err != nil {
+			return res, fmt.Errorf("enqueueing delivery: %w", err)
+		}
+		res.OutboxIDs = append(res.OutboxIDs, oid)
+	}
+	_, err = o.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: ledger.StateValidated, To: ledger.StateCommitted,
+		Reason: fmt.Sprintf("action set v%d committed (%d actions)", version, len(actions)),
+		Detail: map[string]any{"action_version": version, "action_set_id": id}})
+	if err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
-var errDuplicate = errors.New("action set already committed")
+// nextVersion numbers a recording's next action set: one version per
+// validation of the recording, after the versions the call's other
+// recordings (other audio digests) committed.
+func (o *Outbox) nextVersion(ctx context.Context, tx pgx.Tx, rec ledger.Recording) (int, error) {
+	others, err := o.queries.ActionSetCountOtherRecordings(ctx, tx, dbsqlc.ActionSetCountOtherRecordingsParams{
+		TenantID: rec.TenantID, CallID: rec.CallID, RecordingID: rec.ID,
+	})
+	if err != nil {
+		return 0, translate(err)
+	}
+	validations, err := o.ledger.ValidationsTx(ctx, tx, rec.ID)
+	if err != nil {
+		return 0, err
+	}
+	return int(others) + validations, nil
+}
 
-// ActionSetByVersion reads one committed action set.
+// ActionSetByVersion reads one committed action set, or ErrNotFound.
 func (o *Outbox) ActionSetByVersion(ctx context.Context, tenantID, callID string, version int) (ActionSet, error) {
-	return scanActionSet(o.pool.QueryRow(ctx, qActionSetGetByVersion, tenantID, callID, version))
+	return o.actionSetByVersion(ctx, o.pool, tenantID, callID, version)
+}
+
+func (o *Outbox) actionSetByVersion(ctx context.Context, db dbsqlc.DBTX, tenantID, callID string, version int) (ActionSet, error) {
+	s, err := o.queries.ActionSetGetByVersion(ctx, db, dbsqlc.ActionSetGetByVersionParams{
+		TenantID: tenantID, CallID: callID, ActionVersion: int32(version),
+	})
+	if err != nil {
+		return ActionSet{}, fmt.Errorf("reading action set %s:%s:%d: %w", tenantID, callID, version, translate(err))
+	}
+	return actionSetFrom(s)
 }
 
 func (o *Outbox) actionSet(ctx context.Context, id int64) (ActionSet, error) {
-	return scanActionSet(o.pool.QueryRow(ctx, qActionSetGet, id))
+	s, err := o.queries.ActionSetGet(ctx, o.pool, id)
+	if err != nil {
+		return ActionSet{}, fmt.Errorf("reading action set %d: %w", id, translate(err))
+	}
+	return actionSetFrom(s)
 }
 
-func scanActionSet(row pgx.Row) (ActionSet, error) {
-	var s ActionSet
-	var body []byte
-	if err := row.Scan(&s.ID, &s.RecordingID, &s.TenantID, &s.CallID, &s.ActionVersion, &s.RecordingSHA256, &body, &s.CommittedAt); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return s, ledger.ErrNotFound
-		}
-		return s, err
+// actionSetFrom converts an action_sets row.
+func actionSetFrom(r dbsqlc.ActionSet) (ActionSet, error) {
+	s := ActionSet{ID: r.ID, RecordingID: r.RecordingID, ActionSet: crm.ActionSet{
+		TenantID: r.TenantID, CallID: r.CallID, ActionVersion: int(r.ActionVersion), RecordingSHA256: r.RecordingSha256,
+		CommittedAt: r.CommittedAt.UTC(),
+	}}
+	if err := json.Unmarshal(r.Actions, &s.Actions); err != nil {
+		return ActionSet{}, fmt.Errorf("reading action set %d: %w", r.ID, err)
 	}
-	s.CommittedAt = s.CommittedAt.UTC()
-	return s, json.Unmarshal(body, &s.Actions)
+	return s, nil
 }
 
 // Counter reads an operator counter such as CounterDuplicateKeyConflicts.
 func (o *Outbox) Counter(ctx context.Context, name string) (int64, error) {
-	var n int64
-	err := o.pool.QueryRow(ctx, qCounterGet, name).Scan(&n)
-	return n, err
+	n, err := o.queries.CounterGet(ctx, o.pool, name)
+	if err != nil {
+		return 0, fmt.Errorf("reading counter %s: %w", name, translate(err))
+	}
+	return n, nil
 }
 
 // Counters lists every operator counter and gauge by name.
 func (o *Outbox) Counters(ctx context.Context) (map[string]int64, error) {
-	rows, err := o.pool.Query(ctx, qCounterList)
+	rows, err := o.queries.CounterList(ctx, o.pool)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing counters: %w", translate(err))
 	}
-	out := map[string]int64{}
-	var name string
-	var v int64
-	_, err = pgx.ForEachRow(rows, []any{&name, &v}, func() error { out[name] = v; return nil })
-	return out, err
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Name] = r.Value
+	}
+	return out, nil
 }

@@ -5,18 +5,24 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
 
 // ActionSetsOf lists every committed version of a recording's action set.
 func (o *Outbox) ActionSetsOf(ctx context.Context, recordingID uuid.UUID) ([]ActionSet, error) {
-	rows, err := o.pool.Query(ctx, qActionSetListByRecording, recordingID)
+	rows, err := o.queries.ActionSetListByRecording(ctx, o.pool, recordingID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing action sets of %s: %w", recordingID, translate(err))
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ActionSet, error) { return scanActionSet(r) })
+	out := make([]ActionSet, len(rows))
+	for i, r := range rows {
+		if out[i], err = actionSetFrom(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // AuditCounts are the sizes of the append-only histories.
@@ -26,11 +32,18 @@ type AuditCounts struct {
 	ActionSets   int64
 }
 
-// Audit reads AuditCounts.
+// Audit reads AuditCounts: the ledger's through the ledger, then the
+// outbox's own.
 func (o *Outbox) Audit(ctx context.Context) (AuditCounts, error) {
-	var c AuditCounts
-	err := o.pool.QueryRow(ctx, qAuditCounts).Scan(&c.LedgerEvents, &c.OutboxEvents, &c.ActionSets)
-	return c, err
+	ledgerEvents, err := o.ledger.EventCount(ctx)
+	if err != nil {
+		return AuditCounts{}, err
+	}
+	c, err := o.queries.OutboxAuditCount(ctx, o.pool)
+	if err != nil {
+		return AuditCounts{}, fmt.Errorf("counting outbox history: %w", translate(err))
+	}
+	return AuditCounts{LedgerEvents: ledgerEvents, OutboxEvents: c.OutboxEvents, ActionSets: c.ActionSets}, nil
 }
 
 // RedeliverResult is one replayed delivery.
@@ -48,9 +61,11 @@ func (o *Outbox) Redeliver(ctx context.Context, set ActionSet, tgt target.Target
 	if err != nil {
 		return res, fmt.Errorf("replaying %s to %s: %w", set.IdempotencyKey(), targetName, err)
 	}
-	if _, err := o.pool.Exec(ctx, qOutboxEventReplay, set.ID, o.cfg.Clock.Now().UTC(), "replay:"+string(res.Outcome), res.Class,
-		res.HTTPStatus, res.CRMID, "replayed to "+targetName); err != nil {
-		return res, fmt.Errorf("recording the replay of %s: %w", set.IdempotencyKey(), err)
+	if err := o.queries.OutboxEventReplay(ctx, o.pool, dbsqlc.OutboxEventReplayParams{
+		ActionSetID: set.ID, At: o.cfg.Clock.Now().UTC(), Outcome: "replay:" + string(res.Outcome), ResponseClass: res.Class,
+		HttpStatus: int32(res.HTTPStatus), CrmID: res.CRMID, Reason: "replayed to " + targetName,
+	}); err != nil {
+		return res, fmt.Errorf("recording the replay of %s: %w", set.IdempotencyKey(), translate(err))
 	}
 	return res, nil
 }

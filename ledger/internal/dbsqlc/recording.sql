@@ -1,0 +1,103 @@
+-- Recordings: one current row per recording. Every write appends its event
+-- in the same statement. Recordings are selected whole (*): sqlc expands the
+-- columns, so every query below returns the same Recording.
+
+-- name: RecordingLockCall :exec
+-- Serialises ingests of one call (until the transaction ends).
+SELECT pg_advisory_xact_lock(hashtextextended(@tenant_id::text || ':' || @call_id::text, 7031));
+
+-- name: RecordingGetByKey :one
+SELECT * FROM recordings
+WHERE tenant_id = @tenant_id AND call_id = @call_id AND audio_sha256 = @audio_sha256;
+
+-- name: RecordingGet :one
+SELECT * FROM recordings WHERE id = @id;
+
+-- name: RecordingListDigestsByCall :many
+SELECT id, audio_sha256
+FROM recordings
+WHERE tenant_id = @tenant_id AND call_id = @call_id
+ORDER BY created_at, id;
+
+-- name: RecordingInsert :one
+WITH ins AS (
+    INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, attempt, lane,
+                            audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq,
+                            model, language, started_at)
+    VALUES (@id, @tenant_id, @call_id, @audio_sha256, 'received', 0, @lane,
+            @audio_uri, @audio_bytes, sqlc.narg(deadline), @at, @at, 1,
+            @model, @language, sqlc.narg(started_at))
+    RETURNING *
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
+    SELECT ins.id, 1, NULL, 'received', 0, @at, @reason::text, @detail::jsonb FROM ins
+)
+SELECT * FROM ins;
+
+-- name: RecordingTransition :one
+-- A compare-and-set on (id, state) and the event that records it. No row:
+-- the recording is not in from_state (or does not exist).
+WITH upd AS (
+    UPDATE recordings
+    SET state = @to_state::text,
+        attempt = attempt + @attempt_inc::integer,
+        updated_at = @at::timestamptz,
+        last_event_seq = last_event_seq + 1,
+        provider = COALESCE(sqlc.narg(provider)::text, provider),
+        provider_id = COALESCE(sqlc.narg(provider_id)::text, provider_id),
+        not_before = sqlc.narg(not_before)::timestamptz,
+        deadline = COALESCE(sqlc.narg(deadline)::timestamptz, deadline)
+    WHERE recordings.id = @id AND recordings.state = @from_state::text
+    RETURNING *
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
+                                  reason, response_class, retry_after_raw, detail)
+    SELECT upd.id, upd.last_event_seq, @from_state::text, upd.state, upd.attempt, @at::timestamptz,
+           @reason::text, @response_class::text, sqlc.narg(retry_after_raw)::text, @detail::jsonb
+    FROM upd
+)
+SELECT * FROM upd;
+
+-- name: RecordingNote :one
+-- An event that keeps the state (prior = new), with the same compare-and-set.
+WITH upd AS (
+    UPDATE recordings
+    SET attempt = attempt + @attempt_inc::integer,
+        updated_at = @at::timestamptz,
+        last_event_seq = last_event_seq + 1,
+        provider = COALESCE(sqlc.narg(provider)::text, provider),
+        provider_id = COALESCE(sqlc.narg(provider_id)::text, provider_id)
+    WHERE recordings.id = @id AND recordings.state = @state::text
+    RETURNING *
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
+                                  reason, response_class, retry_after_raw, detail)
+    SELECT upd.id, upd.last_event_seq, upd.state, upd.state, upd.attempt, @at::timestamptz,
+           @reason::text, @response_class::text, sqlc.narg(retry_after_raw)::text, @detail::jsonb
+    FROM upd
+)
+SELECT * FROM upd;
+
+-- name: RecordingStateGet :one
+SELECT state FROM recordings WHERE id = @id;
+
+-- name: RecordingList :many
+SELECT * FROM recordings
+WHERE (@state::text = '' OR state = @state::text)
+  AND (@tenant_id::text = '' OR tenant_id = @tenant_id::text)
+  AND (sqlc.narg(created_from)::timestamptz IS NULL OR created_at >= sqlc.narg(created_from)::timestamptz)
+  AND (sqlc.narg(created_to)::timestamptz IS NULL OR created_at < sqlc.narg(created_to)::timestamptz)
+ORDER BY created_at, id
+LIMIT @max_rows::bigint;
+
+-- name: RecordingListByCall :many
+SELECT * FROM recordings WHERE tenant_id = @tenant_id AND call_id = @call_id ORDER BY created_at, id;
+
+-- name: RecordingListOverdue :many
+SELECT id FROM recordings
+WHERE deadline < @now::timestamptz AND state NOT IN ('committed', 'expired', 'failed')
+ORDER BY deadline
+LIMIT @max_rows::bigint;
+
+-- name: RecordingCountByState :many
+SELECT state, count(*) AS recordings FROM recordings GROUP BY state ORDER BY state;

@@ -1,0 +1,86 @@
+-- Scope deferrals: the shared "not before" of a throttling scope, its
+-- admission state (probe, pause) and every offer made to it.
+
+-- name: ScopeDeferralExtend :one
+-- A deadline that moves forward means a new cooldown: the first request
+-- after it must be a probe again.
+WITH up AS (
+    INSERT INTO scope_deferrals AS d (scope, not_before, updated_at, needs_probe)
+    VALUES (@scope::text, @offered_not_before::timestamptz, @at::timestamptz, true)
+    ON CONFLICT (scope) DO UPDATE
+    SET not_before = GREATEST(d.not_before, EXCLUDED.not_before),
+        updated_at = EXCLUDED.updated_at,
+        needs_probe = d.needs_probe OR EXCLUDED.not_before > d.not_before,
+        probe_job_id = CASE WHEN EXCLUDED.not_before > d.not_before THEN NULL ELSE d.probe_job_id END
+    RETURNING d.scope, d.not_before, d.updated_at
+), ext AS (
+    INSERT INTO scope_deferral_extensions (scope, offered_not_before, resulting_not_before,
+                                           retry_after_raw, source, clamped, job_id,
+                                           recording_id, reason, at)
+    SELECT up.scope, @offered_not_before::timestamptz, up.not_before, sqlc.narg(retry_after_raw)::text,
+           @source::text, @clamped::boolean, sqlc.narg(job_id)::bigint, sqlc.narg(recording_id)::uuid,
+           @reason::text, @at::timestamptz
+    FROM up
+)
+SELECT up.scope, up.not_before, up.updated_at FROM up;
+
+-- name: ScopeDeferralObserve :exec
+-- An observe-only offer: recorded with the others, the deadline unmoved.
+INSERT INTO scope_deferral_extensions (scope, offered_not_before, resulting_not_before, retry_after_raw,
+                                       source, clamped, job_id, recording_id, reason, at, observe_only)
+VALUES (@scope::text, @offered_not_before::timestamptz, @offered_not_before::timestamptz,
+        sqlc.narg(retry_after_raw)::text, @source::text, @clamped::boolean, sqlc.narg(job_id)::bigint,
+        sqlc.narg(recording_id)::uuid, @reason::text, @at::timestamptz, true);
+
+-- name: ScopeDeferralGet :one
+SELECT * FROM scope_deferrals WHERE scope = @scope;
+
+-- name: ScopeDeferralEnsure :exec
+-- Waits for a concurrent first extension of the scope (an uncommitted
+-- INSERT) to commit; FOR SHARE alone would not see it. A scope that has
+-- none gets a row that defers nothing (not_before at the epoch).
+INSERT INTO scope_deferrals (scope, not_before, updated_at)
+VALUES (@scope, 'epoch', @at)
+ON CONFLICT (scope) DO NOTHING;
+
+-- name: ScopeDeferralGetForAdmission :one
+-- FOR SHARE waits for an extension being written to commit, so an admission
+-- check that starts after an extension began sees it.
+SELECT * FROM scope_deferrals WHERE scope = @scope FOR SHARE;
+
+-- name: ScopeDeferralList :many
+SELECT * FROM scope_deferrals ORDER BY scope;
+
+-- name: ScopeDeferralExtensionList :many
+SELECT * FROM scope_deferral_extensions
+WHERE scope = @scope
+ORDER BY id;
+
+-- name: ScopeProbeClaim :one
+-- Claims the scope's probe for a job: when none is out, the job already
+-- holds it, or the holder's claim is older than claim_expired_before.
+UPDATE scope_deferrals
+SET probe_job_id = @job_id::bigint, probe_claimed_at = @now::timestamptz
+WHERE scope = @scope AND needs_probe AND NOT paused AND not_before <= @now::timestamptz
+  AND (probe_job_id IS NULL OR probe_job_id = @job_id::bigint OR probe_claimed_at < @claim_expired_before::timestamptz)
+RETURNING scope;
+
+-- name: ScopeProbeSucceed :exec
+-- job_id 0 reopens the scope whoever holds the probe.
+UPDATE scope_deferrals
+SET needs_probe = false, probe_job_id = NULL, probe_claimed_at = NULL
+WHERE scope = @scope AND needs_probe AND (probe_job_id = @job_id::bigint OR @job_id::bigint = 0);
+
+-- name: ScopePause :exec
+INSERT INTO scope_deferrals AS d (scope, not_before, updated_at, paused, paused_reason, paused_at)
+VALUES (@scope::text, @at::timestamptz, @at::timestamptz, true, @reason::text, @at::timestamptz)
+ON CONFLICT (scope) DO UPDATE
+SET paused = true, paused_reason = EXCLUDED.paused_reason, paused_at = EXCLUDED.paused_at,
+    updated_at = EXCLUDED.updated_at;
+
+-- name: ScopeResume :one
+UPDATE scope_deferrals
+SET paused = false, paused_reason = '', paused_at = NULL, updated_at = @at::timestamptz, needs_probe = true,
+    probe_job_id = NULL
+WHERE scope = @scope AND paused
+RETURNING scope;
