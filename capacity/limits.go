@@ -113,20 +113,21 @@ func (l *Leases) LimitEvents(ctx context.Context, provider, kind string) ([]Limi
 // MinutePeak is the most leases of a provider/kind held at once during one
 // minute, as seen by Acquire.
 type MinutePeak struct {
-	Minute time.Time // UTC, start of the minute
-	Peak   int
+	Minute time.Time `json:"minute"` // UTC, start of the minute
+	Peak   int       `json:"peak"`
 }
 
 // ProviderStatus is one provider/kind's state.
 type ProviderStatus struct {
-	Provider, Kind  string
-	InUse           int
-	ConfiguredLimit int
-	EffectiveLimit  int
+	Provider        string `json:"provider"`
+	Kind            string `json:"kind"`
+	InUse           int    `json:"in_use"`
+	ConfiguredLimit int    `json:"configured_limit"`
+	EffectiveLimit  int    `json:"effective_limit"`
 	// Learned says EffectiveLimit was learned from a vendor refusal.
-	Learned bool
+	Learned bool `json:"learned"`
 	// PeakPerMinute, oldest first, covers Config.PeakRetention.
-	PeakPerMinute []MinutePeak
+	PeakPerMinute []MinutePeak `json:"peak_per_minute"`
 }
 
 // Status returns every configured provider/kind's state, sorted by

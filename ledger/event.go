@@ -15,21 +15,21 @@ import (
 // Event is one appended entry of a recording's history. Events are never
 // changed or removed, except by the retention purge of whole histories.
 type Event struct {
-	ID          int64
-	RecordingID uuid.UUID
+	ID          int64     `json:"id"`
+	RecordingID uuid.UUID `json:"recording_id"`
 	// Seq numbers a recording's events 1, 2, 3, ... without gaps.
-	Seq int
+	Seq int `json:"seq"`
 	// Prior is the state left; empty for the first event.
-	Prior State
-	New   State
+	Prior State `json:"prior_state"`
+	New   State `json:"new_state"`
 	// Attempt is the recording's attempt count after this event.
-	Attempt       int
-	At            time.Time
-	Reason        string
-	ResponseClass string
+	Attempt       int       `json:"attempt"`
+	At            time.Time `json:"at"`
+	Reason        string    `json:"reason"`
+	ResponseClass string    `json:"response_class"`
 	// RetryAfter is the raw header of the answer that caused it, if any.
-	RetryAfter *string
-	Detail     map[string]any
+	RetryAfter *string        `json:"retry_after_raw"`
+	Detail     map[string]any `json:"detail"`
 }
 
 // Events returns a recording's history, oldest first.

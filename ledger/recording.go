@@ -25,37 +25,37 @@ const (
 
 // Recording is the current row of one recording.
 type Recording struct {
-	ID          uuid.UUID
-	TenantID    string
-	CallID      string
-	AudioSHA256 string // lower-case hex
+	ID          uuid.UUID `json:"id"`
+	TenantID    string    `json:"tenant_id"`
+	CallID      string    `json:"call_id"`
+	AudioSHA256 string    `json:"audio_sha256"` // lower-case hex
 	// BusinessKey is tenant_id:call_id:sha256(audio), the recording's
 	// identity: ingesting it again converges on this row.
-	BusinessKey string
-	State       State
+	BusinessKey string `json:"business_key"`
+	State       State  `json:"state"`
 	// Attempt counts submissions to the speech vendor.
-	Attempt    int
-	Lane       Lane
-	AudioURI   string
-	AudioBytes int64
+	Attempt    int    `json:"attempt"`
+	Lane       Lane   `json:"lane"`
+	AudioURI   string `json:"audio_uri"`
+	AudioBytes int64  `json:"audio_bytes"`
 	// Deadline is when unfinished work expires; zero means none set.
-	Deadline  time.Time
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Deadline  time.Time `json:"deadline"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// EventSeq is the sequence number of the latest event.
-	EventSeq int
+	EventSeq int `json:"event_seq"`
 	// Provider and ProviderID: the speech vendor last submitted to and its
 	// id for this transcription ("" until known).
-	Provider   string
-	ProviderID string
+	Provider   string `json:"provider"`
+	ProviderID string `json:"provider_id"`
 	// Model and Language asked for at ingest ("" = the tenant's default /
 	// auto-detect).
-	Model    string
-	Language string
+	Model    string `json:"model"`
+	Language string `json:"language"`
 	// NotBefore: in retry_wait, when the recording may be tried again.
-	NotBefore time.Time
+	NotBefore time.Time `json:"not_before"`
 	// StartedAt: when the call started (for relative dates), zero if unknown.
-	StartedAt time.Time
+	StartedAt time.Time `json:"started_at"`
 }
 
 // recordingFrom converts a recordings row as the generated queries return it.

@@ -16,22 +16,22 @@ import (
 // Deferral is the shared "not before" of one throttling scope (a provider
 // account and model class, per tenant where tenants bring their own keys).
 type Deferral struct {
-	Scope string
+	Scope string `json:"scope"`
 	// NotBefore: no new work is admitted to the scope before it. Zero when
 	// the scope was never deferred.
-	NotBefore time.Time
-	UpdatedAt time.Time
+	NotBefore time.Time `json:"not_before"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// NeedsProbe: a cooldown ended (or will): the next request must be a
 	// single probe, and the rest wait until it succeeds.
-	NeedsProbe bool
+	NeedsProbe bool `json:"needs_probe"`
 	// ProbeJobID holds the probe when one is out; ProbeClaimedAt since when.
-	ProbeJobID     int64
-	ProbeClaimedAt time.Time
+	ProbeJobID     int64     `json:"probe_job_id"`
+	ProbeClaimedAt time.Time `json:"probe_claimed_at"`
 	// Paused: an operator must resume the scope (for example, the vendor
 	// account's quota is exhausted). Jobs wait; they do not fail.
-	Paused       bool
-	PausedReason string
-	PausedAt     time.Time
+	Paused       bool      `json:"paused"`
+	PausedReason string    `json:"paused_reason"`
+	PausedAt     time.Time `json:"paused_at"`
 }
 
 // Active reports whether the scope is still deferred at now.

@@ -5,7 +5,7 @@ import "fmt"
 // State is where a recording stands in the pipeline.
 type State string
 
-// The states of DESIGN.md's state machine.
+// The states of the state machine (docs/design.md).
 const (
 	StateReceived    State = "received"
 	StateEligible    State = "eligible"

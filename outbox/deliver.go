@@ -27,20 +27,20 @@ const (
 
 // Row is an outbox row.
 type Row struct {
-	ID             int64
-	ActionSetID    int64
-	Target         string
-	Scope          string
-	IdempotencyKey string
-	State          string
-	Attempts       int
-	CRMID          string
-	LastClass      string
-	NotBefore      time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	TenantID       string
-	CallID         string
+	ID             int64     `json:"id"`
+	ActionSetID    int64     `json:"action_set_id"`
+	Target         string    `json:"target"`
+	Scope          string    `json:"scope"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	State          string    `json:"state"`
+	Attempts       int       `json:"attempts"`
+	CRMID          string    `json:"crm_id"`
+	LastClass      string    `json:"last_class"`
+	NotBefore      time.Time `json:"not_before"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	TenantID       string    `json:"tenant_id"`
+	CallID         string    `json:"call_id"`
 }
 
 // rowFrom converts an outbox row joined with its action set.
@@ -81,15 +81,16 @@ func (o *Outbox) RowByID(ctx context.Context, id int64) (Row, error) {
 
 // Event is one delivery try (or operator action) of an outbox row.
 type Event struct {
-	Attempt       int
-	At            time.Time
-	Prior, New    string
-	Outcome       string
-	ResponseClass string
-	HTTPStatus    int
-	CRMID         string
-	RetryAfter    *string
-	Reason        string
+	Attempt       int       `json:"attempt"`
+	At            time.Time `json:"at"`
+	Prior         string    `json:"prior_state"`
+	New           string    `json:"new_state"`
+	Outcome       string    `json:"outcome"`
+	ResponseClass string    `json:"response_class"`
+	HTTPStatus    int       `json:"http_status"`
+	CRMID         string    `json:"crm_id"`
+	RetryAfter    *string   `json:"retry_after_raw"`
+	Reason        string    `json:"reason"`
 }
 
 // Events lists a row's history, oldest first.

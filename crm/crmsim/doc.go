@@ -1,5 +1,5 @@
 // Package crmsim is a simulated CRM that speaks crm-webhook/v1
-// (../shared/protocols/crm-webhook.md), the protocol of callscribe's
+// (docs/crm-webhook-v1.md), the protocol of callscribe's
 // webhook CRM target: the "CRM double" that tests, `callscribe demo` and
 // `callscribe replay` deliver to, to face callscribe with a CRM that
 // throttles, fails, is slow and drops connections after applying, and to

@@ -3,7 +3,7 @@
 // net/http.
 //
 //	kind        API                                                          requests per set
-//	webhook     crm-webhook/v1: POST /v1/action-sets (protocols/crm-webhook.md)  1
+//	webhook     crm-webhook/v1: POST /v1/action-sets (docs/crm-webhook-v1.md)  1
 //	salesforce  REST upsert by external ID: PATCH .../sobjects/{SObject}/{Field}/{id}  1 per action
 //	hubspot     CRM v3 batch upsert: POST /crm/v3/objects/{notes,tasks}/batch/upsert  1 or 2
 //

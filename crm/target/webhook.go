@@ -11,7 +11,7 @@ import (
 	"github.com/callscribe/callscribe/crm"
 )
 
-// webhook speaks crm-webhook/v1 (protocols/crm-webhook.md).
+// webhook speaks crm-webhook/v1 (docs/crm-webhook-v1.md).
 type webhook struct {
 	ep *endpoint
 }

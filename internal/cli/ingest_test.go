@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/internal/jsonkeys"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/ledger"
 )
 
 // A manifest with good and bad lines: every bad line is reported with its
@@ -65,6 +67,21 @@ func TestIngestManifestKeepsGoodLinesAndNamesBadOnes(t *testing.T) {
 	var listed []map[string]any
 	if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed) != 2 {
 		t.Fatalf("jobs list --json: %d recordings (%v)\n%s", len(listed), err, out)
+	}
+	// The printed keys are ledger.Recording's documented names (docs/json.md).
+	wantKeys, err := jsonkeys.Keys(ledger.Recording{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range listed {
+		for _, k := range wantKeys {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("jobs list --json: a recording without %q: %v", k, rec)
+			}
+		}
+		if len(rec) != len(wantKeys) {
+			t.Errorf("jobs list --json: %d keys, want %d (%v): %v", len(rec), len(wantKeys), wantKeys, rec)
+		}
 	}
 	code, out, _ = run(t, ctx, env, "--config", config, "jobs", "show", "--tenant", "harbor", "--call", "call-2004")
 	if code != 0 || !strings.Contains(out, "received") || !strings.Contains(out, "harbor:call-2004:") {

@@ -90,7 +90,7 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(listed), &recs); err != nil || len(recs) != 2 {
 		t.Fatalf("jobs list: %v %s", err, listed)
 	}
-	id, _ := recs[0]["ID"].(string)
+	id, _ := recs[0]["id"].(string)
 	if code, _, stderr := c("jobs", "revalidate", id); code != 0 {
 		t.Fatalf("revalidate: %s", stderr)
 	}

@@ -3,7 +3,7 @@
 // over HTTP with net/http.
 //
 //	kind          constructor      API                                   async  reconcile
-//	generic-http  NewGenericHTTP   stt-http/v1 (protocols/stt-http.md)   yes    yes
+//	generic-http  NewGenericHTTP   stt-http/v1 (docs/stt-http-v1.md)     yes    yes
 //	openai        NewOpenAI        POST /v1/audio/transcriptions         no     no
 //	deepgram      NewDeepgram      POST /v1/listen (pre-recorded)        no     no
 //	assemblyai    NewAssemblyAI    POST /v2/transcript, GET .../{id}     yes    no

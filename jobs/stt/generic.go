@@ -10,7 +10,7 @@ import (
 )
 
 // GenericHTTP speaks stt-http/v1, the generic protocol of
-// protocols/stt-http.md, for single requests (it does not use batches).
+// docs/stt-http-v1.md, for single requests (it does not use batches).
 //
 // Confidence is the server's transcription-level "confidence", clamped to
 // 0..1, or -1 when it is null or absent; a segment's likewise.

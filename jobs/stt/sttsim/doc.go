@@ -1,5 +1,5 @@
 // Package sttsim is a simulated speech-to-text server that speaks
-// stt-http/v1 (../shared/protocols/stt-http.md), the protocol of
+// stt-http/v1 (docs/stt-http-v1.md), the protocol of
 // callscribe's generic-http STT provider. Tests, `callscribe demo` and
 // `callscribe simulate stt` run it in process, to face callscribe with a
 // vendor that throttles, fails, is slow, answers asynchronously and drops

@@ -1,0 +1,25 @@
+package ledger_test
+
+import (
+	"testing"
+
+	"github.com/callscribe/callscribe/internal/jsonkeys"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// TestJSONFieldNames holds the JSON names of the ledger's values that
+// users read (`callscribe jobs list --json`, `jobs show --json`): renaming a
+// Go field must not rename them. docs/json.md documents each.
+func TestJSONFieldNames(t *testing.T) {
+	t.Parallel()
+	jsonkeys.Check(t, ledger.Recording{},
+		"id", "tenant_id", "call_id", "audio_sha256", "business_key", "state", "attempt", "lane",
+		"audio_uri", "audio_bytes", "deadline", "created_at", "updated_at", "event_seq",
+		"provider", "provider_id", "model", "language", "not_before", "started_at")
+	jsonkeys.Check(t, ledger.Event{},
+		"id", "recording_id", "seq", "prior_state", "new_state", "attempt", "at", "reason",
+		"response_class", "retry_after_raw", "detail")
+	jsonkeys.Check(t, ledger.Deferral{},
+		"scope", "not_before", "updated_at", "needs_probe", "probe_job_id", "probe_claimed_at",
+		"paused", "paused_reason", "paused_at")
+}

@@ -1,0 +1,36 @@
+// Package outbox commits a recording's follow-up actions and delivers them
+// to the tenant's CRM, exactly once in effect.
+//
+// Commit writes, in one transaction, the action set (unique on tenant, call
+// and action version), its outbox row, the River job that delivers it
+// (crm_deliver) and the recording's validated -> committed transition. The
+// dispatcher delivers the set through package crm/target with the
+// idempotency key tenant_id:call_id:action_version and the try's number;
+// Redeliver sends committed sets again with their original keys for
+// replays into staging; Retry re-drives a dead row.
+//
+// # What it guarantees
+//
+//   - A set is committed together with its delivery or not at all: no set
+//     without an outbox row and job, no job without its set.
+//   - Workers racing on one commit converge: the loser meets the uniqueness
+//     conflict, counts it (duplicate_key_conflicts) and returns the
+//     winner's set; nothing is written twice.
+//   - Every try, retry and replay appends an outbox event; rows move
+//     pending -> delivered or pending -> dead, and only an operator's retry
+//     moves dead back to pending. Action sets and outbox events are never
+//     updated or deleted (the database refuses it).
+//   - A CRM's throttling (429, and 503 with Retry-After) defers the tenant's
+//     CRM integration scope in the ledger, exactly like a speech vendor's:
+//     deliveries to that CRM wait, the pipeline does not. Transient failures
+//     back off; permanent ones go to dead, reviewable.
+//   - No transaction or pooled connection is held across the call to the
+//     CRM.
+//
+// # What it does not do
+//
+// It does not extract actions (package crm does) or speak any CRM's API
+// (package crm/target does), and it does not make a CRM idempotent: exactly
+// once in effect relies on the CRM applying each key once, as crm-webhook/v1
+// requires. It logs no transcript text and no credentials.
+package outbox
