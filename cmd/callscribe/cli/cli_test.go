@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 )
 
@@ -150,7 +150,7 @@ func TestLoadConfig(t *testing.T) {
 // Every configuration key is documented in the README with its default.
 func TestConfigDocumented(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestDemoRunsThePipelineAndStopsCleanly(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	args := []string{"demo", "--recordings", "../../testdata/recordings", "--copies", "1", "--hold",
+	args := []string{"demo", "--recordings", "../../../testdata/recordings", "--copies", "1", "--hold",
 		"--cooldown", "300ms", "--rate-limit-share", "0.2", "--processing-time", "200ms"}
 	go func() {
 		done <- cli.Run(ctx, args, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(nil)})
