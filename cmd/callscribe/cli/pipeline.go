@@ -3,12 +3,16 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -36,8 +40,9 @@ func (e *pipelineEnv) Close() {
 }
 
 // openPipeline connects to the configured (lasting) database and builds
-// the pipeline and a River client for it.
-func (a *app) openPipeline(ctx context.Context) (*pipelineEnv, error) {
+// the pipeline, the outbox and a River client running both. slots, when
+// not nil, is the vendor concurrency the pipeline shares.
+func (a *app) openPipeline(ctx context.Context, slots jobs.Slots) (*pipelineEnv, error) {
 	if a.config.DatabaseURL == "" {
 		return nil, errNoDatabase
 	}
@@ -45,10 +50,13 @@ func (a *app) openPipeline(ctx context.Context) (*pipelineEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.pipelineOn(ctx, pool)
+	return a.pipelineOn(ctx, pool, slots)
 }
 
-func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool) (*pipelineEnv, error) {
+// pipelineOn wires the pipeline's parts on pool: the ledger, the
+// recordings store, the outbox with each tenant's CRM, the pipeline, and
+// the River client that runs the workers of both.
+func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, slots jobs.Slots) (*pipelineEnv, error) {
 	e := &pipelineEnv{pool: pool}
 	ok := false
 	defer func() {
@@ -73,28 +81,66 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool) (*pipelineEnv,
 	}
 	cfg := a.config.PipelineConfig()
 	cfg.Logger = a.logger
-	e.pipeline, err = jobs.New(cfg, pool, e.ledger, e.store, nil)
-	if err != nil {
-		return nil, err
-	}
 	dests := map[string]outbox.Destination{}
-	for id, t := range e.pipeline.Config().Tenants {
-		if t.CRM.Kind == "" {
-			continue
-		}
-		tgt, err := target.New(t.CRM.Target())
+	for id, c := range a.config.tenantCRMs() {
+		tgt, err := target.New(c.Config)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline.tenants.%s.crm: %w", id, err)
 		}
-		dests[id] = outbox.Destination{Name: t.CRM.Kind, Scope: t.CRM.Scope, Target: tgt}
+		dests[id] = outbox.Destination{Name: c.Kind, Scope: c.Scope, Target: tgt}
 	}
 	e.outbox = outbox.New(outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
 		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout}, pool, e.ledger)
-	e.pipeline.SetOutbox(e.outbox, nil)
-	e.client, err = e.pipeline.NewClient(pool, nil)
+	e.pipeline, err = jobs.New(pool, e.ledger, cfg, jobs.Deps{Store: e.store, Commit: commitThrough(e.outbox), Slots: slots})
+	if err != nil {
+		return nil, err
+	}
+	e.client, err = newRiverClient(pool, a.logger, e.pipeline, e.outbox)
 	if err != nil {
 		return nil, err
 	}
 	ok = true
 	return e, nil
+}
+
+// commitThrough commits the pipeline's validated recordings through o.
+func commitThrough(o *outbox.Outbox) jobs.CommitFunc {
+	return func(ctx context.Context, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
+		res, err := o.Commit(ctx, client, rec, actions)
+		return res.Duplicate, err
+	}
+}
+
+// newRiverClient builds the one River client of a process: the queues,
+// workers and periodic jobs of the pipeline and of the outbox.
+func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *outbox.Outbox) (*river.Client[pgx.Tx], error) {
+	workers := river.NewWorkers()
+	p.AddWorkers(workers)
+	o.AddWorkers(workers)
+	queues := p.Queues()
+	for name, q := range o.Queues() {
+		queues[name] = q
+	}
+	cfg := p.Config()
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:               queues,
+		Workers:              workers,
+		PeriodicJobs:         p.PeriodicJobs(),
+		Logger:               slog.New(quietInfo{log.Handler()}),
+		FetchCooldown:        20 * time.Millisecond,
+		FetchPollInterval:    250 * time.Millisecond,
+		JobTimeout:           cfg.StepTimeout,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+	})
+}
+
+// quietInfo passes River's warnings and errors, and its info lines only when
+// the logger is at debug level: River reports job counts every few seconds.
+type quietInfo struct{ slog.Handler }
+
+func (h quietInfo) Enabled(ctx context.Context, l slog.Level) bool {
+	if l < slog.LevelWarn && !h.Handler.Enabled(ctx, slog.LevelDebug) {
+		return false
+	}
+	return h.Handler.Enabled(ctx, l)
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
