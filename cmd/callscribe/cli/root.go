@@ -1,6 +1,9 @@
 // Package cli holds the commands of the callscribe binary. main only wires
 // the process (signals, exit code); everything here takes its output writers
-// and environment as values, so commands are tested in-process.
+// and environment as values, so commands are tested in-process. It is
+// callscribe's composition root: the one place that builds the River client
+// and wires the pool, Redis, the ledger, the pipeline and the outbox
+// together (pipeline.go).
 package cli
 
 import (
