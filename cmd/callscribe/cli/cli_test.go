@@ -241,3 +241,51 @@ func TestHelpListsNoTestenv(t *testing.T) {
 		t.Error("testenv still runs as a subcommand")
 	}
 }
+
+// A tenant's crm section is read into crm/target's configuration; its keys
+// are checked like every other.
+func TestTenantCRMConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", `pipeline:
+  sweep_interval: 2m
+  tenants:
+    acme:
+      provider: generic-http
+      api_key: k
+      crm: {kind: salesforce, base_url: "https://acme.example", token: tok, sobject: Event, production: true}
+crm_targets:
+  staging: {kind: webhook, base_url: "http://127.0.0.1:1", token: s}
+`)
+	c, err := cli.LoadConfig(good, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crm := c.Pipeline.Tenants["acme"].CRM
+	if crm.Kind != "salesforce" || crm.BaseURL != "https://acme.example" || crm.Token != "tok" || crm.SObject != "Event" || !crm.Production {
+		t.Errorf("tenant crm = %v", crm)
+	}
+	if p := c.PipelineConfig(); p.Tenants["acme"].Provider != "generic-http" || p.SweepInterval != 2*time.Minute {
+		t.Errorf("pipeline config = %+v", p)
+	}
+	if st := c.CRMTargets["staging"]; st.Kind != "webhook" || st.Token != "s" {
+		t.Errorf("crm_targets.staging = %v", st)
+	}
+	for _, tt := range []struct{ file, body, want string }{
+		{"crmkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: webhook, tokn: x}}\n", "field tokn not found"},
+		{"crmkind.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: fax}}\n", "pipeline.tenants.acme.crm.kind"},
+		{"tenantkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, modle: x}\n", "field modle not found"},
+	} {
+		code, _, stderr := run(t, context.Background(), nil, "--config", write(tt.file, tt.body), "migrate", "status")
+		if code == 0 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%s: code %d, stderr %q; want it to name %q", tt.file, code, stderr, tt.want)
+		}
+	}
+}
