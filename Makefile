@@ -13,7 +13,7 @@ demo: build ## start throwaway PostgreSQL and Redis (unless configured), migrate
 	bin/callscribe demo
 
 test: ## go vet and go test -race (plus the crash-point tests) against running or throwaway PostgreSQL and Redis
-	go run ./cmd/callscribe testenv --install -- sh -c 'go vet ./... && go vet -tags callscribe_faults ./... && go test -race -count=1 ./... && go test -race -count=1 -tags callscribe_faults -run TestCrashPoints ./jobs/'
+	go run ./internal/cmd/testenv --install -- sh -c 'go vet ./... && go vet -tags callscribe_faults ./... && go test -race -count=1 ./... && go test -race -count=1 -tags callscribe_faults -run TestCrashPoints ./jobs/'
 
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml
 	$(GOLANGCI_LINT) run ./...

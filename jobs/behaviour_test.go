@@ -100,7 +100,7 @@ func TestObserveOnlyScopeRecordsOffersAndDefersNothing(t *testing.T) {
 	e.start(t)
 	ctx := context.Background()
 	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,7 +213,7 @@ func TestQuotaExhaustedPausesScopeUntilResumed(t *testing.T) {
 	ctx := context.Background()
 	scope := e.pipeline.Config().Tenants["t1"].Scope
 	ingest := func(i int) uuid.UUID {
-		res, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: files[i]})
+		res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: files[i]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -343,7 +343,7 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 	e.start(t)
 	ctx := context.Background()
 	scope := e.pipeline.Config().Tenants["t1"].Scope
-	res, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: "call-000", Audio: files[0], Deadline: time.Now().Add(time.Second)})
+	res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: "call-000", Audio: files[0], Deadline: time.Now().Add(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 	refused := 0
 	var retried ledger.Recording
 	for {
-		retried, err = e.pipeline.Retry(ctx, id, "operator retry")
+		retried, err = e.pipeline.Retry(ctx, e.client, id, "operator retry")
 		if !errors.Is(err, jobs.ErrJobRunning) || refused == 100 {
 			break
 		}
@@ -399,7 +399,7 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 		t.Fatalf("the vendor transcribed it %d times, want 1", n)
 	}
 	// Only reviewable recordings can be retried.
-	if _, err := e.pipeline.Retry(ctx, id, ""); err == nil {
+	if _, err := e.pipeline.Retry(ctx, e.client, id, ""); err == nil {
 		t.Fatal("retrying a validated recording succeeded, want an error")
 	}
 	redriven := false
@@ -441,7 +441,7 @@ func TestSweepExpiresOverdueRecordingsWithoutWorkers(t *testing.T) {
 	ctx := context.Background()
 	var ids []uuid.UUID
 	for i, dl := range []time.Time{clock.Now().Add(time.Hour), {}} { // the second: the batch lane's 24h
-		res, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: files[i], Deadline: dl})
+		res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: files[i], Deadline: dl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -525,7 +525,7 @@ func TestStopLetsStepsFinishOrResumesThem(t *testing.T) {
 		ctx := context.Background()
 		var ids []uuid.UUID
 		for i, f := range files { // before the start, so all n are fetched at once
-			res, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f})
+			res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -588,7 +588,7 @@ func TestStopLetsStepsFinishOrResumesThem(t *testing.T) {
 			}
 		}
 		// A new worker resumes from the ledger.
-		client, err := e.pipeline.NewClient(e.pool, nil)
+		client, err := newClient(e.pool, e.pipeline, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,13 +35,13 @@ func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
 // machine and database server, as the baseline: the ratio of the two is the
 // pipeline's cost per recording in River jobs.
 //
-//	go run ./cmd/callscribe testenv -- go test -run '^$' -bench . -benchtime 200x ./jobs/
+//	go run ./internal/cmd/testenv -- go test -run '^$' -bench . -benchtime 200x ./jobs/
 func BenchmarkPipeline(b *testing.B) {
 	e, files := setup(b, sttsim.Config{}, jobs.Config{BatchWorkers: 20}, b.N)
 	ctx := context.Background()
 	b.ResetTimer()
 	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
 			b.Fatal(err)
 		}
 	}

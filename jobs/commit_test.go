@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/crm/target"
@@ -27,6 +29,7 @@ type crmEnv struct {
 	ledger *ledger.Ledger
 	p      *jobs.Pipeline
 	outbox *outbox.Outbox
+	client *river.Client[pgx.Tx]
 	stt    *sttsim.Server
 	crm    *crmsim.Server
 	scope  string
@@ -70,26 +73,25 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	tenant := jobs.TenantConfig{Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", TimeZone: "America/Chicago",
-		CRM: jobs.CRMConfig{Kind: "webhook", BaseURL: crmSrv.URL, Token: "crm-token"}}
-	p, err := jobs.New(jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": tenant}, PollInterval: 50 * time.Millisecond}, pool, l, store, nil)
+	tenant := jobs.TenantConfig{Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", TimeZone: "America/Chicago"}
+	tgt, err := target.New(target.Config{Kind: "webhook", BaseURL: crmSrv.URL, Token: "crm-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt, err := target.New(tenant.CRM.Target())
-	if err != nil {
-		t.Fatal(err)
-	}
-	scope := p.Config().Tenants["t1"].CRM.Scope
+	scope := "crm:t1:webhook" // the default scope of t1's CRM
 	ob := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"t1": {Name: "webhook", Scope: scope, Target: tgt}},
 		ProbeWait: 50 * time.Millisecond}, pool, l)
-	p.SetOutbox(ob, nil)
-	client, err := p.NewClient(pool, nil)
+	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": tenant}, PollInterval: 50 * time.Millisecond},
+		jobs.Deps{Store: store, Commit: commitThrough(ob)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := newClient(pool, p, ob, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, f := range files {
-		if _, err := p.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f,
+		if _, err := p.Ingest(ctx, client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f,
 			StartedAt: time.Date(2026, 11, 23, 9, 0, 0, 0, time.FixedZone("CST", -6*3600))}); err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +117,7 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 		}
 		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
 	}
-	return &crmEnv{pool: pool, ledger: l, p: p, outbox: ob, stt: sim, crm: crmSim, scope: scope, crmURL: crmSrv.URL, n: n}
+	return &crmEnv{pool: pool, ledger: l, p: p, outbox: ob, client: client, stt: sim, crm: crmSim, scope: scope, crmURL: crmSrv.URL, n: n}
 }
 
 // From ingest to the CRM: every recording ends committed, its action set is
@@ -171,12 +173,17 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := runToDelivered(t, 4, crmsim.Config{})
-	day := jobs.ReplayOptions{From: time.Now().Add(-24 * time.Hour), To: time.Now().Add(time.Hour)}
+	day := outbox.ReplayOptions{From: time.Now().Add(-24 * time.Hour), To: time.Now().Add(time.Hour),
+		Reingest: func(ctx context.Context, r ledger.Recording) error {
+			_, err := e.p.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI, Lane: r.Lane,
+				Model: r.Model, Language: r.Language, StartedAt: r.StartedAt})
+			return err
+		}}
 
 	prodTarget, _ := target.New(target.Config{Kind: "webhook", BaseURL: "http://127.0.0.1:1", Token: "x"})
 	refused := day
 	refused.Target, refused.TargetName, refused.Production = prodTarget, "production", true
-	if _, err := e.p.Replay(ctx, refused); !errors.Is(err, jobs.ErrProductionTarget) {
+	if _, err := e.outbox.Replay(ctx, refused); !errors.Is(err, outbox.ErrProductionTarget) {
 		t.Fatalf("replay into a production target without --allow-production: %v", err)
 	}
 
@@ -184,7 +191,7 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	same, _ := target.New(target.Config{Kind: "webhook", BaseURL: e.crmURL, Token: "crm-token"})
 	again := day
 	again.Target, again.TargetName = same, "same"
-	rep, err := e.p.Replay(ctx, again)
+	rep, err := e.outbox.Replay(ctx, again)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +214,11 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	toStaging.Target, toStaging.TargetName = stgTarget, "staging"
 	var progress int
 	toStaging.Progress = func(done, total int) { progress = done }
-	first, err := e.p.Replay(ctx, toStaging)
+	first, err := e.outbox.Replay(ctx, toStaging)
 	if err != nil || first.CRMEffectsCreated != 4 || first.NewActionVersions != 0 || progress != 4 {
 		t.Fatalf("first replay into staging = %+v, %v (progress %d)", first, err, progress)
 	}
-	second, err := e.p.Replay(ctx, toStaging)
+	second, err := e.outbox.Replay(ctx, toStaging)
 	if err != nil || second.CRMEffectsCreated != 0 || second.NewActionVersions != 0 || second.CRMReplays != 4 {
 		t.Fatalf("second replay into staging = %+v, %v", second, err)
 	}
@@ -223,7 +230,7 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	// Nothing outside the window.
 	none := toStaging
 	none.From, none.To = time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour)
-	if rep, err := e.p.Replay(ctx, none); err != nil || rep.Recordings != 0 {
+	if rep, err := e.outbox.Replay(ctx, none); err != nil || rep.Recordings != 0 {
 		t.Fatalf("replay of an empty window = %+v, %v", rep, err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
@@ -65,48 +64,15 @@ type TenantConfig struct {
 	// TimeZone of the tenant (IANA name) for relative dates in transcripts
 	// ("tomorrow", "next Tuesday"). Default "": the call's own offset.
 	TimeZone string `yaml:"time_zone"`
-	// CRM is where the tenant's action sets are delivered. Kind "": none
-	// (action sets are committed, nothing is delivered).
-	CRM CRMConfig `yaml:"crm"`
-}
-
-// CRMConfig is a tenant's CRM target (see package crm/target).
-type CRMConfig struct {
-	// Kind: webhook, salesforce or hubspot.
-	Kind string `yaml:"kind"`
-	// BaseURL of the CRM (webhook: the receiver; salesforce: the instance
-	// URL; hubspot: default https://api.hubapi.com).
-	BaseURL string `yaml:"base_url"`
-	// Token: the bearer token. Never logged.
-	Token string `yaml:"token"`
-	// Salesforce: API version (default v59.0), SObject (default Task) and
-	// external id field (default Callscribe_Key__c).
-	APIVersion      string `yaml:"api_version"`
-	SObject         string `yaml:"sobject"`
-	ExternalIDField string `yaml:"external_id_field"`
-	// HubSpot: the account's time zone for the daily limit reset (default
-	// America/New_York) and the unique property holding the key (default
-	// callscribe_key).
-	TimeZone   string `yaml:"time_zone"`
-	IDProperty string `yaml:"id_property"`
-	// Scope of the CRM integration's throttling. Default crm:<tenant>:<kind>.
-	Scope string `yaml:"scope"`
-	// Production marks a production CRM: replay refuses it without
-	// --allow-production.
-	Production bool `yaml:"production"`
-}
-
-// Target is the crm/target configuration of c.
-func (c CRMConfig) Target() target.Config {
-	return target.Config{Kind: c.Kind, BaseURL: c.BaseURL, Token: c.Token, APIVersion: c.APIVersion, SObject: c.SObject,
-		ExternalIDField: c.ExternalIDField, TimeZone: c.TimeZone, IDProperty: c.IDProperty, Production: c.Production}
 }
 
 // Config configures the pipeline.
 type Config struct {
 	// Tenants by tenant id. A recording of a tenant not listed is refused
-	// at ingest.
-	Tenants map[string]TenantConfig `yaml:"tenants"`
+	// at ingest. Not read from YAML with the rest: callscribe's
+	// configuration file adds each tenant's CRM to it (pipeline.tenants),
+	// so the binary reads that section itself.
+	Tenants map[string]TenantConfig `yaml:"-"`
 	// ImmediateWorkers and BatchWorkers: River MaxWorkers per queue in
 	// each worker process. Defaults 10 and 10.
 	ImmediateWorkers int `yaml:"immediate_workers"`
@@ -206,9 +172,6 @@ func (c Config) WithDefaults() Config {
 			h := sha256.Sum256([]byte(t.APIKey))
 			t.Scope = t.Provider + ":" + hex.EncodeToString(h[:4]) + ":" + modelSent(t)
 		}
-		if t.CRM.Kind != "" && t.CRM.Scope == "" {
-			t.CRM.Scope = "crm:" + id + ":" + t.CRM.Kind
-		}
 		tenants[id] = t
 	}
 	c.Tenants = tenants
@@ -241,9 +204,6 @@ func (c Config) Validate() error {
 		t := c.Tenants[id]
 		if !slices.Contains(stt.Kinds(), t.Provider) {
 			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.provider: %q is not one of %v", id, t.Provider, stt.Kinds()))
-		}
-		if t.CRM.Kind != "" && !slices.Contains(target.Kinds(), t.CRM.Kind) {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, t.CRM.Kind, target.Kinds()))
 		}
 		if t.TimeZone != "" {
 			if _, err := time.LoadLocation(t.TimeZone); err != nil {

@@ -82,27 +82,24 @@ func runWorkerProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	deps := jobs.Deps{Store: store}
+	var ob *outbox.Outbox
 	if u := os.Getenv(workerCRMURLEnv); u != "" {
-		t := cfg.Tenants["t1"]
-		t.CRM = jobs.CRMConfig{Kind: "webhook", BaseURL: u, Token: "crm-token"}
-		cfg.Tenants["t1"] = t
-	}
-	p, err := jobs.New(cfg, pool, l, store, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if os.Getenv(workerCRMURLEnv) != "" {
-		t := p.Config().Tenants["t1"]
-		tgt, err := target.New(t.CRM.Target())
+		tgt, err := target.New(target.Config{Kind: "webhook", BaseURL: u, Token: "crm-token"})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		p.SetOutbox(outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
-			"t1": {Name: "webhook", Scope: t.CRM.Scope, Target: tgt}}, ProbeWait: 50 * time.Millisecond}, pool, l), nil)
+		ob = outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
+			"t1": {Name: "webhook", Scope: "crm:t1:webhook", Target: tgt}}, ProbeWait: 50 * time.Millisecond}, pool, l)
+		deps.Commit = commitThrough(ob)
 	}
-	client, err := p.NewClient(pool, func(c *river.Config) {
+	p, err := jobs.New(pool, l, cfg, deps)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	client, err := newClient(pool, p, ob, func(c *river.Config) {
 		if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
 			c.JobTimeout = 500 * time.Millisecond
 			c.RescueStuckJobsAfter = time.Second // the killed worker's job is stuck: take it over now
@@ -202,14 +199,16 @@ func TestWorkerKilledAfterAcceptResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = store.Close() }()
-	p, err := jobs.New(jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key"}}}, pool, l, store, nil)
+	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key"}}},
+		jobs.Deps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.NewClient(pool, nil); err != nil {
+	client, err := newClient(pool, p, nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Ingest(context.Background(), jobs.IngestRequest{TenantID: "t1", CallID: "call-1", Audio: path})
+	res, err := p.Ingest(context.Background(), client, jobs.IngestRequest{TenantID: "t1", CallID: "call-1", Audio: path})
 	if err != nil {
 		t.Fatal(err)
 	}

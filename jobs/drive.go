@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/crm"
@@ -57,7 +58,7 @@ func (p *Pipeline) drive(ctx context.Context, jobID int64, id uuid.UUID) error {
 		if err != nil {
 			return err
 		}
-		if rec.State.Terminal() || (rec.State == ledger.StateValidated && p.outbox == nil) {
+		if rec.State.Terminal() || (rec.State == ledger.StateValidated && p.commitActions == nil) {
 			return nil
 		}
 		now := p.cfg.Clock.Now()
@@ -510,11 +511,15 @@ func (p *Pipeline) commit(ctx context.Context, rec ledger.Recording) error {
 	if err != nil {
 		return fmt.Errorf("extracting actions of %s: %w", rec.CallID, err)
 	}
-	res, err := p.outbox.Commit(ctx, rec, actions)
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return fmt.Errorf("committing %s: %w", rec.CallID, err)
+	}
+	duplicate, err := p.commitActions(ctx, client, rec, actions)
 	if err != nil {
 		return err
 	}
-	if res.Duplicate {
+	if duplicate {
 		p.log.Info("commit converged on another worker's action set", slog.String("recording", rec.ID.String()))
 	}
 	faultPoint("between_commit_and_delivery")

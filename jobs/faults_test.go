@@ -29,7 +29,7 @@ import (
 // each action set once, the ledger has one action version per recording,
 // and every recording's history is complete and legal.
 //
-//	go run ./cmd/callscribe testenv -- go test -race -tags callscribe_faults -run TestCrashPoints ./jobs/
+//	go run ./internal/cmd/testenv -- go test -race -tags callscribe_faults -run TestCrashPoints ./jobs/
 func TestCrashPoints(t *testing.T) {
 	t.Parallel()
 	for _, point := range []string{"after_stt_accepted", "after_transcript_persisted", "between_commit_and_delivery", "after_crm_applied"} {
@@ -72,16 +72,17 @@ func crashAt(t *testing.T, point string) {
 		t.Fatal(err)
 	}
 	defer func() { _ = store.Close() }()
-	p, err := jobs.New(jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", Model: "general"}}},
-		pool, l, store, nil)
+	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", Model: "general"}}},
+		jobs.Deps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.NewClient(pool, nil); err != nil {
+	client, err := newClient(pool, p, nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i, f := range files {
-		if _, err := p.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%d", i), Audio: f}); err != nil {
+		if _, err := p.Ingest(ctx, client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%d", i), Audio: f}); err != nil {
 			t.Fatal(err)
 		}
 	}

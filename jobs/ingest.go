@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/callscribe/callscribe/ledger"
@@ -47,9 +48,10 @@ type IngestResult struct {
 }
 
 // Ingest reads the audio once (digest, size, WAV header), records the
-// recording and enqueues its transcribe job in one transaction. Ingesting
-// the same recording again converges on the existing row.
-func (p *Pipeline) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error) {
+// recording and enqueues its transcribe job with client in one
+// transaction. Ingesting the same recording again converges on the
+// existing row.
+func (p *Pipeline) Ingest(ctx context.Context, client *river.Client[pgx.Tx], req IngestRequest) (IngestResult, error) {
 	t, ok := p.cfg.Tenants[req.TenantID]
 	if !ok {
 		known := make([]string, 0, len(p.cfg.Tenants))
@@ -89,7 +91,7 @@ func (p *Pipeline) Ingest(ctx context.Context, req IngestRequest) (IngestResult,
 		if ir.Recording.State.Terminal() {
 			return nil
 		}
-		jr, err := p.client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: ir.Recording.ID, Queue: queueFor(lane)}, nil)
+		jr, err := client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: ir.Recording.ID, Queue: queueFor(lane)}, nil)
 		if err != nil {
 			return fmt.Errorf("enqueueing transcription: %w", err)
 		}
@@ -102,10 +104,11 @@ func (p *Pipeline) Ingest(ctx context.Context, req IngestRequest) (IngestResult,
 }
 
 // Retry re-drives a reviewable (expired or failed) recording: back to
-// eligible with a fresh deadline and a new job, recorded as its own event.
+// eligible with a fresh deadline and a new job inserted with client,
+// recorded as its own event.
 // A job of the recording still waiting (snoozed or backing off) is made to
 // run now instead; one still running refuses the retry with ErrJobRunning.
-func (p *Pipeline) Retry(ctx context.Context, id uuid.UUID, reason string) (ledger.Recording, error) {
+func (p *Pipeline) Retry(ctx context.Context, client *river.Client[pgx.Tx], id uuid.UUID, reason string) (ledger.Recording, error) {
 	rec, err := p.ledger.Recording(ctx, id)
 	if err != nil {
 		return ledger.Recording{}, err
@@ -125,7 +128,7 @@ func (p *Pipeline) Retry(ctx context.Context, id uuid.UUID, reason string) (ledg
 		if err != nil {
 			return err
 		}
-		return p.enqueueAgainTx(ctx, tx, rec)
+		return enqueueAgainTx(ctx, client, tx, rec)
 	})
 	return out, err
 }
@@ -136,14 +139,14 @@ func (p *Pipeline) Retry(ctx context.Context, id uuid.UUID, reason string) (ledg
 // or backing off) is made to run now; a running one may already be done with
 // the recording, so the operator's move is refused with ErrJobRunning (the
 // caller's transaction rolls back; try again in a moment).
-func (p *Pipeline) enqueueAgainTx(ctx context.Context, tx pgx.Tx, rec ledger.Recording) error {
-	jr, err := p.client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: rec.ID, Queue: queueFor(rec.Lane)}, nil)
+func enqueueAgainTx(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, rec ledger.Recording) error {
+	jr, err := client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: rec.ID, Queue: queueFor(rec.Lane)}, nil)
 	if err != nil || !jr.UniqueSkippedAsDuplicate {
 		return err
 	}
 	if jr.Job.State == rivertype.JobStateRunning {
 		return fmt.Errorf("recording %s: %w (job %d)", rec.ID, ErrJobRunning, jr.Job.ID)
 	}
-	_, err = p.client.JobRetryTx(ctx, tx, jr.Job.ID)
+	_, err = client.JobRetryTx(ctx, tx, jr.Job.ID)
 	return err
 }

@@ -158,21 +158,22 @@ func TestTwoWorkerProcessesShareOneScopeIn429Storm(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	p, err := jobs.New(jobs.Config{Tenants: map[string]jobs.TenantConfig{
-		"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key", Model: "general"}}}, pool, l, store, nil)
+	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{
+		"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key", Model: "general"}}}, jobs.Deps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.NewClient(pool, nil); err != nil {
+	client, err := newClient(pool, p, nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	scope := p.Config().Tenants["t1"].Scope
 	for i, f := range files {
-		if _, err := p.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+		if _, err := p.Ingest(ctx, client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e := &env{pool: pool, ledger: l, pipeline: p, sim: sim, root: root}
+	e := &env{pool: pool, ledger: l, pipeline: p, client: client, sim: sim, root: root}
 	counts := e.waitSettled(t, 90*time.Second) // 10-25s on an idle machine
 	if counts[ledger.StateValidated] != n {
 		t.Fatalf("states %v, want all %d validated", counts, n)

@@ -15,50 +15,77 @@ import (
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/outbox"
 )
 
-// Pipeline drives recordings from received to validated. It holds no
-// per-recording state: everything it knows is in the ledger, so any number
-// of processes may run it at once and a killed job resumes where the
-// ledger says.
+// Pipeline drives recordings from received to validated, and on to
+// committed when it has a Commit. It holds no per-recording state:
+// everything it knows is in the ledger, so any number of processes may run
+// it at once and a killed job resumes where the ledger says.
 type Pipeline struct {
-	cfg       Config
-	ledger    *ledger.Ledger
-	audio     *audio.Store
-	providers map[string]stt.Provider // by tenant
-	client    *river.Client[pgx.Tx]
-	db        *pgxpool.Pool
-	log       *slog.Logger
-	outbox    *outbox.Outbox
-	extractor crm.Extractor
-	slots     Slots
-	slotWait  time.Duration
+	cfg           Config
+	ledger        *ledger.Ledger
+	audio         *audio.Store
+	providers     map[string]stt.Provider // by tenant
+	db            *pgxpool.Pool
+	log           *slog.Logger
+	commitActions CommitFunc
+	extractor     crm.Extractor
+	slots         Slots
+	slotWait      time.Duration
 }
 
-// SetOutbox makes the pipeline commit validated recordings: extract their
-// actions with ex (nil: crm.RuleExtractor) and commit them through o. Without
-// an outbox, recordings stop at validated.
-func (p *Pipeline) SetOutbox(o *outbox.Outbox, ex crm.Extractor) {
-	if ex == nil {
-		ex = crm.RuleExtractor{}
+// CommitFunc commits a validated recording's actions: its action set, the
+// job that delivers it and the validated → committed transition, in one
+// transaction, inserting the job with client. duplicate reports that
+// another worker had committed the set first and the commit converged on
+// theirs. In callscribe it is outbox.Outbox.Commit.
+type CommitFunc func(ctx context.Context, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (duplicate bool, err error)
+
+// Deps is what a pipeline works with besides its configuration.
+type Deps struct {
+	// Store reads the recordings. Required.
+	Store *audio.Store
+	// Providers overrides the speech vendor of a tenant (tests point
+	// tenants at a simulator this way). Default nil: every tenant gets an
+	// adapter built from its configuration.
+	Providers map[string]stt.Provider
+	// Commit commits validated recordings. Default nil: recordings stop at
+	// validated.
+	Commit CommitFunc
+	// Extractor finds a transcript's actions before Commit. Default nil:
+	// crm.RuleExtractor.
+	Extractor crm.Extractor
+	// Slots, when set, is the vendor concurrency the pipeline takes a slot
+	// of before each submission (a capacity.Leases in callscribe).
+	// Default nil: no slots are taken.
+	Slots Slots
+	// SlotWait is how long a job without a slot snoozes before asking
+	// again. Default 0: CapacityWaitDefault.
+	SlotWait time.Duration
+}
+
+// New builds a pipeline on pool and l. Its River workers, queues and
+// periodic jobs are added to a River client by the caller (AddWorkers,
+// Queues, PeriodicJobs); the workers reach that client through their
+// context.
+func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline, error) {
+	if pool == nil || l == nil || deps.Store == nil {
+		return nil, errors.New("jobs.New: the pool, the ledger and Deps.Store are required")
 	}
-	p.outbox, p.extractor = o, ex
-}
-
-func (p *Pipeline) pool() *pgxpool.Pool { return p.db }
-
-// New builds a pipeline. providers overrides the vendor of a tenant (tests
-// point tenants at a simulator this way); tenants not in it get an adapter
-// built from their configuration.
-func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger, store *audio.Store, providers map[string]stt.Provider) (*Pipeline, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, db: pool, ledger: l, audio: store, providers: map[string]stt.Provider{}, log: cfg.Logger}
+	p := &Pipeline{cfg: cfg, db: pool, ledger: l, audio: deps.Store, providers: map[string]stt.Provider{}, log: cfg.Logger,
+		commitActions: deps.Commit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait}
+	if p.extractor == nil {
+		p.extractor = crm.RuleExtractor{}
+	}
+	if p.slotWait <= 0 {
+		p.slotWait = CapacityWaitDefault
+	}
 	for id, t := range cfg.Tenants {
-		if prov, ok := providers[id]; ok {
+		if prov, ok := deps.Providers[id]; ok {
 			p.providers[id] = prov
 			continue
 		}
@@ -71,6 +98,8 @@ func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger, store *audio.Store, p
 	return p, nil
 }
 
+func (p *Pipeline) pool() *pgxpool.Pool { return p.db }
+
 // Config returns the pipeline's configuration, defaults applied.
 func (p *Pipeline) Config() Config { return p.cfg }
 
@@ -80,55 +109,23 @@ func (p *Pipeline) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &sweepWorker{p: p})
 }
 
-// RiverConfig returns a River configuration with the pipeline's queues,
-// workers and periodic sweep. The caller may adjust it before building the
-// client.
-func (p *Pipeline) RiverConfig() *river.Config {
-	workers := river.NewWorkers()
-	p.AddWorkers(workers)
-	queues := map[string]river.QueueConfig{
+// Queues are the pipeline's River queues with their MaxWorkers
+// (ImmediateWorkers and BatchWorkers).
+func (p *Pipeline) Queues() map[string]river.QueueConfig {
+	return map[string]river.QueueConfig{
 		QueueImmediate: {MaxWorkers: p.cfg.ImmediateWorkers},
 		QueueBatch:     {MaxWorkers: p.cfg.BatchWorkers},
 	}
-	if p.outbox != nil {
-		p.outbox.AddWorkers(workers)
-		queues[outbox.Queue] = river.QueueConfig{MaxWorkers: p.outbox.Config().Workers}
-	}
-	return &river.Config{
-		Queues:  queues,
-		Workers: workers,
-		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(p.cfg.SweepInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-		},
-		Logger:               slog.New(quietInfo{p.log.Handler()}),
-		FetchCooldown:        20 * time.Millisecond,
-		FetchPollInterval:    250 * time.Millisecond,
-		JobTimeout:           p.cfg.StepTimeout,
-		RescueStuckJobsAfter: p.cfg.RescueAfter,
-	}
 }
 
-// SetClient gives the pipeline the River client it inserts jobs with.
-func (p *Pipeline) SetClient(c *river.Client[pgx.Tx]) { p.client = c }
-
-// NewClient builds the River client for pool with the pipeline's
-// configuration and keeps it for inserts.
-func (p *Pipeline) NewClient(pool *pgxpool.Pool, adjust func(*river.Config)) (*river.Client[pgx.Tx], error) {
-	cfg := p.RiverConfig()
-	if adjust != nil {
-		adjust(cfg)
+// PeriodicJobs are the pipeline's periodic jobs: the deadline sweep every
+// SweepInterval, also on start.
+func (p *Pipeline) PeriodicJobs() []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(p.cfg.SweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
-	c, err := newRiverClient(pool, cfg)
-	if err != nil {
-		return nil, err
-	}
-	p.client = c
-	if p.outbox != nil {
-		p.outbox.SetClient(c)
-	}
-	return c, nil
 }
 
 // Stop stops a River client the way SIGTERM should: stop fetching, let
@@ -167,15 +164,4 @@ type sweepWorker struct {
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	_, err := w.p.Sweep(ctx)
 	return err
-}
-
-// quietInfo passes River's warnings and errors, and its info lines only when
-// the logger is at debug level: River reports job counts every few seconds.
-type quietInfo struct{ slog.Handler }
-
-func (h quietInfo) Enabled(ctx context.Context, l slog.Level) bool {
-	if l < slog.LevelWarn && !h.Handler.Enabled(ctx, slog.LevelDebug) {
-		return false
-	}
-	return h.Handler.Enabled(ctx, l)
 }

@@ -77,6 +77,12 @@ type env struct {
 // recordings, and a stt-http simulator with the given trouble.
 func setup(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int) (*env, []string) {
 	t.Helper()
+	return setupWith(t, simCfg, cfg, n, jobs.Deps{})
+}
+
+// setupWith is setup with the pipeline's deps (the store is setup's).
+func setupWith(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int, deps jobs.Deps) (*env, []string) {
+	t.Helper()
 	pool := testdb.New(t)
 	root := t.TempDir()
 	expected := map[string]string{}
@@ -117,11 +123,12 @@ func setup(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int) (*env, []
 	if cfg.ProbeWait == 0 {
 		cfg.ProbeWait = 50 * time.Millisecond
 	}
-	p, err := jobs.New(cfg, pool, l, store, nil)
+	deps.Store = store
+	p, err := jobs.New(pool, l, cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := p.NewClient(pool, nil)
+	client, err := newClient(pool, p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +201,7 @@ func TestPipelineHappyPath(t *testing.T) {
 		if i%3 == 0 {
 			lane = ledger.LaneImmediate
 		}
-		res, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f, Lane: lane})
+		res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f, Lane: lane})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +210,7 @@ func TestPipelineHappyPath(t *testing.T) {
 		}
 	}
 	// Ingesting again converges and enqueues nothing new.
-	again, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: "call-000", Audio: files[0]})
+	again, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: "call-000", Audio: files[0]})
 	if err != nil || again.Created {
 		t.Fatalf("re-ingest: %+v, %v", again, err)
 	}
@@ -237,7 +244,7 @@ func TestPipelineRespectsRetryAfter(t *testing.T) {
 	e.start(t)
 	ctx := context.Background()
 	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
 			t.Fatal(err)
 		}
 	}

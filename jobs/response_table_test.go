@@ -91,18 +91,18 @@ func TestPipelineResponseTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = store.Close() }()
-			p, err := jobs.New(jobs.Config{
+			p, err := jobs.New(pool, l, jobs.Config{
 				Tenants:      map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "k"}},
 				PollInterval: 20 * time.Millisecond, ProbeWait: 20 * time.Millisecond,
-			}, pool, l, store, nil)
+			}, jobs.Deps{Store: store})
 			if err != nil {
 				t.Fatal(err)
 			}
-			client, err := p.NewClient(pool, nil)
+			client, err := newClient(pool, p, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := p.Ingest(context.Background(), jobs.IngestRequest{TenantID: "t1", CallID: "call", Audio: path})
+			res, err := p.Ingest(context.Background(), client, jobs.IngestRequest{TenantID: "t1", CallID: "call", Audio: path})
 			if err != nil {
 				t.Fatal(err)
 			}

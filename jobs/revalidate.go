@@ -6,15 +6,17 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/ledger"
 )
 
 // Revalidate takes a committed recording back to validated (an operator's
 // edge, recorded as its own event) and enqueues it, so that its transcript
-// is extracted and committed again as the next action version. The earlier
+// is extracted and committed again as the next action version; a job is
+// inserted with client. The earlier
 // versions stay as they were.
-func (p *Pipeline) Revalidate(ctx context.Context, id uuid.UUID, reason string) (ledger.Recording, error) {
+func (p *Pipeline) Revalidate(ctx context.Context, client *river.Client[pgx.Tx], id uuid.UUID, reason string) (ledger.Recording, error) {
 	rec, err := p.ledger.Recording(ctx, id)
 	if err != nil {
 		return ledger.Recording{}, err
@@ -32,7 +34,7 @@ func (p *Pipeline) Revalidate(ctx context.Context, id uuid.UUID, reason string) 
 		if err != nil {
 			return err
 		}
-		return p.enqueueAgainTx(ctx, tx, rec)
+		return enqueueAgainTx(ctx, client, tx, rec)
 	})
 	return out, err
 }

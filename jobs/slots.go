@@ -6,29 +6,19 @@ import (
 	"time"
 )
 
-// CapacityWaitDefault is how long a job waits before asking again when its
-// vendor has no free slot.
+// CapacityWaitDefault is Deps.SlotWait's default: how long a job waits
+// before asking again when its vendor has no free slot.
 const CapacityWaitDefault = 2 * time.Second
 
 // Slots is the vendor concurrency the pipeline shares with live calls (a
 // capacity.Leases in production). The pipeline takes a slot of its
 // provider before each submission, as batch work (it may use the limit
 // minus the reserve kept for live traffic), and gives it back when the
-// answer arrives.
+// answer arrives. The pipeline takes them when Deps.Slots is set.
 type Slots interface {
 	// AcquireBatch takes one STT slot of provider for holder. granted false:
 	// no room now. release is called once the vendor answered.
 	AcquireBatch(ctx context.Context, provider, holder string) (release func(), granted bool)
-}
-
-// SetSlots makes the pipeline take a vendor slot before each submission.
-// wait is how long a job without a slot snoozes before asking again (0:
-// CapacityWaitDefault).
-func (p *Pipeline) SetSlots(s Slots, wait time.Duration) {
-	if wait <= 0 {
-		wait = CapacityWaitDefault
-	}
-	p.slots, p.slotWait = s, wait
 }
 
 // takeSlot asks for a slot; without one the job snoozes (no River attempt

@@ -47,13 +47,13 @@ func (s *countingSlots) setLimit(n int) {
 // in flight at once.
 func TestPipelineWaitsForVendorSlots(t *testing.T) {
 	t.Parallel()
-	e, files := setup(t, sttsim.Config{Latency: 50 * time.Millisecond}, jobs.Config{BatchWorkers: 8}, 8)
 	slots := &countingSlots{}
-	e.pipeline.SetSlots(slots, 30*time.Millisecond)
+	e, files := setupWith(t, sttsim.Config{Latency: 50 * time.Millisecond}, jobs.Config{BatchWorkers: 8}, 8,
+		jobs.Deps{Slots: slots, SlotWait: 30 * time.Millisecond})
 	e.start(t)
 	ctx := context.Background()
 	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
 			t.Fatal(err)
 		}
 	}

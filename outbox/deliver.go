@@ -107,9 +107,9 @@ func (o *Outbox) Events(ctx context.Context, id int64) ([]Event, error) {
 	return out, nil
 }
 
-// Retry moves a dead row back to pending and enqueues its delivery, with an
-// event saying so.
-func (o *Outbox) Retry(ctx context.Context, id int64) error {
+// Retry moves a dead row back to pending and enqueues its delivery with
+// client, with an event saying so.
+func (o *Outbox) Retry(ctx context.Context, client *river.Client[pgx.Tx], id int64) error {
 	now := o.cfg.Clock.Now().UTC()
 	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		_, err := o.queries.OutboxSettle(ctx, tx, dbsqlc.OutboxSettleParams{ID: id, FromState: StateDead, State: StatePending,
@@ -120,7 +120,7 @@ func (o *Outbox) Retry(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		jr, err := o.client.InsertTx(ctx, tx, DeliverArgs{OutboxID: id}, nil)
+		jr, err := client.InsertTx(ctx, tx, DeliverArgs{OutboxID: id}, nil)
 		if err != nil || !jr.UniqueSkippedAsDuplicate {
 			return err
 		}
@@ -129,7 +129,7 @@ func (o *Outbox) Retry(ctx context.Context, id int64) error {
 		if jr.Job.State == rivertype.JobStateRunning {
 			return fmt.Errorf("outbox row %d: %w", id, ErrJobRunning)
 		}
-		_, err = o.client.JobRetryTx(ctx, tx, jr.Job.ID)
+		_, err = client.JobRetryTx(ctx, tx, jr.Job.ID)
 		return err
 	})
 }

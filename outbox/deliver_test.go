@@ -53,10 +53,9 @@ func TestDeadDeliveryRetriedByOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.SetClient(client)
-	b := &bundle{pool: pool, ledger: l, outbox: o}
+	b := &bundle{pool: pool, ledger: l, outbox: o, client: client}
 	r := b.validated(t, "acme")
-	res, err := o.Commit(ctx, r, someActions)
+	res, err := o.Commit(ctx, client, r, someActions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +87,7 @@ func TestDeadDeliveryRetriedByOperator(t *testing.T) {
 	}
 	refuse.Store(false)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		err := o.Retry(ctx, id)
+		err := o.Retry(ctx, client, id)
 		if err == nil {
 			break
 		}
@@ -108,7 +107,7 @@ func TestDeadDeliveryRetriedByOperator(t *testing.T) {
 	if evs[0].New != outbox.StateDead || evs[1].Outcome != "retry" || evs[1].New != outbox.StatePending || evs[2].New != outbox.StateDelivered || evs[2].CRMID != "crm_1" {
 		t.Fatalf("history = %+v", evs)
 	}
-	if err := o.Retry(ctx, id); err == nil {
+	if err := o.Retry(ctx, client, id); err == nil {
 		t.Fatal("a delivered row was retried")
 	}
 }

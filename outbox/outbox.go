@@ -93,23 +93,26 @@ type Outbox struct {
 	cfg     Config
 	pool    *pgxpool.Pool
 	ledger  *ledger.Ledger
-	client  *river.Client[pgx.Tx]
 	queries *dbsqlc.Queries
 }
 
-// New returns an Outbox. SetClient must be called before Commit.
+// New returns an Outbox. Its dispatcher and queue are added to a River
+// client by the caller (AddWorkers, Queues); what inserts jobs (Commit,
+// Retry) is given that client.
 func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) *Outbox {
 	return &Outbox{cfg: cfg.WithDefaults(), pool: pool, ledger: l, queries: dbsqlc.New()}
 }
-
-// SetClient gives the outbox the River client it inserts deliveries with.
-func (o *Outbox) SetClient(c *river.Client[pgx.Tx]) { o.client = c }
 
 // Config returns the configuration, defaults applied.
 func (o *Outbox) Config() Config { return o.cfg }
 
 // AddWorkers registers the dispatcher.
 func (o *Outbox) AddWorkers(w *river.Workers) { river.AddWorker(w, &deliverWorker{o: o}) }
+
+// Queues is the dispatcher's River queue with its MaxWorkers (Workers).
+func (o *Outbox) Queues() map[string]river.QueueConfig {
+	return map[string]river.QueueConfig{Queue: {MaxWorkers: o.cfg.Workers}}
+}
 
 // DeliverArgs delivers one outbox row.
 type DeliverArgs struct {
@@ -144,15 +147,16 @@ type CommitResult struct {
 }
 
 // Commit writes, in one transaction, the action set (unique on tenant,
-// call, version), its outbox row, the River job that delivers it, and the
-// recording's validated -> committed transition with its event. A second
+// call, version), its outbox row, the River job that delivers it (inserted
+// with client), and the recording's validated -> committed transition with
+// its event. A second
 // worker reaching the same commit meets the uniqueness conflict, counts it
 // (duplicate_key_conflicts) and converges on the committed row.
-func (o *Outbox) Commit(ctx context.Context, rec ledger.Recording, actions []crm.Action) (CommitResult, error) {
+func (o *Outbox) Commit(ctx context.Context, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (CommitResult, error) {
 	var res CommitResult
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = o.CommitTx(ctx, tx, rec, actions)
+		res, err = o.CommitTx(ctx, tx, client, rec, actions)
 		return err
 	})
 	if err != nil {
@@ -165,7 +169,7 @@ func (o *Outbox) Commit(ctx context.Context, rec ledger.Recording, actions []crm
 // outbox row, the delivery job and the transition commit or roll back with
 // the caller's other writes. On a duplicate it writes only the conflict
 // count (which rolls back with the caller's transaction too).
-func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, rec ledger.Recording, actions []crm.Action) (CommitResult, error) {
+func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (CommitResult, error) {
 	var res CommitResult
 	now := o.cfg.Clock.Now().UTC().Truncate(time.Microsecond)
 	version, err := o.nextVersion(ctx, tx, rec)
@@ -206,7 +210,7 @@ func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, rec ledger.Recording, 
 		if err != nil {
 			return res, fmt.Errorf("storing outbox row: %w", translate(err))
 		}
-		if _, err := o.client.InsertTx(ctx, tx, DeliverArgs{OutboxID: oid}, nil); err != nil {
+		if _, err := client.InsertTx(ctx, tx, DeliverArgs{OutboxID: oid}, nil); err != nil {
 			return res, fmt.Errorf("enqueueing delivery: %w", err)
 		}
 		res.OutboxIDs = append(res.OutboxIDs, oid)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -25,6 +26,7 @@ type bundle struct {
 	pool   *pgxpool.Pool
 	ledger *ledger.Ledger
 	outbox *outbox.Outbox
+	client *river.Client[pgx.Tx]
 }
 
 func setup(t *testing.T, dests map[string]outbox.Destination) *bundle {
@@ -41,8 +43,7 @@ func setup(t *testing.T, dests map[string]outbox.Destination) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.SetClient(client)
-	return &bundle{pool: pool, ledger: l, outbox: o}
+	return &bundle{pool: pool, ledger: l, outbox: o, client: client}
 }
 
 // validated returns a recording walked to validated.
@@ -74,7 +75,7 @@ func TestCommitWritesSetOutboxJobAndTransitionTogether(t *testing.T) {
 	b := setup(t, map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook"}})
 	ctx := context.Background()
 	r := b.validated(t, "acme")
-	res, err := b.outbox.Commit(ctx, r, someActions)
+	res, err := b.outbox.Commit(ctx, b.client, r, someActions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestCommitWritesSetOutboxJobAndTransitionTogether(t *testing.T) {
 
 	// A tenant without a CRM: committed, nothing to deliver.
 	r2 := b.validated(t, "no-crm")
-	res2, err := b.outbox.Commit(ctx, r2, someActions)
+	res2, err := b.outbox.Commit(ctx, b.client, r2, someActions)
 	if err != nil || len(res2.OutboxIDs) != 0 {
 		t.Fatalf("commit without a destination = %+v, %v", res2, err)
 	}
@@ -121,7 +122,7 @@ func TestCommitRaceConverges(t *testing.T) {
 	for i := range workers {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = b.outbox.Commit(ctx, r, someActions)
+			results[i], errs[i] = b.outbox.Commit(ctx, b.client, r, someActions)
 		})
 	}
 	close(start)
@@ -158,7 +159,7 @@ func TestRevalidateMakesVersionTwo(t *testing.T) {
 	b := setup(t, nil)
 	ctx := context.Background()
 	r := b.validated(t, "acme")
-	if _, err := b.outbox.Commit(ctx, r, someActions); err != nil {
+	if _, err := b.outbox.Commit(ctx, b.client, r, someActions); err != nil {
 		t.Fatal(err)
 	}
 	r, err := b.ledger.Transition(ctx, ledger.Transition{RecordingID: r.ID, From: ledger.StateCommitted, To: ledger.StateValidated, Reason: "operator revalidate"})
@@ -166,7 +167,7 @@ func TestRevalidateMakesVersionTwo(t *testing.T) {
 		t.Fatal(err)
 	}
 	v2 := []crm.Action{{Kind: crm.KindCallNote, Text: "corrected"}}
-	res, err := b.outbox.Commit(ctx, r, v2)
+	res, err := b.outbox.Commit(ctx, b.client, r, v2)
 	if err != nil || res.Set.ActionVersion != 2 {
 		t.Fatalf("second commit = %+v, %v", res, err)
 	}

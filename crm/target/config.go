@@ -52,59 +52,60 @@ const MessageMaxBytes = 200
 const MaxResponseBytes = 1 << 20
 
 // Config configures one target. The zero value of every field but Kind,
-// Token and (except for hubspot) BaseURL means its default.
+// Token and (except for hubspot) BaseURL means its default. The yaml keys
+// are those of callscribe's configuration file.
 type Config struct {
 	// Kind is "webhook", "salesforce" or "hubspot". Required.
-	Kind string
+	Kind string `yaml:"kind"`
 	// BaseURL is the API root: scheme, host and an optional path prefix.
 	// webhook: where crm-webhook/v1 is served (the target appends
 	// /v1/action-sets); required. salesforce: the org's instance URL
 	// ("https://MyDomainName.my.salesforce.com"); required. hubspot:
 	// default HubSpotBaseURLDefault.
-	BaseURL string
+	BaseURL string `yaml:"base_url"`
 	// Token is the Bearer token of every request: the webhook's token, a
 	// Salesforce OAuth access token, a HubSpot private app token. Required.
 	// It never appears in a Result, an error, String or LogValue.
-	Token string
+	Token string `yaml:"token"`
 	// HTTPClient sends the requests. Default (nil): a client on
 	// http.DefaultTransport. The target uses a copy that never follows
 	// redirects (a redirect is ClassUnexpectedRedirect): a redirected POST
 	// would lose its body or carry the token elsewhere.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `yaml:"-"`
 	// Timeout bounds each HTTP exchange, from sending the request to
 	// reading the whole answer (salesforce makes one exchange per action,
 	// hubspot up to two). Default TimeoutDefault (30s); negative means no
 	// target timeout (the caller's context and HTTPClient.Timeout still
 	// apply).
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"-"`
 
 	// APIVersion is the Salesforce REST API version, "vNN.N". Default
 	// SalesforceAPIVersionDefault.
-	APIVersion string
+	APIVersion string `yaml:"api_version"`
 	// SObject is the Salesforce object each action becomes. Default
 	// SalesforceSObjectDefault ("Task"); another object must have the
 	// Task fields the mapping writes (Subject, Description, ActivityDate).
-	SObject string
+	SObject string `yaml:"sobject"`
 	// ExternalIDField is the Salesforce external ID field the upsert goes
 	// by. Default SalesforceExternalIDFieldDefault.
-	ExternalIDField string
+	ExternalIDField string `yaml:"external_id_field"`
 
 	// TimeZone is the HubSpot account's time zone (IANA name): the daily
 	// limit resets at its midnight, and dates (due, next call) become
 	// HubSpot timestamps at its midnight. Default HubSpotTimeZoneDefault.
-	TimeZone string
+	TimeZone string `yaml:"time_zone"`
 	// IDProperty is the HubSpot property with unique values that the batch
 	// upsert goes by, on notes and tasks alike. Default
 	// HubSpotIDPropertyDefault.
-	IDProperty string
+	IDProperty string `yaml:"id_property"`
 
 	// Now tells the time, for HubSpot's daily reset. Default (nil):
 	// time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 
 	// Production marks a target that writes to a production CRM. Targets
 	// do not read it: replay refuses to drive one.
-	Production bool
+	Production bool `yaml:"production"`
 }
 
 // String describes c without its token, for logs and errors.

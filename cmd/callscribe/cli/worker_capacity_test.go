@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
@@ -47,7 +47,7 @@ func TestWorkerSharesVendorSlotsThroughRedis(t *testing.T) {
 	clean()
 	t.Cleanup(clean)
 
-	recordings, _ := filepath.Abs("../../testdata/recordings")
+	recordings, _ := filepath.Abs("../../../testdata/recordings")
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\n" +
 		"capacity:\n  limits:\n    generic-http/stt: {limit: 2, batch_reserve: 1}\n" +

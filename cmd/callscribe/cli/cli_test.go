@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 )
 
@@ -150,7 +150,7 @@ func TestLoadConfig(t *testing.T) {
 // Every configuration key is documented in the README with its default.
 func TestConfigDocumented(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestDemoRunsThePipelineAndStopsCleanly(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	args := []string{"demo", "--recordings", "../../testdata/recordings", "--copies", "1", "--hold",
+	args := []string{"demo", "--recordings", "../../../testdata/recordings", "--copies", "1", "--hold",
 		"--cooldown", "300ms", "--rate-limit-share", "0.2", "--processing-time", "200ms"}
 	go func() {
 		done <- cli.Run(ctx, args, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(nil)})
@@ -226,17 +226,66 @@ func TestDemoRunsThePipelineAndStopsCleanly(t *testing.T) {
 	}
 }
 
-func TestTestenvRunsTheCommandWithURLs(t *testing.T) {
+// The production binary carries no development tools: testenv (which can
+// run apt-get) is internal/cmd/testenv, run by `make test`.
+func TestHelpListsNoTestenv(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{
-		"TEST_DATABASE_URL": testdb.ServerURL(),
-		"TEST_REDIS_URL":    os.Getenv("TEST_REDIS_URL"),
+	code, out, stderr := run(t, context.Background(), nil, "--help")
+	if code != 0 || !strings.Contains(out, "worker") {
+		t.Fatalf("--help: code %d\n%s\n%s", code, out, stderr)
 	}
-	code, out, stderr := run(t, context.Background(), env, "testenv", "--", "sh", "-c", `echo "db=$TEST_DATABASE_URL"; exit 3`)
-	if code != 3 {
-		t.Fatalf("exit code %d, want the child's 3\n%s", code, stderr)
+	if strings.Contains(out, "testenv") {
+		t.Errorf("--help lists testenv:\n%s", out)
 	}
-	if !strings.Contains(out, "db="+testdb.ServerURL()) {
-		t.Fatalf("child did not see TEST_DATABASE_URL: %q", out)
+	if code, _, _ := run(t, context.Background(), nil, "testenv", "--", "true"); code == 0 {
+		t.Error("testenv still runs as a subcommand")
+	}
+}
+
+// A tenant's crm section is read into crm/target's configuration; its keys
+// are checked like every other.
+func TestTenantCRMConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", `pipeline:
+  sweep_interval: 2m
+  tenants:
+    acme:
+      provider: generic-http
+      api_key: k
+      crm: {kind: salesforce, base_url: "https://acme.example", token: tok, sobject: Event, production: true}
+crm_targets:
+  staging: {kind: webhook, base_url: "http://127.0.0.1:1", token: s}
+`)
+	c, err := cli.LoadConfig(good, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crm := c.Pipeline.Tenants["acme"].CRM
+	if crm.Kind != "salesforce" || crm.BaseURL != "https://acme.example" || crm.Token != "tok" || crm.SObject != "Event" || !crm.Production {
+		t.Errorf("tenant crm = %v", crm)
+	}
+	if p := c.PipelineConfig(); p.Tenants["acme"].Provider != "generic-http" || p.SweepInterval != 2*time.Minute {
+		t.Errorf("pipeline config = %+v", p)
+	}
+	if st := c.CRMTargets["staging"]; st.Kind != "webhook" || st.Token != "s" {
+		t.Errorf("crm_targets.staging = %v", st)
+	}
+	for _, tt := range []struct{ file, body, want string }{
+		{"crmkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: webhook, tokn: x}}\n", "field tokn not found"},
+		{"crmkind.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: fax}}\n", "pipeline.tenants.acme.crm.kind"},
+		{"tenantkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, modle: x}\n", "field modle not found"},
+	} {
+		code, _, stderr := run(t, context.Background(), nil, "--config", write(tt.file, tt.body), "migrate", "status")
+		if code == 0 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%s: code %d, stderr %q; want it to name %q", tt.file, code, stderr, tt.want)
+		}
 	}
 }

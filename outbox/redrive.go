@@ -1,4 +1,4 @@
-package jobs
+package outbox
 
 import (
 	"context"
@@ -28,6 +28,10 @@ type ReplayOptions struct {
 	// Production marks Target as a production CRM: refused unless
 	// AllowProduction.
 	Production, AllowProduction bool
+	// Reingest re-ingests one recording by its business key, converging
+	// on its row (jobs.Pipeline.Ingest in callscribe); one not finished
+	// is then run by the workers as usual. Required.
+	Reingest func(ctx context.Context, rec ledger.Recording) error
 	// Progress, when set, is told how far the replay got.
 	Progress func(done, total int)
 }
@@ -50,42 +54,40 @@ type ReplayReport struct {
 // by its business key (converging on its row; one not finished is run by
 // the workers as usual), and its committed action sets are delivered again
 // to the given target with their original idempotency keys.
-func (p *Pipeline) Replay(ctx context.Context, o ReplayOptions) (ReplayReport, error) {
+func (o *Outbox) Replay(ctx context.Context, opts ReplayOptions) (ReplayReport, error) {
 	var rep ReplayReport
-	if o.Production && !o.AllowProduction {
-		return rep, fmt.Errorf("replay to %s: %w; give --allow-production to replay into it anyway", o.TargetName, ErrProductionTarget)
+	if opts.Production && !opts.AllowProduction {
+		return rep, fmt.Errorf("replay to %s: %w; give --allow-production to replay into it anyway", opts.TargetName, ErrProductionTarget)
 	}
-	if p.outbox == nil || o.Target == nil {
-		return rep, errors.New("replay needs the outbox and a target")
+	if opts.Reingest == nil || opts.Target == nil {
+		return rep, errors.New("replay needs a way to re-ingest and a target")
 	}
-	if o.State == "" {
-		o.State = ledger.StateCommitted
+	if opts.State == "" {
+		opts.State = ledger.StateCommitted
 	}
-	before, err := p.outbox.Audit(ctx)
+	before, err := o.Audit(ctx)
 	if err != nil {
 		return rep, err
 	}
-	recs, err := p.ledger.Recordings(ctx, ledger.RecordingFilter{State: o.State, TenantID: o.TenantID, From: o.From, To: o.To, Limit: 1_000_000})
+	recs, err := o.ledger.Recordings(ctx, ledger.RecordingFilter{State: opts.State, TenantID: opts.TenantID, From: opts.From, To: opts.To, Limit: 1_000_000})
 	if err != nil {
 		return rep, err
 	}
 	for i, r := range recs {
-		if o.Progress != nil {
-			o.Progress(i, len(recs))
+		if opts.Progress != nil {
+			opts.Progress(i, len(recs))
 		}
-		_, err := p.Ingest(ctx, IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI, Lane: r.Lane,
-			Model: r.Model, Language: r.Language, StartedAt: r.StartedAt})
-		if err != nil {
+		if err := opts.Reingest(ctx, r); err != nil {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s/%s: re-ingest: %v", r.TenantID, r.CallID, err))
 			continue
 		}
 		rep.Recordings++
-		sets, err := p.outbox.ActionSetsOf(ctx, r.ID)
+		sets, err := o.ActionSetsOf(ctx, r.ID)
 		if err != nil {
 			return rep, err
 		}
 		for _, s := range sets {
-			res, err := p.outbox.Redeliver(ctx, s, o.Target, o.TargetName)
+			res, err := o.Redeliver(ctx, s, opts.Target, opts.TargetName)
 			switch {
 			case err != nil:
 				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", s.IdempotencyKey(), err))
@@ -98,10 +100,10 @@ func (p *Pipeline) Replay(ctx context.Context, o ReplayOptions) (ReplayReport, e
 			}
 		}
 	}
-	if o.Progress != nil {
-		o.Progress(len(recs), len(recs))
+	if opts.Progress != nil {
+		opts.Progress(len(recs), len(recs))
 	}
-	after, err := p.outbox.Audit(ctx)
+	after, err := o.Audit(ctx)
 	if err != nil {
 		return rep, err
 	}

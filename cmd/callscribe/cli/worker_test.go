@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
@@ -26,7 +26,7 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	}
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
-	recordings, _ := filepath.Abs("../../testdata/recordings")
+	recordings, _ := filepath.Abs("../../../testdata/recordings")
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 500ms}\n" +
 		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +

@@ -69,7 +69,7 @@ func (a *app) ingestCommand() *cobra.Command {
 				}
 				one.Deadline = d
 			}
-			e, err := a.openPipeline(ctx)
+			e, err := a.openPipeline(ctx, nil)
 			if err != nil {
 				return err
 			}
@@ -79,7 +79,7 @@ func (a *app) ingestCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				res, err := e.pipeline.Ingest(ctx, req)
+				res, err := e.pipeline.Ingest(ctx, e.client, req)
 				if err != nil {
 					return err
 				}
@@ -148,7 +148,7 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 		}
 		var res jobs.IngestResult
 		if err == nil {
-			res, err = e.pipeline.Ingest(ctx, req)
+			res, err = e.pipeline.Ingest(ctx, e.client, req)
 		}
 		switch {
 		case err != nil:

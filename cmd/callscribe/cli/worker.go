@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/jobs"
 )
 
 func (a *app) workerCommand() *cobra.Command {
@@ -17,11 +18,10 @@ func (a *app) workerCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			e, err := a.openPipeline(ctx)
-			if err != nil {
-				return err
+			if a.config.DatabaseURL == "" {
+				return errNoDatabase
 			}
-			defer e.Close()
+			var slots jobs.Slots
 			if a.config.RedisURL != "" && len(a.config.Capacity.Limits) > 0 {
 				leases, rdb, err := a.openLeases()
 				if err != nil {
@@ -30,9 +30,14 @@ func (a *app) workerCommand() *cobra.Command {
 				defer func() { _ = rdb.Close() }()
 				hb := leases.StartHeartbeat(context.WithoutCancel(ctx), capacity.HeartbeatConfig{})
 				defer hb.Stop()
-				e.pipeline.SetSlots(leaseSlots{leases: leases, limits: a.config.Capacity.Limits}, 0)
+				slots = leaseSlots{leases: leases, limits: a.config.Capacity.Limits}
 				a.logger.Info("vendor slots shared through Redis", slog.Int("limits", len(a.config.Capacity.Limits)))
 			}
+			e, err := a.openPipeline(ctx, slots)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
 			// River's own context must outlive the signal: stopping is ours.
 			if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
 				return fmt.Errorf("starting workers: %w", err)

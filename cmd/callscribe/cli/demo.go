@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/crm/crmsim"
+	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
@@ -179,14 +180,14 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	crmURL := "http://" + crmLn.Addr().String()
 	fmt.Fprintf(out, "  CRM:        crm-webhook/v1 double at %s (429s %.0f%%, 5xx %.0f%%, drops after apply %.0f%%)\n",
 		crmURL, 50*o.sim.RateLimitShare, 100*o.sim.ServerErrorShare, 100*o.sim.DropAfterAcceptShare)
-	crmCfg := jobs.CRMConfig{Kind: "webhook", BaseURL: crmURL, Token: "demo-crm-token"}
+	crmCfg := CRMConfig{Config: target.Config{Kind: target.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}}
 
 	a.config.Audio.Root = recRoot
 	pc := a.config.Pipeline
-	pc.Tenants = map[string]jobs.TenantConfig{
-		"northline": {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", TimeZone: "America/Chicago", CRM: crmCfg},
-		"harbor":    {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", TimeZone: "America/Los_Angeles", CRM: crmCfg},
-		"ridgeway":  {Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b", TimeZone: "America/New_York", CRM: crmCfg},
+	pc.Tenants = map[string]TenantConfig{
+		"northline": {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", TimeZone: "America/Chicago"}, CRM: crmCfg},
+		"harbor":    {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", TimeZone: "America/Los_Angeles"}, CRM: crmCfg},
+		"ridgeway":  {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b", TimeZone: "America/New_York"}, CRM: crmCfg},
 	}
 	pc.PollInterval = cmpDur(pc.PollInterval, 200*time.Millisecond)
 	pc.ProbeWait = cmpDur(pc.ProbeWait, 200*time.Millisecond)
@@ -196,7 +197,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		a.config.RetryAfter.MaxBackoff = 5 * time.Second
 		a.config.RetryAfter.MaxDelay = time.Minute
 	}
-	e, err := a.pipelineOn(ctx, svc.Pool)
+	e, err := a.pipelineOn(ctx, svc.Pool, nil)
 	if err != nil {
 		return err
 	}
@@ -212,7 +213,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 			if c > 0 {
 				req.CallID = fmt.Sprintf("%s-r%d", req.CallID, c)
 			}
-			if _, err := e.pipeline.Ingest(ctx, req); err != nil {
+			if _, err := e.pipeline.Ingest(ctx, e.client, req); err != nil {
 				return fmt.Errorf("ingesting %s: %w", l.Audio, err)
 			}
 			total++

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/jsonkeys"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
@@ -21,7 +21,7 @@ func TestIngestManifestKeepsGoodLinesAndNamesBadOnes(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
 	dir := t.TempDir()
-	recordings, err := filepath.Abs("../../testdata/recordings")
+	recordings, err := filepath.Abs("../../../testdata/recordings")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
 )
 
 func (a *app) replayCommand() *cobra.Command {
@@ -51,19 +53,24 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.`,
 				sort.Strings(names)
 				return fmt.Errorf("--target %q is not in crm_targets (configured: %s)", targetName, strings.Join(names, ", "))
 			}
-			tgt, err := target.New(tc.Target())
+			tgt, err := target.New(tc.Config)
 			if err != nil {
 				return fmt.Errorf("crm_targets.%s: %w", targetName, err)
 			}
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
 			var bar *progressbar.ProgressBar
-			rep, err := e.pipeline.Replay(cmd.Context(), jobs.ReplayOptions{
+			rep, err := e.outbox.Replay(cmd.Context(), outbox.ReplayOptions{
 				From: start, To: end, TenantID: tenant, State: ledger.State(state),
 				Target: tgt, TargetName: targetName, Production: tc.Production, AllowProduction: allowProduction,
+				Reingest: func(ctx context.Context, r ledger.Recording) error {
+					_, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI,
+						Lane: r.Lane, Model: r.Model, Language: r.Language, StartedAt: r.StartedAt})
+					return err
+				},
 				Progress: func(done, total int) {
 					if bar == nil {
 						bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("replaying"),

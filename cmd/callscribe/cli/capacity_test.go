@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 )
 
 var capSeq atomic.Int64

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/callscribe/callscribe/internal/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 )
 
 // TestServe runs `callscribe serve` in-process on a free port, takes and

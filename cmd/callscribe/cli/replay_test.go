@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/crm/crmsim"
-	"github.com/callscribe/callscribe/internal/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
@@ -33,7 +33,7 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	stgSrv := httptest.NewServer(staging.Handler())
 	defer stgSrv.Close()
 
-	recordings, _ := filepath.Abs("../../testdata/recordings")
+	recordings, _ := filepath.Abs("../../../testdata/recordings")
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\n" +
 		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +

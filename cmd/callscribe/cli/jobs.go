@@ -27,7 +27,7 @@ func (a *app) jobsCommand() *cobra.Command {
 			if tenant == "" || call == "" {
 				return errors.New("give --tenant and --call")
 			}
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func (a *app) jobsCommand() *cobra.Command {
 			if state != "" && !ledger.State(state).Valid() {
 				return fmt.Errorf("--state %q is not a state (one of %v)", state, ledger.States())
 			}
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
@@ -127,12 +127,12 @@ func (a *app) jobsCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("recording id %q: %w", args[0], err)
 			}
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) { return e.pipeline.Retry(cmd.Context(), id, reason) })
+			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) { return e.pipeline.Retry(cmd.Context(), e.client, id, reason) })
 			if err != nil {
 				return err
 			}
@@ -152,12 +152,12 @@ func (a *app) jobsCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("recording id %q: %w", args[0], err)
 			}
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) { return e.pipeline.Revalidate(cmd.Context(), id, rreason) })
+			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) { return e.pipeline.Revalidate(cmd.Context(), e.client, id, rreason) })
 			if err != nil {
 				return err
 			}
@@ -177,7 +177,7 @@ func (a *app) scopesCommand() *cobra.Command {
 		Short: "List every scope that was ever deferred or paused",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
@@ -214,7 +214,7 @@ func (a *app) scopesCommand() *cobra.Command {
 		Short: "Let a paused scope (for example, after a quota top-up) admit again, starting with one probe",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}

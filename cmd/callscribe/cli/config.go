@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -48,15 +49,42 @@ type Config struct {
 	Ledger           LedgerConfig           `yaml:"ledger"`
 	RetryAfter       RetryAfterConfig       `yaml:"retry_after"`
 	Audio            AudioConfig            `yaml:"audio"`
-	// Pipeline: tenants, queues, deadlines, probes (see jobs.Config).
-	Pipeline jobs.Config `yaml:"pipeline"`
+	// Pipeline: tenants, queues, deadlines, probes (see jobs.Config), and
+	// each tenant's CRM.
+	Pipeline PipelineConfig `yaml:"pipeline"`
 	// Capacity: vendor concurrency limits shared by live calls and the
 	// pipeline (needs a lasting Redis: redis_url).
 	Capacity CapacityConfig `yaml:"capacity"`
 	// CRMTargets are named CRM targets for `callscribe replay --target NAME`
 	// (a staging CRM, say). One marked production: true is refused unless
 	// --allow-production is given.
-	CRMTargets map[string]jobs.CRMConfig `yaml:"crm_targets"`
+	CRMTargets map[string]CRMConfig `yaml:"crm_targets"`
+}
+
+// PipelineConfig is the pipeline section: jobs.Config, whose tenants also
+// name the CRM their action sets are delivered to.
+type PipelineConfig struct {
+	jobs.Config `yaml:",inline"`
+	// Tenants by tenant id (jobs.Config.Tenants with their CRM).
+	Tenants map[string]TenantConfig `yaml:"tenants"`
+}
+
+// TenantConfig is one tenant: its speech vendor and validation rules
+// (jobs.TenantConfig) and its CRM.
+type TenantConfig struct {
+	jobs.TenantConfig `yaml:",inline"`
+	// CRM is where the tenant's action sets are delivered. Kind "": none
+	// (action sets are committed, nothing is delivered).
+	CRM CRMConfig `yaml:"crm"`
+}
+
+// CRMConfig is a CRM target (see crm/target.Config) and the throttling
+// scope of its integration.
+type CRMConfig struct {
+	target.Config `yaml:",inline"`
+	// Scope of the CRM integration's throttling. Default
+	// crm:<tenant>:<kind> for a tenant's CRM.
+	Scope string `yaml:"scope"`
 }
 
 // CapacityConfig configures the vendor slot counters.
@@ -152,9 +180,31 @@ type RetryAfterConfig struct {
 
 // PipelineConfig is the pipeline section with the timing policy added.
 func (c Config) PipelineConfig() jobs.Config {
-	p := c.Pipeline
+	p := c.Pipeline.Config
 	p.RetryAfter = c.RetryAfter.Policy()
+	if c.Pipeline.Tenants != nil {
+		p.Tenants = make(map[string]jobs.TenantConfig, len(c.Pipeline.Tenants))
+		for id, t := range c.Pipeline.Tenants {
+			p.Tenants[id] = t.TenantConfig
+		}
+	}
 	return p
+}
+
+// tenantCRMs are the tenants' CRMs by tenant id, each scope defaulted;
+// tenants without a CRM are left out.
+func (c Config) tenantCRMs() map[string]CRMConfig {
+	out := map[string]CRMConfig{}
+	for id, t := range c.Pipeline.Tenants {
+		if t.CRM.Kind == "" {
+			continue
+		}
+		if t.CRM.Scope == "" {
+			t.CRM.Scope = "crm:" + id + ":" + t.CRM.Kind
+		}
+		out[id] = t.CRM
+	}
+	return out
 }
 
 // Policy is the timing policy this section configures.
@@ -210,6 +260,16 @@ func (c Config) validate() error {
 	}
 	if err := c.PipelineConfig().WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	ids := make([]string, 0, len(c.Pipeline.Tenants))
+	for id := range c.Pipeline.Tenants {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if k := c.Pipeline.Tenants[id].CRM.Kind; k != "" && !slices.Contains(target.Kinds(), k) {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, k, target.Kinds()))
+		}
 	}
 	for name, t := range c.CRMTargets {
 		if !slices.Contains(target.Kinds(), t.Kind) {

@@ -26,7 +26,7 @@ func (a *app) outboxCommand() *cobra.Command {
 			default:
 				return fmt.Errorf("--state %q: want pending, delivered or dead", state)
 			}
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
@@ -73,12 +73,12 @@ func (a *app) outboxCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("outbox id %q: %w", args[0], err)
 			}
-			e, err := a.openPipeline(cmd.Context())
+			e, err := a.openPipeline(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			if err := e.outbox.Retry(cmd.Context(), id); err != nil {
+			if err := e.outbox.Retry(cmd.Context(), e.client, id); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "outbox row %d is pending again\n", id)

@@ -1,6 +1,9 @@
 // Package cli holds the commands of the callscribe binary. main only wires
 // the process (signals, exit code); everything here takes its output writers
-// and environment as values, so commands are tested in-process.
+// and environment as values, so commands are tested in-process. It is
+// callscribe's composition root: the one place that builds the River client
+// and wires the pool, Redis, the ledger, the pipeline and the outbox
+// together (pipeline.go).
 package cli
 
 import (
@@ -51,7 +54,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.demoCommand(), a.testenvCommand(),
+	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.demoCommand(),
 		a.workerCommand(), a.ingestCommand(), a.jobsCommand(), a.scopesCommand(), a.simulateCommand(), a.outboxCommand(), a.replayCommand(), a.capacityCommand())
 	root.AddCommand(a.serveCommand())
 

@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
+)
+
+// pipelineEnv is what the pipeline commands run against.
+type pipelineEnv struct {
+	pool     *pgxpool.Pool
+	ledger   *ledger.Ledger
+	store    *audio.Store
+	pipeline *jobs.Pipeline
+	outbox   *outbox.Outbox
+	client   *river.Client[pgx.Tx]
+}
+
+func (e *pipelineEnv) Close() {
+	if e.store != nil {
+		_ = e.store.Close()
+	}
+	if e.pool != nil {
+		e.pool.Close()
+	}
+}
+
+// openPipeline connects to the configured (lasting) database and builds
+// the pipeline, the outbox and a River client running both. slots, when
+// not nil, is the vendor concurrency the pipeline shares.
+func (a *app) openPipeline(ctx context.Context, slots jobs.Slots) (*pipelineEnv, error) {
+	if a.config.DatabaseURL == "" {
+		return nil, errNoDatabase
+	}
+	pool, err := connect(ctx, a.config.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	return a.pipelineOn(ctx, pool, slots)
+}
+
+// pipelineOn wires the pipeline's parts on pool: the ledger, the
+// recordings store, the outbox with each tenant's CRM, the pipeline, and
+// the River client that runs the workers of both.
+func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, slots jobs.Slots) (*pipelineEnv, error) {
+	e := &pipelineEnv{pool: pool}
+	ok := false
+	defer func() {
+		if !ok {
+			e.Close()
+		}
+	}()
+	var err error
+	e.ledger, err = ledger.New(pool, &ledger.Config{Logger: a.logger, Retention: a.config.Ledger.Retention})
+	if err != nil {
+		return nil, err
+	}
+	root := a.config.Audio.Root
+	if root == "" {
+		if root, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	e.store, err = audio.Open(ctx, audio.Config{URL: root, MaxBytes: a.config.Audio.MaxBytes})
+	if err != nil {
+		return nil, fmt.Errorf("audio.root: %w", err)
+	}
+	cfg := a.config.PipelineConfig()
+	cfg.Logger = a.logger
+	dests := map[string]outbox.Destination{}
+	for id, c := range a.config.tenantCRMs() {
+		tgt, err := target.New(c.Config)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline.tenants.%s.crm: %w", id, err)
+		}
+		dests[id] = outbox.Destination{Name: c.Kind, Scope: c.Scope, Target: tgt}
+	}
+	e.outbox = outbox.New(outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
+		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout}, pool, e.ledger)
+	e.pipeline, err = jobs.New(pool, e.ledger, cfg, jobs.Deps{Store: e.store, Commit: commitThrough(e.outbox), Slots: slots})
+	if err != nil {
+		return nil, err
+	}
+	e.client, err = newRiverClient(pool, a.logger, e.pipeline, e.outbox)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+// commitThrough commits the pipeline's validated recordings through o.
+func commitThrough(o *outbox.Outbox) jobs.CommitFunc {
+	return func(ctx context.Context, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
+		res, err := o.Commit(ctx, client, rec, actions)
+		return res.Duplicate, err
+	}
+}
+
+// newRiverClient builds the one River client of a process: the queues,
+// workers and periodic jobs of the pipeline and of the outbox.
+func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *outbox.Outbox) (*river.Client[pgx.Tx], error) {
+	workers := river.NewWorkers()
+	p.AddWorkers(workers)
+	o.AddWorkers(workers)
+	queues := p.Queues()
+	for name, q := range o.Queues() {
+		queues[name] = q
+	}
+	cfg := p.Config()
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:               queues,
+		Workers:              workers,
+		PeriodicJobs:         p.PeriodicJobs(),
+		Logger:               slog.New(quietInfo{log.Handler()}),
+		FetchCooldown:        20 * time.Millisecond,
+		FetchPollInterval:    250 * time.Millisecond,
+		JobTimeout:           cfg.StepTimeout,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+	})
+}
+
+// quietInfo passes River's warnings and errors, and its info lines only when
+// the logger is at debug level: River reports job counts every few seconds.
+type quietInfo struct{ slog.Handler }
+
+func (h quietInfo) Enabled(ctx context.Context, l slog.Level) bool {
+	if l < slog.LevelWarn && !h.Handler.Enabled(ctx, slog.LevelDebug) {
+		return false
+	}
+	return h.Handler.Enabled(ctx, l)
+}

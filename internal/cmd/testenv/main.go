@@ -1,0 +1,102 @@
+// Command testenv runs a command with TEST_DATABASE_URL and TEST_REDIS_URL
+// pointing at a running or throwaway PostgreSQL and Redis: what `make test`
+// runs the test suite under. It is a development tool, no part of the
+// callscribe binary:
+//
+//	go run ./internal/cmd/testenv [--install] -- COMMAND [ARGS...]
+//
+// For each service: reuse the server at TEST_*_URL (default 127.0.0.1) if
+// it answers; fail if the URL was set explicitly and does not answer; else
+// start a throwaway server from the installed binaries; else, with
+// --install, as root on Debian/Ubuntu, install them with apt-get; else fail
+// saying what to install. Throwaway servers are stopped and removed when
+// COMMAND ends; testenv exits with COMMAND's exit code.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/callscribe/callscribe/internal/devservice"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run runs testenv with the command line args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet("testenv", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	install := fs.Bool("install", false, "as root on Debian/Ubuntu, apt-get install missing PostgreSQL/Redis server packages")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: testenv [--install] -- COMMAND [ARGS...]")
+		fmt.Fprintln(stderr, "Runs COMMAND with TEST_DATABASE_URL and TEST_REDIS_URL pointing at running or throwaway services.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	code, err := runWith(ctx, *install, fs.Args(), stdout, stderr, getenv, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "testenv:", err)
+		return 1
+	}
+	return code
+}
+
+// runWith finds or starts the services, runs the command with their URLs
+// and stops what it started.
+func runWith(ctx context.Context, install bool, args []string, stdout, stderr io.Writer, getenv func(string) string, logger *slog.Logger) (int, error) {
+	cfg := devservice.TestEnvConfigFromEnv(getenv)
+	cfg.AllowInstall = install
+	cfg.Logger = logger
+	cfg.Out = stderr
+	env, err := devservice.ResolveTestEnv(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := env.Stop(stopCtx); err != nil {
+			logger.Error("stopping test services", "error", err)
+		}
+	}()
+	fmt.Fprintf(stderr, "testenv: PostgreSQL %s (%s), Redis %s (%s)\n",
+		devservice.RedactURL(env.DatabaseURL), env.DatabaseOrigin, devservice.RedactURL(env.RedisURL), env.RedisOrigin)
+
+	// Not CommandContext: on Ctrl-C the child gets the signal from the
+	// terminal itself and is waited for, so services stop after it.
+	child := exec.Command(args[0], args[1:]...) //nolint:gosec // running the given command is the point
+	child.Stdin, child.Stdout, child.Stderr = os.Stdin, stdout, stderr
+	child.Env = append(os.Environ(),
+		devservice.TestDatabaseURLEnv+"="+env.DatabaseURL,
+		devservice.TestRedisURLEnv+"="+env.RedisURL)
+	err = child.Run()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return exitErr.ExitCode(), nil
+	}
+	return 0, err
+}
