@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/crm/extract"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
@@ -37,11 +38,11 @@ type Pipeline struct {
 }
 
 // SetOutbox makes the pipeline commit validated recordings: extract their
-// actions with ex (nil: crm.RuleExtractor) and commit them through o. Without
+// actions with ex (nil: extract.RuleExtractor) and commit them through o. Without
 // an outbox, recordings stop at validated.
 func (p *Pipeline) SetOutbox(o *outbox.Outbox, ex crm.Extractor) {
 	if ex == nil {
-		ex = crm.RuleExtractor{}
+		ex = extract.RuleExtractor{}
 	}
 	p.outbox, p.extractor = o, ex
 }

@@ -1,4 +1,4 @@
-package crm_test
+package extract_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/crm/extract"
 )
 
 // A call on Monday 2026-11-23 in Chicago: "by Friday" is that week's Friday,
@@ -17,7 +18,7 @@ func ExampleRuleExtractor_Extract() {
 	if err != nil {
 		panic(err)
 	}
-	actions, err := crm.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{
+	actions, err := extract.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{
 		TenantID: "northline",
 		CallID:   "call-42",
 		Text: "Thanks for the call. I'll send you the rate sheet for Chicago to Dallas and Salt Lake City to " +
@@ -58,7 +59,7 @@ func ExampleResolveDate() {
 	}
 	tuesday := time.Date(2026, 11, 24, 14, 5, 0, 0, chicago)
 	for _, phrase := range []string{"tomorrow", "Wednesday", "this Wednesday", "next Wednesday", "by end of day", "December 3rd", "the 1st"} {
-		d, ok := crm.ResolveDate(phrase, tuesday)
+		d, ok := extract.ResolveDate(phrase, tuesday)
 		fmt.Printf("%-16s %s %v\n", phrase, d.Format("Mon 2006-01-02"), ok)
 	}
 	// Output:

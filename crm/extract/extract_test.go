@@ -1,4 +1,4 @@
-package crm_test
+package extract_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	_ "time/tzdata" // the tests need IANA zones even where the system has none
 
 	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/crm/extract"
 )
 
 // tenantZones are the recordings' tenants' time zones.
@@ -36,7 +37,7 @@ func mustZone(t testing.TB, name string) *time.Location {
 // readJSONL decodes one value per line of a file under testdata/recordings.
 func readJSONL[T any](t *testing.T, name string) []T {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "recordings", name))
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "recordings", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestExtractRecordings(t *testing.T) {
 			if _, zoneOffset := m.StartedAt.In(loc).Zone(); zoneOffset != manifestOffset {
 				t.Fatalf("started_at %s has offset %d, but %s is at %d then", m.StartedAt.Format(time.RFC3339), manifestOffset, loc, zoneOffset)
 			}
-			got, err := crm.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{
+			got, err := extract.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{
 				TenantID: m.TenantID, CallID: m.CallID, Text: m.ExpectedText, StartedAt: m.StartedAt, Location: loc,
 			})
 			if err != nil {
@@ -267,7 +268,7 @@ func TestExtractPhrasings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := crm.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{CallID: "c", Text: tt.text, StartedAt: monday})
+			got, err := extract.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{CallID: "c", Text: tt.text, StartedAt: monday})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,7 +308,7 @@ func TestExtractDST(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := crm.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{CallID: "c", Text: tt.text, StartedAt: tt.started, Location: chicago})
+			got, err := extract.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{CallID: "c", Text: tt.text, StartedAt: tt.started, Location: chicago})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -336,7 +337,7 @@ func TestExtractNote(t *testing.T) {
 	t.Run("excerpt cut on a word boundary", func(t *testing.T) {
 		t.Parallel()
 		text := "Thanks   for\nthe call, we will see." // white space collapses
-		got, err := crm.RuleExtractor{MaxNoteRunes: 16}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: text, StartedAt: started})
+		got, err := extract.RuleExtractor{MaxNoteRunes: 16}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: text, StartedAt: started})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,18 +348,18 @@ func TestExtractNote(t *testing.T) {
 	t.Run("default length is 500 runes", func(t *testing.T) {
 		t.Parallel()
 		text := strings.Repeat("héllo ", 200)
-		got, err := crm.RuleExtractor{}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: text, StartedAt: started})
+		got, err := extract.RuleExtractor{}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: text, StartedAt: started})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, ex, _ := strings.Cut(got[0].Text, "\n\n")
-		if n := len([]rune(ex)); n > crm.MaxNoteRunesDefault || n < crm.MaxNoteRunesDefault-6 || !strings.HasSuffix(ex, "héllo…") {
+		if n := len([]rune(ex)); n > extract.MaxNoteRunesDefault || n < extract.MaxNoteRunesDefault-6 || !strings.HasSuffix(ex, "héllo…") {
 			t.Errorf("excerpt of %d runes %q", n, ex)
 		}
 	})
 	t.Run("a long word is cut hard", func(t *testing.T) {
 		t.Parallel()
-		got, err := crm.RuleExtractor{MaxNoteRunes: 5}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "abcdefghij", StartedAt: started})
+		got, err := extract.RuleExtractor{MaxNoteRunes: 5}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "abcdefghij", StartedAt: started})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +369,7 @@ func TestExtractNote(t *testing.T) {
 	})
 	t.Run("negative MaxNoteRunes: summary only", func(t *testing.T) {
 		t.Parallel()
-		got, err := crm.RuleExtractor{MaxNoteRunes: -1}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "Let's talk tomorrow.", StartedAt: started})
+		got, err := extract.RuleExtractor{MaxNoteRunes: -1}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "Let's talk tomorrow.", StartedAt: started})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,7 +379,7 @@ func TestExtractNote(t *testing.T) {
 	})
 	t.Run("empty transcript", func(t *testing.T) {
 		t.Parallel()
-		got, err := crm.RuleExtractor{}.Extract(ctx, crm.ExtractInput{Text: " ", StartedAt: started})
+		got, err := extract.RuleExtractor{}.Extract(ctx, crm.ExtractInput{Text: " ", StartedAt: started})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +391,7 @@ func TestExtractNote(t *testing.T) {
 		t.Parallel()
 		// 04:30 UTC on Monday is still Sunday evening in Chicago.
 		clock := fixedClock(time.Date(2026, 11, 30, 4, 30, 0, 0, time.UTC))
-		got, err := crm.RuleExtractor{Clock: clock}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "Let's talk tomorrow.", Location: chicago})
+		got, err := extract.RuleExtractor{Clock: clock}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "Let's talk tomorrow.", Location: chicago})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +401,7 @@ func TestExtractNote(t *testing.T) {
 	})
 	t.Run("nil Location: StartedAt's own zone", func(t *testing.T) {
 		t.Parallel()
-		got, err := crm.RuleExtractor{}.Extract(ctx, crm.ExtractInput{CallID: "c1",
+		got, err := extract.RuleExtractor{}.Extract(ctx, crm.ExtractInput{CallID: "c1",
 			Text: "Move the pickup for PO 7 to tomorrow at 9.", StartedAt: time.Date(2026, 11, 23, 23, 30, 0, 0, time.FixedZone("", -8*3600))})
 		if err != nil {
 			t.Fatal(err)
@@ -413,13 +414,13 @@ func TestExtractNote(t *testing.T) {
 		t.Parallel()
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := (crm.RuleExtractor{}).Extract(cctx, crm.ExtractInput{CallID: "c1", Text: "hi", StartedAt: started}); !errors.Is(err, context.Canceled) {
+		if _, err := (extract.RuleExtractor{}).Extract(cctx, crm.ExtractInput{CallID: "c1", Text: "hi", StartedAt: started}); !errors.Is(err, context.Canceled) {
 			t.Errorf("err %v, want context.Canceled", err)
 		}
 	})
 	t.Run("start out of range", func(t *testing.T) {
 		t.Parallel()
-		if _, err := (crm.RuleExtractor{}).Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "hi", StartedAt: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}); err == nil {
+		if _, err := (extract.RuleExtractor{}).Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "hi", StartedAt: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}); err == nil {
 			t.Error("no error for a start in the year 9999")
 		}
 	})
@@ -437,7 +438,7 @@ func BenchmarkExtract(b *testing.B) {
 		b.Run(bb.name, func(b *testing.B) {
 			b.SetBytes(int64(len(bb.text)))
 			for b.Loop() {
-				if _, err := (crm.RuleExtractor{}).Extract(context.Background(), crm.ExtractInput{CallID: "b", Text: bb.text, StartedAt: started}); err != nil {
+				if _, err := (extract.RuleExtractor{}).Extract(context.Background(), crm.ExtractInput{CallID: "b", Text: bb.text, StartedAt: started}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package crm
+package extract
 
 import (
 	"slices"
@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/callscribe/callscribe/crm"
 )
 
 // sentence is one sentence of a transcript and its clauses.
@@ -44,7 +46,7 @@ type shipmentRef struct {
 
 // extractRules returns the actions other than the call_note, in the order
 // rate_sheet_promised, pickup_window_change, next_call.
-func extractRules(text string, ref time.Time) []Action {
+func extractRules(text string, ref time.Time) []crm.Action {
 	var sents []*sentence
 	for _, toks := range sentences(tokenize(text)) {
 		s := &sentence{toks: toks, clauses: clauses(toks), cased: isCased(toks), refs: findRefs(toks)}
@@ -57,14 +59,14 @@ func extractRules(text string, ref time.Time) []Action {
 	}
 
 	t := &transcript{sents: sents}
-	var rates, pickups []Action
+	var rates, pickups []crm.Action
 	seenRates := map[string]bool{}
 	lastPickup := map[string]int{} // shipment ref → index in pickups
-	var next *Action
+	var next *crm.Action
 	for si, s := range sents {
 		for ci, c := range s.clauses {
 			if s.rate[ci] >= 0 {
-				a := Action{Kind: KindRateSheetPromised, Lanes: lanes(s.toks, c[0], c[1], s.cased)}
+				a := crm.Action{Kind: crm.KindRateSheetPromised, Lanes: lanes(s.toks, c[0], c[1], s.cased)}
 				if len(a.Lanes) == 0 {
 					a.Lanes = s.lanes()
 				}
@@ -82,7 +84,7 @@ func extractRules(text string, ref time.Time) []Action {
 			if s.pickup[ci] >= 0 {
 				for _, a := range pickupActions(t, si, ci, ref) {
 					if i, ok := lastPickup[a.ShipmentRef]; ok {
-						pickups[i] = Action{} // superseded; dropped below
+						pickups[i] = crm.Action{} // superseded; dropped below
 					}
 					lastPickup[a.ShipmentRef] = len(pickups)
 					pickups = append(pickups, a)
@@ -90,12 +92,12 @@ func extractRules(text string, ref time.Time) []Action {
 			}
 			if s.contact[ci] >= 0 {
 				if d, ok := nextCallDate(s, ci, ref); ok {
-					next = &Action{Kind: KindNextCall, Date: d.Format(time.DateOnly)}
+					next = &crm.Action{Kind: crm.KindNextCall, Date: d.Format(time.DateOnly)}
 				}
 			}
 		}
 	}
-	out := append(rates, slices.DeleteFunc(pickups, func(a Action) bool { return a.Kind == "" })...)
+	out := append(rates, slices.DeleteFunc(pickups, func(a crm.Action) bool { return a.Kind == "" })...)
 	if next != nil {
 		out = append(out, *next)
 	}
@@ -408,7 +410,7 @@ func unownedDate(s *sentence, ref time.Time) (time.Time, bool) {
 // sentence si: one per reference when the clause names several ("PO 4471 to
 // Tuesday at 8 and PO 4472 to Wednesday at 7", each reference reading up to
 // the next), else one.
-func pickupActions(t *transcript, si, c int, ref time.Time) []Action {
+func pickupActions(t *transcript, si, c int, ref time.Time) []crm.Action {
 	sents := t.sents
 	s := sents[si]
 	cl := s.clauses[c]
@@ -423,8 +425,8 @@ func pickupActions(t *transcript, si, c int, ref time.Time) []Action {
 	if len(inClause) > 1 {
 		// Read back to front so that a reference with no day of its own
 		// shares the next one's: "PO 4471 and PO 4472 to Tuesday at 8".
-		out := make([]Action, 0, len(inClause))
-		var shared *Window
+		out := make([]crm.Action, 0, len(inClause))
+		var shared *crm.Window
 		for k := len(inClause) - 1; k >= 0; k-- {
 			seg := [2]int{cl[0], cl[1]}
 			if k > 0 {
@@ -446,7 +448,7 @@ func pickupActions(t *transcript, si, c int, ref time.Time) []Action {
 			default:
 				continue
 			}
-			out = append(out, Action{Kind: KindPickupWindowChange, ShipmentRef: inClause[k].norm, Window: w})
+			out = append(out, crm.Action{Kind: crm.KindPickupWindowChange, ShipmentRef: inClause[k].norm, Window: w})
 		}
 		slices.Reverse(out)
 		return out
@@ -474,7 +476,7 @@ func pickupActions(t *transcript, si, c int, ref time.Time) []Action {
 	if !ok {
 		return nil
 	}
-	return []Action{{Kind: KindPickupWindowChange, ShipmentRef: shipment, Window: w}}
+	return []crm.Action{{Kind: crm.KindPickupWindowChange, ShipmentRef: shipment, Window: w}}
 }
 
 // windowParts are the date phrases and the first time phrase of a range of
@@ -531,7 +533,7 @@ func (s *sentence) unownedParts(ref time.Time) windowParts {
 // pickupWindow combines window parts, earlier ones first: the first time
 // phrase on the date phrase nearest to it; a date alone is the whole day.
 // found reports that a date or a time was seen.
-func pickupWindow(parts ...windowParts) (w *Window, found, ok bool) {
+func pickupWindow(parts ...windowParts) (w *crm.Window, found, ok bool) {
 	var dates []dateMatch
 	var tr *timeRange
 	for _, p := range parts {

@@ -1,10 +1,10 @@
-package crm_test
+package extract_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/crm/extract"
 )
 
 func TestResolveDate(t *testing.T) {
@@ -145,7 +145,7 @@ func TestResolveDate(t *testing.T) {
 		{mon, "Friday at noon", ""}, // a time is not part of a date phrase
 	}
 	for _, tt := range tests {
-		got, ok := crm.ResolveDate(tt.phrase, tt.ref)
+		got, ok := extract.ResolveDate(tt.phrase, tt.ref)
 		if tt.want == "" {
 			if ok {
 				t.Errorf("%s %q: %s, want no date", tt.ref.Format("Mon 2006-01-02"), tt.phrase, got.Format(time.RFC3339))
@@ -168,12 +168,12 @@ func TestResolveDateLocalDay(t *testing.T) {
 	chicago := mustZone(t, "America/Chicago")
 	utc := time.Date(2026, 11, 30, 4, 30, 0, 0, time.UTC) // Monday in UTC, Sunday 22:30 in Chicago
 	for phrase, want := range map[string]string{"today": "2026-11-29", "tomorrow": "2026-11-30", "Monday": "2026-11-30", "next Monday": "2026-11-30"} {
-		got, ok := crm.ResolveDate(phrase, utc.In(chicago))
+		got, ok := extract.ResolveDate(phrase, utc.In(chicago))
 		if !ok || got.Format(time.DateOnly) != want {
 			t.Errorf("%q: %s %v, want %s", phrase, got.Format(time.DateOnly), ok, want)
 		}
 	}
-	got, _ := crm.ResolveDate("today", utc)
+	got, _ := extract.ResolveDate("today", utc)
 	if got.Format(time.DateOnly) != "2026-11-30" {
 		t.Errorf("today at %s in UTC: %s", utc, got.Format(time.DateOnly))
 	}

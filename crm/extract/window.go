@@ -1,9 +1,11 @@
-package crm
+package extract
 
 import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/callscribe/callscribe/crm"
 )
 
 // meridiem is what a spoken time says of its half of the day.
@@ -258,7 +260,7 @@ func minutesOfDay(r timeRange, part partOfDay) (start, end int, ok bool) {
 // and a wall time in the spring-forward gap is the instant the gap ends:
 // "between 1 and 2 am" on 2026-03-08 in Chicago is 01:00 CST to 03:00 CDT,
 // one hour, and "from 2 to 3 am" is empty and refused.
-func window(day time.Time, r timeRange, part partOfDay) (*Window, bool) {
+func window(day time.Time, r timeRange, part partOfDay) (*crm.Window, bool) {
 	s, e, ok := minutesOfDay(r, part)
 	if !ok {
 		return nil, false
@@ -273,7 +275,7 @@ func window(day time.Time, r timeRange, part partOfDay) (*Window, bool) {
 	if !start.Before(end) {
 		return nil, false
 	}
-	return &Window{Start: start, End: end}, true
+	return &crm.Window{Start: start, End: end}, true
 }
 
 // wallTime is the instant the clock reads minutes past midnight on day's
@@ -296,6 +298,6 @@ func wallTime(day time.Time, minutes int) time.Time {
 
 // wholeDay is the window of a pickup day said without a time: the day's
 // first instant to the next day's.
-func wholeDay(day time.Time) *Window {
-	return &Window{Start: day, End: addDays(day, 1)}
+func wholeDay(day time.Time) *crm.Window {
+	return &crm.Window{Start: day, End: addDays(day, 1)}
 }

@@ -1,4 +1,4 @@
-package crm
+package extract
 
 import (
 	"context"
@@ -6,30 +6,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/callscribe/callscribe/crm"
 )
-
-// ExtractInput is one validated transcript and what is known of its call.
-type ExtractInput struct {
-	TenantID string
-	CallID   string
-	// Text is the validated transcript.
-	Text string
-	// StartedAt is the call's start, with its offset. Relative dates
-	// ("tomorrow", "next Wednesday") resolve against its calendar day in
-	// Location. Zero: unknown, the extractor's clock says now.
-	StartedAt time.Time
-	// Location is the tenant's time zone: relative dates resolve in it and
-	// pickup windows are expressed in it. nil: StartedAt's own zone (for a
-	// zero StartedAt, the zone of the clock's Now).
-	Location *time.Location
-}
-
-// Extractor turns a transcript into the follow-ups of crm-webhook/v1.
-// Implementations return exactly one call_note, first, followed by the
-// other kinds the transcript supports.
-type Extractor interface {
-	Extract(ctx context.Context, in ExtractInput) ([]Action, error)
-}
 
 // Clock tells the time. RuleExtractor asks it only when a call's StartedAt
 // is unknown, so tests inject a fixed clock.
@@ -48,7 +27,7 @@ const MaxNoteRunesDefault = 500
 // time ("December 3rd at 9" is 09:00–10:00).
 const WindowDefaultLength = time.Hour
 
-// RuleExtractor is a deterministic, rule-based Extractor: no model, no
+// RuleExtractor is a deterministic, rule-based [crm.Extractor]: no model, no
 // network, the same actions for the same input on every run. The zero value
 // is ready to use.
 //
@@ -150,7 +129,7 @@ const WindowDefaultLength = time.Hour
 // Dates (Due, Date) are YYYY-MM-DD in Location; see ResolveDate for the
 // date phrases and their rules.
 type RuleExtractor struct {
-	// Clock gives Now when ExtractInput.StartedAt is zero. nil: the system
+	// Clock gives Now when crm.ExtractInput.StartedAt is zero. nil: the system
 	// clock, in UTC.
 	Clock Clock
 	// MaxNoteRunes caps the transcript excerpt in the call_note, in runes,
@@ -160,7 +139,7 @@ type RuleExtractor struct {
 	MaxNoteRunes int
 }
 
-var _ Extractor = RuleExtractor{}
+var _ crm.Extractor = RuleExtractor{}
 
 // WithDefaults returns e with its zero fields set to their defaults.
 func (e RuleExtractor) WithDefaults() RuleExtractor {
@@ -182,7 +161,7 @@ func (e RuleExtractor) WithDefaults() RuleExtractor {
 // excerpt, where the summary lists what was extracted ("rate sheet promised
 // for 2 lanes by 2026-11-27; pickup change for PO-4471 (2026-11-24
 // 08:00-10:00); next call 2026-12-02") or says "no follow-up requested".
-func (e RuleExtractor) Extract(ctx context.Context, in ExtractInput) ([]Action, error) {
+func (e RuleExtractor) Extract(ctx context.Context, in crm.ExtractInput) ([]crm.Action, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("extracting actions for call %s: %w", in.CallID, err)
 	}
@@ -199,18 +178,18 @@ func (e RuleExtractor) Extract(ctx context.Context, in ExtractInput) ([]Action, 
 	}
 
 	found := extractRules(in.Text, ref)
-	actions := make([]Action, 0, 1+len(found))
-	actions = append(actions, Action{Kind: KindCallNote, Text: noteText(in.CallID, in.Text, found, e.MaxNoteRunes)})
+	actions := make([]crm.Action, 0, 1+len(found))
+	actions = append(actions, crm.Action{Kind: crm.KindCallNote, Text: noteText(in.CallID, in.Text, found, e.MaxNoteRunes)})
 	actions = append(actions, found...)
 	return actions, nil
 }
 
 // noteText is the call_note: the summary, a blank line and the excerpt.
-func noteText(callID, text string, found []Action, maxRunes int) string {
+func noteText(callID, text string, found []crm.Action, maxRunes int) string {
 	var parts []string
 	for _, a := range found {
 		switch a.Kind {
-		case KindRateSheetPromised:
+		case crm.KindRateSheetPromised:
 			s := "rate sheet promised"
 			switch len(a.Lanes) {
 			case 0:
@@ -223,9 +202,9 @@ func noteText(callID, text string, found []Action, maxRunes int) string {
 				s += " by " + a.Due
 			}
 			parts = append(parts, s)
-		case KindPickupWindowChange:
+		case crm.KindPickupWindowChange:
 			parts = append(parts, fmt.Sprintf("pickup change for %s (%s)", a.ShipmentRef, windowSummary(a.Window)))
-		case KindNextCall:
+		case crm.KindNextCall:
 			parts = append(parts, "next call "+a.Date)
 		}
 	}
@@ -249,7 +228,7 @@ func noteText(callID, text string, found []Action, maxRunes int) string {
 
 // windowSummary is "2026-11-24 08:00-10:00", or the date alone for a
 // whole-day window.
-func windowSummary(w *Window) string {
+func windowSummary(w *crm.Window) string {
 	if w == nil {
 		return "no window"
 	}

@@ -1,4 +1,4 @@
-package crm_test
+package extract_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/crm/extract"
 )
 
 // propertyZones are the tenants' zones and a few awkward ones: half-hour
@@ -88,7 +89,7 @@ func TestResolveDateWeekdayProperty(t *testing.T) {
 		form := rapid.SampledFrom([]string{"%s", "coming %s", "this coming %s", "this %s", "%s this week",
 			"next %s", "%s next week", "next week %s", "%s after next"}).Draw(t, "form")
 		phrase := noisy(t, fmt.Sprintf(form, name))
-		got, ok := crm.ResolveDate(phrase, ref)
+		got, ok := extract.ResolveDate(phrase, ref)
 		if !ok {
 			t.Fatalf("%q: no date", phrase)
 		}
@@ -144,7 +145,7 @@ func TestResolveDateMonthDayProperty(t *testing.T) {
 			phrase += "," // "May" needs an ordinal or a comma after the number
 		}
 		phrase = noisy(t, phrase)
-		got, ok := crm.ResolveDate(phrase, ref)
+		got, ok := extract.ResolveDate(phrase, ref)
 		if !ok {
 			t.Fatalf("%q: no date", phrase)
 		}
@@ -161,7 +162,7 @@ func TestResolveDateNthProperty(t *testing.T) {
 		ref := drawRef(t)
 		d := rapid.IntRange(1, 31).Draw(t, "day")
 		phrase := noisy(t, "the "+ordinal(d))
-		got, ok := crm.ResolveDate(phrase, ref)
+		got, ok := extract.ResolveDate(phrase, ref)
 		if !ok {
 			t.Fatalf("%q: no date", phrase)
 		}
@@ -196,7 +197,7 @@ func TestResolveDateRelativeProperty(t *testing.T) {
 			phrase, want = fmt.Sprintf("in %s days", words[n]), n
 		}
 		phrase = noisy(t, phrase)
-		got, ok := crm.ResolveDate(phrase, ref)
+		got, ok := extract.ResolveDate(phrase, ref)
 		if !ok {
 			t.Fatalf("%q: no date", phrase)
 		}
@@ -214,14 +215,14 @@ func TestExtractDatesProperty(t *testing.T) {
 		ref := drawRef(t)
 		started := ref.UTC() // the extractor must move it into Location itself
 		phrase := rapid.SampledFrom([]string{"Friday", "next Wednesday", "this Monday", "tomorrow", "December 3rd", "the 15th", "end of day"}).Draw(t, "phrase")
-		want, ok := crm.ResolveDate(phrase, ref)
+		want, ok := extract.ResolveDate(phrase, ref)
 		if !ok {
 			t.Fatalf("%q: no date", phrase)
 		}
 		h := rapid.IntRange(6, 10).Draw(t, "hour") // no zone here changes its clocks between 6 and 11 am
 		text := fmt.Sprintf("I'll send you the rate sheet for Chicago to Dallas by %s. Please move the pickup for PO 42 to %s between %d and %d am. Let's talk again %s.",
 			phrase, phrase, h, h+1, phrase)
-		actions, err := crm.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{CallID: "p", Text: text, StartedAt: started, Location: ref.Location()})
+		actions, err := extract.RuleExtractor{}.Extract(context.Background(), crm.ExtractInput{CallID: "p", Text: text, StartedAt: started, Location: ref.Location()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +310,7 @@ func FuzzExtract(f *testing.F) {
 		span := time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC).Unix() - lo
 		unix = lo + (unix%span+span)%span
 		loc := mustZone(t, propertyZones[int(zone)%len(propertyZones)])
-		actions, err := crm.RuleExtractor{MaxNoteRunes: 80}.Extract(context.Background(), crm.ExtractInput{
+		actions, err := extract.RuleExtractor{MaxNoteRunes: 80}.Extract(context.Background(), crm.ExtractInput{
 			CallID: "f", Text: text, StartedAt: time.Unix(unix, 0), Location: loc,
 		})
 		if err != nil {

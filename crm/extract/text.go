@@ -1,4 +1,4 @@
-package crm
+package extract
 
 import (
 	"regexp"
