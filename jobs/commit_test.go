@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
-	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -76,7 +76,7 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt, err := target.New(tenant.CRM.Target())
+	tgt, err := connector.New(tenant.CRM.Target())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	e := runToDelivered(t, 4, crmsim.Config{})
 	day := jobs.ReplayOptions{From: time.Now().Add(-24 * time.Hour), To: time.Now().Add(time.Hour)}
 
-	prodTarget, _ := target.New(target.Config{Kind: "webhook", BaseURL: "http://127.0.0.1:1", Token: "x"})
+	prodTarget, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: "http://127.0.0.1:1", Token: "x"})
 	refused := day
 	refused.Target, refused.TargetName, refused.Production = prodTarget, "production", true
 	if _, err := e.p.Replay(ctx, refused); !errors.Is(err, jobs.ErrProductionTarget) {
@@ -181,7 +181,7 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	}
 
 	// Into the CRM that already holds them.
-	same, _ := target.New(target.Config{Kind: "webhook", BaseURL: e.crmURL, Token: "crm-token"})
+	same, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: e.crmURL, Token: "crm-token"})
 	again := day
 	again.Target, again.TargetName = same, "same"
 	rep, err := e.p.Replay(ctx, again)
@@ -202,7 +202,7 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	}
 	srv := httptest.NewServer(staging.Handler())
 	defer srv.Close()
-	stgTarget, _ := target.New(target.Config{Kind: "webhook", BaseURL: srv.URL, Token: "staging"})
+	stgTarget, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: srv.URL, Token: "staging"})
 	toStaging := day
 	toStaging.Target, toStaging.TargetName = stgTarget, "staging"
 	var progress int

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
@@ -70,7 +70,7 @@ type TenantConfig struct {
 	CRM CRMConfig `yaml:"crm"`
 }
 
-// CRMConfig is a tenant's CRM target (see package crm/target).
+// CRMConfig is a tenant's CRM target (see package crm/connector).
 type CRMConfig struct {
 	// Kind: webhook, salesforce or hubspot.
 	Kind string `yaml:"kind"`
@@ -96,9 +96,9 @@ type CRMConfig struct {
 	Production bool `yaml:"production"`
 }
 
-// Target is the crm/target configuration of c.
-func (c CRMConfig) Target() target.Config {
-	return target.Config{Kind: c.Kind, BaseURL: c.BaseURL, Token: c.Token, APIVersion: c.APIVersion, SObject: c.SObject,
+// Target is the crm/connector configuration of c.
+func (c CRMConfig) Target() connector.Config {
+	return connector.Config{Kind: c.Kind, BaseURL: c.BaseURL, Token: c.Token, APIVersion: c.APIVersion, SObject: c.SObject,
 		ExternalIDField: c.ExternalIDField, TimeZone: c.TimeZone, IDProperty: c.IDProperty, Production: c.Production}
 }
 
@@ -242,8 +242,8 @@ func (c Config) Validate() error {
 		if !slices.Contains(stt.Kinds(), t.Provider) {
 			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.provider: %q is not one of %v", id, t.Provider, stt.Kinds()))
 		}
-		if t.CRM.Kind != "" && !slices.Contains(target.Kinds(), t.CRM.Kind) {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, t.CRM.Kind, target.Kinds()))
+		if t.CRM.Kind != "" && !slices.Contains(connector.Kinds(), t.CRM.Kind) {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, t.CRM.Kind, connector.Kinds()))
 		}
 		if t.TimeZone != "" {
 			if _, err := time.LoadLocation(t.TimeZone); err != nil {

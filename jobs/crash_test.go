@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -94,7 +94,7 @@ func runWorkerProcess() int {
 	}
 	if os.Getenv(workerCRMURLEnv) != "" {
 		t := p.Config().Tenants["t1"]
-		tgt, err := target.New(t.CRM.Target())
+		tgt, err := connector.New(t.CRM.Target())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

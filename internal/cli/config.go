@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -212,8 +212,8 @@ func (c Config) validate() error {
 		errs = append(errs, err)
 	}
 	for name, t := range c.CRMTargets {
-		if !slices.Contains(target.Kinds(), t.Kind) {
-			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, target.Kinds()))
+		if !slices.Contains(connector.Kinds(), t.Kind) {
+			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, connector.Kinds()))
 		}
 	}
 	return errors.Join(errs...)

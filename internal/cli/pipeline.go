@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
@@ -82,7 +82,7 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool) (*pipelineEnv,
 		if t.CRM.Kind == "" {
 			continue
 		}
-		tgt, err := target.New(t.CRM.Target())
+		tgt, err := connector.New(t.CRM.Target())
 		if err != nil {
 			return nil, fmt.Errorf("pipeline.tenants.%s.crm: %w", id, err)
 		}

@@ -1,6 +1,6 @@
 // Package scrub removes credentials from text that leaves callscribe: vendor
 // and CRM messages, network errors. It is shared by the speech-vendor
-// adapters (jobs/stt) and the CRM targets (crm/target) so that both redact
+// adapters (jobs/stt) and the CRM targets (crm/connector) so that both redact
 // the same way.
 package scrub
 

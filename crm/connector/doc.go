@@ -1,4 +1,4 @@
-// Package target delivers committed action sets to CRMs: one Target
+// Package connector delivers committed action sets to CRMs: one Target
 // interface and three targets that speak to a CRM over HTTP with
 // net/http.
 //
@@ -53,4 +53,4 @@
 // 401 is dead until the token is replaced), create the Salesforce external
 // ID field or the HubSpot unique property it upserts by, or associate the
 // records with contacts, accounts or deals.
-package target
+package connector

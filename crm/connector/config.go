@@ -1,4 +1,4 @@
-package target
+package connector
 
 import (
 	"fmt"
@@ -109,7 +109,7 @@ type Config struct {
 
 // String describes c without its token, for logs and errors.
 func (c Config) String() string {
-	return fmt.Sprintf("target.Config{Kind: %q, BaseURL: %q, Token: %s, Production: %t}",
+	return fmt.Sprintf("connector.Config{Kind: %q, BaseURL: %q, Token: %s, Production: %t}",
 		c.Kind, scrubURLs(c.BaseURL), tokenMark(c.Token), c.Production)
 }
 

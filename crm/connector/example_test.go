@@ -1,4 +1,4 @@
-package target_test
+package connector_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/crm"
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 )
 
 // A webhook target against a CRM speaking crm-webhook/v1: the first
@@ -39,7 +39,7 @@ func ExampleNew() {
 	}))
 	defer srv.Close()
 
-	tg, err := target.New(target.Config{Kind: target.KindWebhook, BaseURL: srv.URL, Token: "crm-token"})
+	tg, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: srv.URL, Token: "crm-token"})
 	if err != nil {
 		panic(err)
 	}
@@ -54,7 +54,7 @@ func ExampleNew() {
 	}
 	ctx := context.Background()
 	for attempt := 1; attempt <= 3; attempt++ {
-		r, err := tg.Deliver(ctx, target.Delivery{Set: set, Attempt: attempt})
+		r, err := tg.Deliver(ctx, connector.Delivery{Set: set, Attempt: attempt})
 		if err != nil {
 			panic(err)
 		}
@@ -78,10 +78,10 @@ func ExampleNew() {
 func ExampleExternalID() {
 	set := crm.ActionSet{TenantID: "t1", CallID: "call-42", ActionVersion: 2,
 		Actions: []crm.Action{{Kind: crm.KindCallNote}, {Kind: crm.KindNextCall, Date: "2026-12-04"}}}
-	fmt.Println(target.ExternalID(set, 0))
-	fmt.Println(target.ExternalID(set, 1))
+	fmt.Println(connector.ExternalID(set, 0))
+	fmt.Println(connector.ExternalID(set, 1))
 	set.CallID = "CA9f2c" // upper case: Salesforce would match it case-insensitively
-	fmt.Println(target.ExternalID(set, 1)[:12] + "…")
+	fmt.Println(connector.ExternalID(set, 1)[:12] + "…")
 	// Output:
 	// t1:call-42:2:0
 	// t1:call-42:2:1
@@ -94,10 +94,10 @@ func ExampleTarget_Deliver_network() {
 	base := srv.URL
 	srv.Close()
 
-	tg, _ := target.New(target.Config{Kind: target.KindHubSpot, BaseURL: base, Token: "pat-na1-secret"})
+	tg, _ := connector.New(connector.Config{Kind: connector.KindHubSpot, BaseURL: base, Token: "pat-na1-secret"})
 	set := crm.ActionSet{TenantID: "t1", CallID: "call-42", ActionVersion: 1, CommittedAt: time.Now(),
 		Actions: []crm.Action{{Kind: crm.KindCallNote, Text: "hi"}}}
-	r, err := tg.Deliver(context.Background(), target.Delivery{Set: set, Attempt: 1})
+	r, err := tg.Deliver(context.Background(), connector.Delivery{Set: set, Attempt: 1})
 	fmt.Println(err, r.Outcome, r.Class, r.HTTPStatus)
 	// Output:
 	// <nil> transient network 0
