@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 	_ "time/tzdata" // Config.TimeZone must load on hosts without a zoneinfo database
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // Target kinds, as Config.Kind names them and Target.Name returns them.
@@ -150,15 +151,10 @@ func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
 	if c.BaseURL == "" {
 		return nil, fmt.Errorf("%sConfig.BaseURL is required", prefix)
 	}
-	base, err := url.Parse(c.BaseURL)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("%sConfig.BaseURL %q must be an absolute http or https URL", prefix, scrubURLs(c.BaseURL))
+	base, err := vendorhttp.ParseBase(c.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("%sConfig.BaseURL %q %w", prefix, scrubURLs(c.BaseURL), err)
 	}
-	if base.RawQuery != "" || base.Fragment != "" || base.User != nil {
-		return nil, fmt.Errorf("%sConfig.BaseURL %q must not have a query, a fragment or user info", prefix, scrubURLs(c.BaseURL))
-	}
-	base.Path = strings.TrimRight(base.Path, "/")
-	base.RawPath = ""
 	if c.Token == "" {
 		return nil, fmt.Errorf("%sConfig.Token is required", prefix)
 	}
@@ -178,12 +174,16 @@ func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
 		now = time.Now
 	}
 	return &endpoint{
-		client:  &client,
-		base:    base,
-		token:   c.Token,
-		timeout: c.Timeout,
-		now:     now,
-		scrub:   newScrubber(c.Token),
+		Endpoint: vendorhttp.Endpoint{
+			Client:    &client,
+			Base:      base,
+			Timeout:   c.Timeout,
+			MaxBody:   MaxResponseBytes,
+			UserAgent: userAgent,
+		},
+		token: c.Token,
+		now:   now,
+		scrub: newScrubber(c.Token),
 	}, nil
 }
 

@@ -81,8 +81,8 @@ func TestConfigTimeoutDefault(t *testing.T) {
 	for in, want := range map[time.Duration]time.Duration{0: TimeoutDefault, -1: -1, time.Second: time.Second} {
 		ep, err := Config{BaseURL: "https://crm.example.com", Token: testToken, Timeout: in}.endpointFor(KindWebhook, "")
 		mustNoErr(t, err)
-		if ep.timeout != want {
-			t.Errorf("Timeout %v → %v, want %v", in, ep.timeout, want)
+		if ep.Timeout != want {
+			t.Errorf("Timeout %v → %v, want %v", in, ep.Timeout, want)
 		}
 	}
 }

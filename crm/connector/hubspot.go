@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/crm"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // hubspot upserts notes and tasks through the CRM v3 objects batch upsert.
@@ -173,8 +175,8 @@ func (h *hubspot) Deliver(ctx context.Context, d Delivery) (Result, error) {
 		if failed != nil {
 			r = failed
 		} else {
-			gauges = mergeGauges(gauges, hubspotGauges(rep.header))
-			last = rep.status
+			gauges = mergeGauges(gauges, hubspotGauges(rep.Header))
+			last = rep.Status
 			var isNew bool
 			isNew, r = h.batch(rep, set, b, ids)
 			if r == nil {
@@ -215,16 +217,16 @@ func (h *hubspot) upsertBody(set crm.ActionSet, b hubspotBatch) hubspotUpsertBod
 
 // batch reads the answer to one batch upsert into ids (by action index):
 // whether any object was new, or the Result that stops the delivery.
-func (h *hubspot) batch(rep reply, set crm.ActionSet, b hubspotBatch, ids []string) (bool, *Result) {
-	switch rep.status {
+func (h *hubspot) batch(rep vendorhttp.Reply, set crm.ActionSet, b hubspotBatch, ids []string) (bool, *Result) {
+	switch rep.Status {
 	case http.StatusOK, http.StatusCreated, http.StatusMultiStatus:
 		var res hubspotBatchResult
-		if err := json.Unmarshal(rep.body, &res); err != nil {
+		if err := json.Unmarshal(rep.Body, &res); err != nil {
 			r := h.ep.badResponse(rep, "unparseable batch result: "+err.Error())
 			return false, &r
 		}
 		anyNew := h.place(res, set, b, ids)
-		if rep.status == http.StatusMultiStatus || len(res.Errors) > 0 {
+		if rep.Status == http.StatusMultiStatus || len(res.Errors) > 0 {
 			msg := fmt.Sprintf("%d of %d inputs failed", len(res.Errors), len(b.indexes))
 			if len(res.Errors) > 0 {
 				msg += ": " + res.Errors[0].text()
@@ -243,20 +245,20 @@ func (h *hubspot) batch(rep reply, set crm.ActionSet, b hubspotBatch, ids []stri
 		return anyNew, nil
 	}
 	var e hubspotError
-	msg := plainText(rep)
-	if json.Unmarshal(rep.body, &e) == nil && (e.Message != "" || e.Category != "" || e.PolicyName != "") {
+	msg := vendorhttp.PlainText(rep)
+	if json.Unmarshal(rep.Body, &e) == nil && (e.Message != "" || e.Category != "" || e.PolicyName != "") {
 		msg = e.text()
 	}
-	outcome, class := commonStatus(rep.status, rep.header)
+	outcome, class := commonStatus(rep.Status, rep.Header)
 	r := h.ep.errorResult(rep, outcome, class, msg)
-	if rep.status == http.StatusTooManyRequests {
+	if rep.Status == http.StatusTooManyRequests {
 		if e.PolicyName == "DAILY" {
 			r.Class = ClassDailyLimitExceeded
 			until := nextMidnight(h.ep.now(), h.loc)
 			r.DeferUntil = &until
 			r.DeferReason = "hubspot DAILY limit: resets at midnight " + h.zone
 		} else {
-			h.intervalDelay(&r, rep.header)
+			h.intervalDelay(&r, rep.Header)
 		}
 	}
 	return false, &r
@@ -296,7 +298,7 @@ func (h *hubspot) place(res hubspotBatchResult, set crm.ActionSet, b hubspotBatc
 
 // intervalDelay reports the rolling window as the vendor delay.
 func (h *hubspot) intervalDelay(r *Result, hd http.Header) {
-	raw := rawHeader(hd, hubspotIntervalHeader)
+	raw := vendorhttp.RawHeader(hd, hubspotIntervalHeader)
 	if raw == nil {
 		return
 	}

@@ -5,24 +5,22 @@ import (
 	"unicode/utf8"
 
 	"github.com/callscribe/callscribe/internal/scrub"
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // redacted replaces a secret in a message.
-const redacted = scrub.Redacted
+const redacted = vendorhttp.Redacted
 
 // scrubber removes credentials from text that leaves the target: CRM
 // messages and network errors. It knows the token (raw and URL-escaped)
 // and strips query strings and user info from anything shaped like a URL.
-type scrubber struct{ s scrub.Scrubber }
+// Its Message is at most MessageMaxBytes.
+type scrubber = vendorhttp.Redactor
 
 // newScrubber returns a scrubber for the token.
 func newScrubber(token string) scrubber {
-	return scrubber{scrub.New(token, url.QueryEscape(token), url.PathEscape(token))}
+	return vendorhttp.NewRedactor(MessageMaxBytes, token, url.QueryEscape(token), url.PathEscape(token))
 }
-
-// message returns msg as a Result.Message (scrubbed, folded, at most
-// MessageMaxBytes).
-func (s scrubber) message(msg string) string { return s.s.Message(msg, MessageMaxBytes) }
 
 func scrubURLs(s string) string { return scrub.URLs(s) }
 

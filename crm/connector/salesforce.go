@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // salesforce upserts one record per action through the REST API's
@@ -140,8 +142,8 @@ func (s *salesforce) Deliver(ctx context.Context, d Delivery) (Result, error) {
 		if failed != nil {
 			r = failed
 		} else {
-			gauges = mergeGauges(gauges, salesforceGauges(rep.header))
-			last = rep.status
+			gauges = mergeGauges(gauges, salesforceGauges(rep.Header))
+			last = rep.Status
 			var id string
 			var isNew bool
 			id, isNew, r = s.record(rep)
@@ -167,11 +169,11 @@ func (s *salesforce) Deliver(ctx context.Context, d Delivery) (Result, error) {
 
 // record reads the answer to one upsert: the record id and whether it
 // was created, or the Result that stops the delivery.
-func (s *salesforce) record(rep reply) (id string, created bool, stop *Result) {
-	switch rep.status {
+func (s *salesforce) record(rep vendorhttp.Reply) (id string, created bool, stop *Result) {
+	switch rep.Status {
 	case http.StatusCreated, http.StatusOK:
 		var u salesforceUpsert
-		if err := json.Unmarshal(rep.body, &u); err != nil {
+		if err := json.Unmarshal(rep.Body, &u); err != nil {
 			r := s.ep.badResponse(rep, "unparseable upsert result: "+err.Error())
 			return "", false, &r
 		}
@@ -179,7 +181,7 @@ func (s *salesforce) record(rep reply) (id string, created bool, stop *Result) {
 			r := s.ep.badResponse(rep, "upsert result without an id or without success")
 			return "", false, &r
 		}
-		created = rep.status == http.StatusCreated
+		created = rep.Status == http.StatusCreated
 		if u.Created != nil {
 			created = *u.Created
 		}
@@ -189,22 +191,22 @@ func (s *salesforce) record(rep reply) (id string, created bool, stop *Result) {
 	case http.StatusMultipleChoices:
 		var matches []string
 		msg := "the external id matches several records"
-		if json.Unmarshal(rep.body, &matches) == nil && len(matches) > 0 {
+		if json.Unmarshal(rep.Body, &matches) == nil && len(matches) > 0 {
 			msg += ": " + strings.Join(matches, ", ")
 		}
 		r := s.ep.errorResult(rep, OutcomeDead, ClassMultipleMatches, msg)
 		return "", false, &r
 	}
-	e := salesforceFirstError(rep.body)
-	msg := plainText(rep)
+	e := salesforceFirstError(rep.Body)
+	msg := vendorhttp.PlainText(rep)
 	if e.ErrorCode != "" || e.Message != "" {
 		msg = strings.TrimPrefix(e.ErrorCode+": "+e.Message, ": ")
 	}
-	outcome, class := commonStatus(rep.status, rep.header)
+	outcome, class := commonStatus(rep.Status, rep.Header)
 	switch {
-	case rep.status == http.StatusForbidden && e.ErrorCode == "REQUEST_LIMIT_EXCEEDED":
+	case rep.Status == http.StatusForbidden && e.ErrorCode == "REQUEST_LIMIT_EXCEEDED":
 		outcome, class = OutcomeThrottled, ClassRequestLimitExceeded
-	case rep.status == http.StatusBadRequest && e.ErrorCode == "DUPLICATE_VALUE":
+	case rep.Status == http.StatusBadRequest && e.ErrorCode == "DUPLICATE_VALUE":
 		outcome, class = OutcomeTransient, ClassDuplicateValue
 	}
 	r := s.ep.errorResult(rep, outcome, class, msg)

@@ -105,19 +105,19 @@ func TestScrubber(t *testing.T) {
 		"escaped " + url.QueryEscape(testToken): "escaped [redacted]",
 		"prefix crm-tok!K3Y":                    "prefix crm-tok!K3Y", // a prefix is not the token
 	} {
-		if got := s.message(in); got != want {
+		if got := s.Message(in); got != want {
 			t.Errorf("message(%q) = %q, want %q", in, got, want)
 		}
 	}
 	long := strings.Repeat("é", 150) // 300 bytes
-	if got := s.message(long); len(got) != 200 || !strings.HasPrefix(long, got) {
+	if got := s.Message(long); len(got) != 200 || !strings.HasPrefix(long, got) {
 		t.Errorf("truncated to %d bytes: %q", len(got), got)
 	}
-	if got := s.message("bad \xff byte"); got != "bad \uFFFD byte" {
+	if got := s.Message("bad \xff byte"); got != "bad \uFFFD byte" {
 		t.Errorf("invalid UTF-8 → %q", got)
 	}
 	short := newScrubber("ab") // too short to be told apart from text
-	if got := short.message("about"); got != "about" {
+	if got := short.Message("about"); got != "about" {
 		t.Errorf("a two-byte token scrubbed text: %q", got)
 	}
 }

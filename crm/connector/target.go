@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/crm"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // Delivery is one attempt to deliver one committed action set.
@@ -49,27 +51,27 @@ const (
 const (
 	ClassApplied              = "applied"
 	ClassReplayed             = "replayed"
-	ClassIdempotencyKeyReused = "idempotency_key_reused" // webhook 409: the key was applied with another body
-	ClassConflict             = "conflict"               // a 409 without that error type (webhook, hubspot)
-	ClassInvalidRequest       = "invalid_request"        // 400, 422
-	ClassUnauthorized         = "unauthorized"           // 401
-	ClassForbidden            = "forbidden"              // 403
-	ClassNotFound             = "not_found"              // 404: wrong URL, object or field
-	ClassMultipleMatches      = "multiple_matches"       // salesforce 300: the external id matches several records
-	ClassDuplicateValue       = "duplicate_value"        // salesforce DUPLICATE_VALUE on an upsert: a concurrent upsert of the same id
-	ClassPartialFailure       = "partial_failure"        // hubspot 207: some inputs failed
-	ClassRateLimited          = "rate_limited"           // 429 (hubspot: the rolling ten-second or secondly limit)
-	ClassDailyLimitExceeded   = "daily_limit_exceeded"   // hubspot 429 DAILY
-	ClassRequestLimitExceeded = "request_limit_exceeded" // salesforce 403 REQUEST_LIMIT_EXCEEDED
-	ClassUnavailable          = "unavailable"            // 503
-	ClassServerError          = "server_error"           // 500, 502, 504 and other 5xx
-	ClassUnexpectedStatus     = "unexpected_status"      // a status no rule covers
-	ClassUnexpectedRedirect   = "unexpected_redirect"    // a 3xx where none belongs: redirects are never followed
-	ClassNetwork              = "network"                // reset, refused, a malformed HTTP answer
-	ClassTimeout              = "timeout"                // Config.Timeout or the caller's deadline
-	ClassCanceled             = "canceled"               // the caller's context was canceled
-	ClassBadResponse          = "bad_response"           // a success whose body cannot be understood
-	ClassResponseTooLarge     = "response_too_large"     // a success body over MaxResponseBytes
+	ClassIdempotencyKeyReused = "idempotency_key_reused"         // webhook 409: the key was applied with another body
+	ClassConflict             = "conflict"                       // a 409 without that error type (webhook, hubspot)
+	ClassInvalidRequest       = vendorhttp.ClassInvalidRequest   // 400, 422
+	ClassUnauthorized         = vendorhttp.ClassUnauthorized     // 401
+	ClassForbidden            = vendorhttp.ClassForbidden        // 403
+	ClassNotFound             = vendorhttp.ClassNotFound         // 404: wrong URL, object or field
+	ClassMultipleMatches      = "multiple_matches"               // salesforce 300: the external id matches several records
+	ClassDuplicateValue       = "duplicate_value"                // salesforce DUPLICATE_VALUE on an upsert: a concurrent upsert of the same id
+	ClassPartialFailure       = "partial_failure"                // hubspot 207: some inputs failed
+	ClassRateLimited          = vendorhttp.ClassRateLimited      // 429 (hubspot: the rolling ten-second or secondly limit)
+	ClassDailyLimitExceeded   = "daily_limit_exceeded"           // hubspot 429 DAILY
+	ClassRequestLimitExceeded = "request_limit_exceeded"         // salesforce 403 REQUEST_LIMIT_EXCEEDED
+	ClassUnavailable          = vendorhttp.ClassUnavailable      // 503
+	ClassServerError          = vendorhttp.ClassServerError      // 500, 502, 504 and other 5xx
+	ClassUnexpectedStatus     = vendorhttp.ClassUnexpectedStatus // a status no rule covers
+	ClassUnexpectedRedirect   = "unexpected_redirect"            // a 3xx where none belongs: redirects are never followed
+	ClassNetwork              = vendorhttp.ClassNetwork          // reset, refused, a malformed HTTP answer
+	ClassTimeout              = vendorhttp.ClassTimeout          // Config.Timeout or the caller's deadline
+	ClassCanceled             = vendorhttp.ClassCanceled         // the caller's context was canceled
+	ClassBadResponse          = vendorhttp.ClassBadResponse      // a success whose body cannot be understood
+	ClassResponseTooLarge     = vendorhttp.ClassResponseTooLarge // a success body over MaxResponseBytes
 )
 
 // Result is what one delivery came to. Every answer of the network or the

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/crm"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // webhook speaks crm-webhook/v1 (protocols/crm-webhook.md).
@@ -141,29 +143,29 @@ func (w *webhook) Deliver(ctx context.Context, d Delivery) (Result, error) {
 }
 
 // interpret applies the response table.
-func (w *webhook) interpret(rep reply) Result {
-	switch rep.status {
+func (w *webhook) interpret(rep vendorhttp.Reply) Result {
+	switch rep.Status {
 	case http.StatusCreated, http.StatusOK:
 		var ok webhookSuccess
-		if err := json.Unmarshal(rep.body, &ok); err != nil {
+		if err := json.Unmarshal(rep.Body, &ok); err != nil {
 			return w.ep.badResponse(rep, "unparseable success body: "+err.Error())
 		}
 		if ok.ID == "" {
 			return w.ep.badResponse(rep, "success body without an id")
 		}
-		r := Result{Outcome: OutcomeApplied, Class: ClassApplied, HTTPStatus: rep.status, CRMID: ok.ID}
-		if rep.status == http.StatusOK {
+		r := Result{Outcome: OutcomeApplied, Class: ClassApplied, HTTPStatus: rep.Status, CRMID: ok.ID}
+		if rep.Status == http.StatusOK {
 			r.Outcome, r.Class = OutcomeReplayed, ClassReplayed
 		}
 		return r
 	}
 	var e webhookError
-	msg := plainText(rep)
-	if json.Unmarshal(rep.body, &e) == nil && e.Error != nil {
+	msg := vendorhttp.PlainText(rep)
+	if json.Unmarshal(rep.Body, &e) == nil && e.Error != nil {
 		msg = e.Error.Message
 	}
-	outcome, class := commonStatus(rep.status, rep.header)
-	if rep.status == http.StatusConflict && e.Error != nil && e.Error.Type == ClassIdempotencyKeyReused {
+	outcome, class := commonStatus(rep.Status, rep.Header)
+	if rep.Status == http.StatusConflict && e.Error != nil && e.Error.Type == ClassIdempotencyKeyReused {
 		class = ClassIdempotencyKeyReused
 	}
 	return w.ep.errorResult(rep, outcome, class, msg)
