@@ -175,22 +175,6 @@ func (s *Server) write(w http.ResponseWriter, rep reply) {
 	})
 }
 
-// where it can, so that the client sees "connection reset by peer".
-func hangUp(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	raw := conn
-	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok { // TLS
-		raw = nc.NetConn()
-	}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
-}
-
 // now is the Clock's now in UTC.
 func (s *Server) now() time.Time { return s.cfg.Clock.Now().UTC() }
 
