@@ -1,7 +1,12 @@
-// Package crm turns validated transcripts into CRM follow-ups: Validate
-// checks a transcript against a tenant's rules, RuleExtractor turns it into
-// an action set (a call note, promised rate sheets, pickup window changes,
-// next-call dates, relative dates resolved in the tenant's zone), and the
-// subpackage target delivers action sets to webhook, Salesforce and HubSpot
-// CRMs. It imports no sibling package: it takes plain values and speaks HTTP.
+// Package crm holds the follow-up actions callscribe sends to CRMs and the
+// checks a transcript passes before they are made: Validate checks a
+// transcript against a tenant's rules, Action and ActionSet are the
+// follow-ups of crm-webhook/v1, and Extractor is what turns a transcript
+// into them.
+//
+// Its subpackages do the work: extract is the rule-based Extractor (English
+// phrasing, dates resolved in the tenant's zone), connector delivers action
+// sets to webhook, Salesforce and HubSpot CRMs, and crmsim is a CRM
+// simulator for tests and the demo. It imports no sibling package: it takes
+// plain values and speaks HTTP.
 package crm

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
-	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -74,7 +74,7 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	tenant := jobs.TenantConfig{Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", TimeZone: "America/Chicago"}
-	tgt, err := target.New(target.Config{Kind: "webhook", BaseURL: crmSrv.URL, Token: "crm-token"})
+	tgt, err := connector.New(connector.Config{Kind: "webhook", BaseURL: crmSrv.URL, Token: "crm-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 			return err
 		}}
 
-	prodTarget, _ := target.New(target.Config{Kind: "webhook", BaseURL: "http://127.0.0.1:1", Token: "x"})
+	prodTarget, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: "http://127.0.0.1:1", Token: "x"})
 	refused := day
 	refused.Target, refused.TargetName, refused.Production = prodTarget, "production", true
 	if _, err := e.outbox.Replay(ctx, refused); !errors.Is(err, outbox.ErrProductionTarget) {
@@ -188,7 +188,7 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	}
 
 	// Into the CRM that already holds them.
-	same, _ := target.New(target.Config{Kind: "webhook", BaseURL: e.crmURL, Token: "crm-token"})
+	same, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: e.crmURL, Token: "crm-token"})
 	again := day
 	again.Target, again.TargetName = same, "same"
 	rep, err := e.outbox.Replay(ctx, again)
@@ -209,7 +209,7 @@ func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
 	}
 	srv := httptest.NewServer(staging.Handler())
 	defer srv.Close()
-	stgTarget, _ := target.New(target.Config{Kind: "webhook", BaseURL: srv.URL, Token: "staging"})
+	stgTarget, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: srv.URL, Token: "staging"})
 	toStaging := day
 	toStaging.Target, toStaging.TargetName = stgTarget, "staging"
 	var progress int

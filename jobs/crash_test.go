@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -85,7 +85,7 @@ func runWorkerProcess() int {
 	deps := jobs.Deps{Store: store}
 	var ob *outbox.Outbox
 	if u := os.Getenv(workerCRMURLEnv); u != "" {
-		tgt, err := target.New(target.Config{Kind: "webhook", BaseURL: u, Token: "crm-token"})
+		tgt, err := connector.New(connector.Config{Kind: "webhook", BaseURL: u, Token: "crm-token"})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

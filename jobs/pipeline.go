@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/crm/extract"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
@@ -53,7 +54,7 @@ type Deps struct {
 	// validated.
 	Commit CommitFunc
 	// Extractor finds a transcript's actions before Commit. Default nil:
-	// crm.RuleExtractor.
+	// extract.RuleExtractor.
 	Extractor crm.Extractor
 	// Slots, when set, is the vendor concurrency the pipeline takes a slot
 	// of before each submission (a capacity.Leases in callscribe).
@@ -79,7 +80,7 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline
 	p := &Pipeline{cfg: cfg, db: pool, ledger: l, audio: deps.Store, providers: map[string]stt.Provider{}, log: cfg.Logger,
 		commitActions: deps.Commit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait}
 	if p.extractor == nil {
-		p.extractor = crm.RuleExtractor{}
+		p.extractor = extract.RuleExtractor{}
 	}
 	if p.slotWait <= 0 {
 		p.slotWait = CapacityWaitDefault

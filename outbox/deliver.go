@@ -12,7 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
@@ -148,7 +148,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 }
 
 // settle records a try's outcome and the row's new state in one statement.
-func (o *Outbox) settle(ctx context.Context, r Row, state string, res target.Result, notBefore *time.Time, reason string) error {
+func (o *Outbox) settle(ctx context.Context, r Row, state string, res connector.Result, notBefore *time.Time, reason string) error {
 	_, err := o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
 		CrmID: res.CRMID, LastClass: res.Class, At: o.cfg.Clock.Now().UTC(), NotBefore: notBefore,
 		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason})
@@ -177,7 +177,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	}
 	dest, ok := o.cfg.Destinations[r.TenantID]
 	if !ok || dest.Target == nil {
-		return o.settle(ctx, r, StateDead, target.Result{Outcome: target.OutcomeDead, Class: "config"}, nil,
+		return o.settle(ctx, r, StateDead, connector.Result{Outcome: connector.OutcomeDead, Class: "config"}, nil,
 			fmt.Sprintf("tenant %s has no CRM target configured", r.TenantID))
 	}
 	adm, err := o.ledger.ScopeAdmit(ctx, r.Scope, jobID, o.cfg.ProbeTimeout, o.cfg.ProbeWait)
@@ -204,7 +204,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		return err
 	}
 	attempt := int(tries)
-	res, err := dest.Target.Deliver(ctx, target.Delivery{Set: set.ActionSet, Attempt: attempt})
+	res, err := dest.Target.Deliver(ctx, connector.Delivery{Set: set.ActionSet, Attempt: attempt})
 	if err != nil {
 		return fmt.Errorf("delivering outbox row %d: %w", r.ID, err)
 	}
@@ -217,19 +217,19 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		}
 	}
 	log := o.cfg.Logger.With(slog.Int64("outbox", r.ID), slog.String("class", res.Class), slog.Int("status", res.HTTPStatus), slog.Int("attempt", attempt))
-	real := res.Outcome != target.OutcomeThrottled && res.Outcome != target.OutcomeTransient
+	real := res.Outcome != connector.OutcomeThrottled && res.Outcome != connector.OutcomeTransient
 	if adm.Verdict == ledger.VerdictProbe && real {
 		if err := o.ledger.ScopeProbeSucceeded(ctx, r.Scope, jobID); err != nil {
 			return err
 		}
 	}
 	switch res.Outcome {
-	case target.OutcomeApplied, target.OutcomeReplayed:
+	case connector.OutcomeApplied, connector.OutcomeReplayed:
 		return o.settle(ctx, r, StateDelivered, res, nil, "delivered")
-	case target.OutcomeDead:
+	case connector.OutcomeDead:
 		log.Warn("CRM refused the action set: dead, reviewable (callscribe outbox list --state dead)")
 		return o.settle(ctx, r, StateDead, res, nil, "CRM refused it: "+res.Message)
-	case target.OutcomeThrottled:
+	case connector.OutcomeThrottled:
 		d := o.decide(res, attempt)
 		ext := ledger.DecisionExtension(r.Scope, d)
 		ext.JobID = jobID
@@ -269,7 +269,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	return river.JobSnooze(d.Delay)
 }
 
-func (o *Outbox) decide(res target.Result, attempt int) retryafter.Decision {
+func (o *Outbox) decide(res connector.Result, attempt int) retryafter.Decision {
 	if res.VendorDelay != nil {
 		return o.cfg.RetryAfter.DecideDelay(*res.VendorDelay, res.VendorDelayRaw, attempt-1)
 	}

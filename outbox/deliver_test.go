@@ -13,7 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
@@ -39,7 +39,7 @@ func TestDeadDeliveryRetriedByOperator(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"id": "crm_1", "applied_at": "2026-11-29T17:04:06Z"})
 	}))
 	defer srv.Close()
-	tgt, err := target.New(target.Config{Kind: "webhook", BaseURL: srv.URL, Token: "t"})
+	tgt, err := connector.New(connector.Config{Kind: "webhook", BaseURL: srv.URL, Token: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // Commit writes, in one transaction, the action set (unique on tenant, call
 // and action version), its outbox row, the River job that delivers it
 // (crm_deliver) and the recording's validated -> committed transition. The
-// dispatcher delivers the set through package crm/target with the
+// dispatcher delivers the set through package crm/connector with the
 // idempotency key tenant_id:call_id:action_version and the try's number;
 // Redeliver sends committed sets again with their original keys for
 // replays into staging; Retry re-drives a dead row.
@@ -30,7 +30,7 @@
 // # What it does not do
 //
 // It does not extract actions (package crm does) or speak any CRM's API
-// (package crm/target does), and it does not make a CRM idempotent: exactly
+// (package crm/connector does), and it does not make a CRM idempotent: exactly
 // once in effect relies on the CRM applying each key once, as crm-webhook/v1
 // requires. It logs no transcript text and no credentials.
 package outbox

@@ -15,7 +15,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/callscribe/callscribe/crm"
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
@@ -41,7 +41,7 @@ type Destination struct {
 	// Scope is the throttling scope of the tenant's CRM integration: a CRM
 	// 429 pauses deliveries to it, not the pipeline.
 	Scope  string
-	Target target.Target
+	Target connector.Target
 }
 
 // Config configures the outbox.

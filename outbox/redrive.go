@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -23,7 +23,7 @@ type ReplayOptions struct {
 	// State of the recordings to replay. Default committed.
 	State ledger.State
 	// Target receives the re-delivered action sets; TargetName names it.
-	Target     target.Target
+	Target     connector.Target
 	TargetName string
 	// Production marks Target as a production CRM: refused unless
 	// AllowProduction.
@@ -91,9 +91,9 @@ func (o *Outbox) Replay(ctx context.Context, opts ReplayOptions) (ReplayReport, 
 			switch {
 			case err != nil:
 				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", s.IdempotencyKey(), err))
-			case res.Outcome == target.OutcomeApplied:
+			case res.Outcome == connector.OutcomeApplied:
 				rep.CRMEffectsCreated++
-			case res.Outcome == target.OutcomeReplayed:
+			case res.Outcome == connector.OutcomeReplayed:
 				rep.CRMReplays++
 			default:
 				rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %s (%s, HTTP %d) %s", s.IdempotencyKey(), res.Outcome, res.Class, res.HTTPStatus, res.Message))

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
 
@@ -49,15 +49,15 @@ func (o *Outbox) Audit(ctx context.Context) (AuditCounts, error) {
 // RedeliverResult is one replayed delivery.
 type RedeliverResult struct {
 	Set    ActionSet
-	Result target.Result
+	Result connector.Result
 }
 
 // Redeliver sends a committed action set again to tgt with its original
 // idempotency key and records it as an audit event on the set's outbox rows
 // (their delivery state does not change). A CRM that keeps crm-webhook/v1's
 // promise answers a set it already holds with a replay: no effect.
-func (o *Outbox) Redeliver(ctx context.Context, set ActionSet, tgt target.Target, targetName string) (target.Result, error) {
-	res, err := tgt.Deliver(ctx, target.Delivery{Set: set.ActionSet, Attempt: 1})
+func (o *Outbox) Redeliver(ctx context.Context, set ActionSet, tgt connector.Target, targetName string) (connector.Result, error) {
+	res, err := tgt.Deliver(ctx, connector.Delivery{Set: set.ActionSet, Attempt: 1})
 	if err != nil {
 		return res, fmt.Errorf("replaying %s to %s: %w", set.IdempotencyKey(), targetName, err)
 	}

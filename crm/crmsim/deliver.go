@@ -119,7 +119,7 @@ func (s *Server) apply(key string, set crm.ActionSet, body []byte) reply {
 	s.st.Applied++
 	s.st.ApplyCount[key]++
 	s.st.Bodies[key] = rec.body
-	drop := s.chance(s.cfg.DropAfterApplyShare)
+	drop := s.rng.Chance(s.cfg.DropAfterApplyShare)
 	if drop {
 		s.st.Drops++
 	}
@@ -148,17 +148,17 @@ func (s *Server) throttle(token string) *reply {
 		return s.rateLimitedLocked(now, until)
 	}
 	switch {
-	case s.chance(s.cfg.RateLimitShare):
+	case s.rng.Chance(s.cfg.RateLimitShare):
 		until := now.Add(s.cfg.Cooldown)
 		s.cooldownUntil[token] = until
 		s.st.Cooldowns++
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "crmsim: cooldown started",
 			slog.String("token", tokenName(token)), slog.Time("until", until))
 		return s.rateLimitedLocked(now, until)
-	case s.chance(s.cfg.ServerErrorShare):
+	case s.rng.Chance(s.cfg.ServerErrorShare):
 		s.st.ServerErrors++
 		var rep reply
-		switch s.pick(4) {
+		switch s.rng.Pick(4) {
 		case 0:
 			rep = errorReply(http.StatusInternalServerError, errServerError, "internal error")
 		case 1:

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
-	"github.com/callscribe/callscribe/crm/target"
 )
 
 // The CRM double behind httptest, with the webhook target delivering one
@@ -21,7 +21,7 @@ func Example() {
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
 
-	tg, err := target.New(target.Config{Kind: target.KindWebhook, BaseURL: srv.URL, Token: crmsim.TokenDefault})
+	tg, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: srv.URL, Token: crmsim.TokenDefault})
 	if err != nil {
 		panic(err)
 	}
@@ -35,7 +35,7 @@ func Example() {
 		},
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
-		r, err := tg.Deliver(context.Background(), target.Delivery{Set: set, Attempt: attempt})
+		r, err := tg.Deliver(context.Background(), connector.Delivery{Set: set, Attempt: attempt})
 		if err != nil {
 			panic(err)
 		}
@@ -57,10 +57,10 @@ func ExampleConfig_rateLimit() {
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
 
-	tg, _ := target.New(target.Config{Kind: target.KindWebhook, BaseURL: srv.URL, Token: crmsim.TokenDefault})
+	tg, _ := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: srv.URL, Token: crmsim.TokenDefault})
 	set := crm.ActionSet{TenantID: "t1", CallID: "call-7", ActionVersion: 1, RecordingSHA256: "ab",
 		CommittedAt: time.Now(), Actions: []crm.Action{{Kind: crm.KindCallNote, Text: "hi"}}}
-	r, _ := tg.Deliver(context.Background(), target.Delivery{Set: set, Attempt: 1})
+	r, _ := tg.Deliver(context.Background(), connector.Delivery{Set: set, Attempt: 1})
 	fmt.Println(r.Outcome, r.Class, r.HTTPStatus, "Retry-After:", *r.RetryAfter)
 	// Output:
 	// throttled rate_limited 429 Retry-After: 30

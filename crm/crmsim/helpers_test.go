@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/crm"
+
+	"github.com/callscribe/callscribe/internal/simserver"
 )
 
 // epoch is where test clocks start, with a fraction of a second so that
@@ -38,35 +40,15 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// scriptedSource is a rand.Source that returns queued values, then "no":
-// with a share strictly between 0 and 1, yes makes chance true and no
+// newScriptedSource returns a rand.Source that returns queued values, then
+// "no": with a share strictly between 0 and 1, yes makes chance true and no
 // makes it false.
-type scriptedSource struct {
-	mu     sync.Mutex
-	values []uint64
-}
+func newScriptedSource() *simserver.ScriptedSource { return &simserver.ScriptedSource{Then: no} }
 
 const (
 	yes uint64 = 0
 	no  uint64 = 1<<64 - 1
 )
-
-func (s *scriptedSource) Uint64() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.values) == 0 {
-		return no
-	}
-	v := s.values[0]
-	s.values = s.values[1:]
-	return v
-}
-
-func (s *scriptedSource) push(v ...uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.values = append(s.values, v...)
-}
 
 // bundle is what a test needs: a Server behind httptest, its clock and a
 // client.

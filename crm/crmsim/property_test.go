@@ -13,7 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/crm"
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 )
 
 // genSet draws a valid action set.
@@ -69,7 +69,7 @@ func TestPropertyReplaysAndConflicts(t *testing.T) {
 		}
 		set := genSet(t)
 		key := set.IdempotencyKey()
-		body, err := target.WebhookBody(set)
+		body, err := connector.WebhookBody(set)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestPropertyReplaysAndConflicts(t *testing.T) {
 		other := set
 		other.Actions = slices.Clone(set.Actions)
 		other.Actions[0].Text += "!"
-		otherBody, _ := target.WebhookBody(other)
+		otherBody, _ := connector.WebhookBody(other)
 		if rec := deliverTo(sim, key, otherBody); rec.Code != http.StatusConflict {
 			t.Fatalf("other content: %d %s", rec.Code, rec.Body)
 		}
@@ -100,7 +100,7 @@ func TestPropertyReplaysAndConflicts(t *testing.T) {
 		if len(held) != 1 {
 			t.Fatalf("holds %d sets", len(held))
 		}
-		again, _ := target.WebhookBody(held[0])
+		again, _ := connector.WebhookBody(held[0])
 		if !bytes.Equal(again, body) {
 			t.Fatalf("held set encodes to\n%s\nsent\n%s", again, body)
 		}

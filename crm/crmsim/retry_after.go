@@ -3,11 +3,9 @@ package crmsim
 import (
 	"strconv"
 	"time"
-)
 
-// layoutIMFFixdate is RFC 9110's preferred HTTP-date, in Go's notation.
-// Times are formatted in UTC, so the literal "GMT" is right.
-const layoutIMFFixdate = "Mon, 02 Jan 2006 15:04:05 GMT"
+	"github.com/callscribe/callscribe/internal/simserver"
+)
 
 // malformedValues are what FormMalformed sends, in rotation: a word, a
 // delay with a unit, and an IMF-fixdate without its comma. None is a valid
@@ -21,28 +19,11 @@ var malformedValues = []string{"soon", "2 seconds", "Sun 06 Nov 1994 08:49:37 GM
 func retryAfterValue(f RetryAfterForm, now, deadline time.Time, turn int) (string, bool) {
 	switch f {
 	case FormSeconds:
-		return strconv.FormatInt(ceilSeconds(deadline.Sub(now)), 10), true
+		return strconv.FormatInt(simserver.CeilSeconds(deadline.Sub(now)), 10), true
 	case FormIMFFixdate:
-		return ceilSecond(deadline).Format(layoutIMFFixdate), true
+		return simserver.CeilSecond(deadline).Format(simserver.LayoutIMFFixdate), true
 	case FormMalformed:
 		return malformedValues[turn%len(malformedValues)], true
 	}
 	return "", false
-}
-
-// ceilSeconds is d in whole seconds, rounded up, at least 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// ceilSecond is t in UTC rounded up to a whole second.
-func ceilSecond(t time.Time) time.Time {
-	t = t.UTC()
-	if r := t.Truncate(time.Second); !r.Equal(t) {
-		return r.Add(time.Second)
-	}
-	return t
 }

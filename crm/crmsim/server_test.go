@@ -220,13 +220,13 @@ func TestRoutes(t *testing.T) {
 // the deadline every delivery of the token gets 429 with the time left.
 func TestRateLimitCooldown(t *testing.T) {
 	t.Parallel()
-	src := &scriptedSource{}
+	src := newScriptedSource()
 	b := setup(t, Config{Tokens: []string{"tok-a", "tok-b"}, RateLimitShare: 0.5, Cooldown: 3 * time.Second, Rand: rand.New(src)})
 	body := goldenBody(t)
 	asA := header{"Authorization", "Bearer tok-a"}
 	asB := header{"Authorization", "Bearer tok-b"}
 
-	src.push(yes)
+	src.Push(yes)
 	a := b.post(body, asA)
 	if a.Status != 429 || a.Header.Get("Retry-After") != "3" || a.errorType(t) != errRateLimited {
 		t.Fatalf("first: %d Retry-After %q %s", a.Status, a.Header.Get("Retry-After"), a.Body)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 )
 
 // freshClient opens a new connection for every request, so that a dropped
@@ -70,32 +70,32 @@ func TestWebhookTargetAgainstSim(t *testing.T) {
 	b := setup(t, Config{DropAfterApplyShare: 1})
 	client := freshClient()
 	t.Cleanup(client.CloseIdleConnections)
-	tg, err := target.New(target.Config{Kind: target.KindWebhook, BaseURL: b.ts.URL, Token: TokenDefault, HTTPClient: client})
+	tg, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: b.ts.URL, Token: TokenDefault, HTTPClient: client})
 	if err != nil {
 		t.Fatal(err)
 	}
 	set := testSet()
-	r, err := tg.Deliver(t.Context(), target.Delivery{Set: set, Attempt: 1})
-	if err != nil || r.Outcome != target.OutcomeTransient || r.Class != target.ClassNetwork {
+	r, err := tg.Deliver(t.Context(), connector.Delivery{Set: set, Attempt: 1})
+	if err != nil || r.Outcome != connector.OutcomeTransient || r.Class != connector.ClassNetwork {
 		t.Fatalf("first delivery: %+v, %v; want transient network", r, err)
 	}
-	r, err = tg.Deliver(t.Context(), target.Delivery{Set: set, Attempt: 2})
-	if err != nil || r.Outcome != target.OutcomeReplayed || r.CRMID != "crm_1" {
+	r, err = tg.Deliver(t.Context(), connector.Delivery{Set: set, Attempt: 2})
+	if err != nil || r.Outcome != connector.OutcomeReplayed || r.CRMID != "crm_1" {
 		t.Fatalf("retry: %+v, %v; want replayed crm_1", r, err)
 	}
 	// Another version of the set is another key; the same key with other
 	// content is dead.
 	set2 := testSet()
 	set2.ActionVersion = 2
-	if r, _ = tg.Deliver(t.Context(), target.Delivery{Set: set2, Attempt: 1}); r.Outcome != target.OutcomeTransient {
+	if r, _ = tg.Deliver(t.Context(), connector.Delivery{Set: set2, Attempt: 1}); r.Outcome != connector.OutcomeTransient {
 		t.Errorf("version 2 (dropped): %+v", r)
 	}
 	changed := testSet()
 	changed.Actions[3].Date = "2026-12-05"
-	if r, _ = tg.Deliver(t.Context(), target.Delivery{Set: changed, Attempt: 1}); r.Outcome != target.OutcomeDead || r.Class != target.ClassIdempotencyKeyReused {
+	if r, _ = tg.Deliver(t.Context(), connector.Delivery{Set: changed, Attempt: 1}); r.Outcome != connector.OutcomeDead || r.Class != connector.ClassIdempotencyKeyReused {
 		t.Errorf("changed content: %+v, want dead idempotency_key_reused", r)
 	}
-	body, _ := target.WebhookBody(set)
+	body, _ := connector.WebhookBody(set)
 	if st := b.sim.Stats(); string(st.Bodies["t1:call-42:1"]) != string(body) || st.Applied != 2 {
 		t.Errorf("stats %+v", st)
 	}
@@ -125,27 +125,27 @@ func TestConcurrentDeliveriesApplyOnce(t *testing.T) {
 			wg.Go(func() {
 				client := freshClient()
 				defer client.CloseIdleConnections()
-				tg, err := target.New(target.Config{Kind: target.KindWebhook, BaseURL: b.ts.URL, Token: TokenDefault, HTTPClient: client})
+				tg, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: b.ts.URL, Token: TokenDefault, HTTPClient: client})
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				for attempt := 1; attempt <= 200; attempt++ {
-					r, err := tg.Deliver(t.Context(), target.Delivery{Set: set, Attempt: attempt})
+					r, err := tg.Deliver(t.Context(), connector.Delivery{Set: set, Attempt: attempt})
 					if err != nil {
 						t.Error(err)
 						return
 					}
 					switch r.Outcome {
-					case target.OutcomeApplied, target.OutcomeReplayed:
-						if r.Outcome == target.OutcomeApplied {
+					case connector.OutcomeApplied, connector.OutcomeReplayed:
+						if r.Outcome == connector.OutcomeApplied {
 							applyCalls.Add(1)
 						}
 						if prev, loaded := ids.LoadOrStore(set.IdempotencyKey(), r.CRMID); loaded && prev != r.CRMID {
 							t.Errorf("%s: CRM ids %v and %v", set.IdempotencyKey(), prev, r.CRMID)
 						}
 						return
-					case target.OutcomeDead:
+					case connector.OutcomeDead:
 						t.Errorf("%s: dead %+v", set.IdempotencyKey(), r)
 						return
 					}
@@ -245,12 +245,12 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- sim.Serve(ctx, ln) }()
-	tg, err := target.New(target.Config{Kind: target.KindWebhook, BaseURL: "http://" + ln.Addr().String(), Token: "tok"})
+	tg, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: "http://" + ln.Addr().String(), Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := tg.Deliver(t.Context(), target.Delivery{Set: testSet(), Attempt: 1})
-	if err != nil || r.Outcome != target.OutcomeApplied {
+	r, err := tg.Deliver(t.Context(), connector.Delivery{Set: testSet(), Attempt: 1})
+	if err != nil || r.Outcome != connector.OutcomeApplied {
 		t.Errorf("deliver: %+v %v", r, err)
 	}
 	cancel()

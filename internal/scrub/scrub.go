@@ -1,7 +1,8 @@
 // Package scrub removes credentials from text that leaves callscribe: vendor
-// and CRM messages, network errors. It is shared by the speech-vendor
-// adapters (jobs/stt) and the CRM targets (crm/target) so that both redact
-// the same way.
+// and CRM messages, network errors. The vendor-HTTP shell
+// (internal/vendorhttp) redacts with it for the speech-vendor adapters
+// (jobs/stt) and the CRM connectors (crm/connector), so that both redact the
+// same way.
 package scrub
 
 import (

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // AssemblyAI speaks AssemblyAI's asynchronous API: POST /v2/transcript
@@ -110,7 +112,7 @@ func (a *AssemblyAI) Submit(ctx context.Context, req Request) (Response, error) 
 		return Response{}, fmt.Errorf("stt: assemblyai: encoding request: %w", err)
 	}
 	rep, failed, err := a.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, a.ep.url("/v2/transcript", nil), bytes.NewReader(body))
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, a.ep.URL("/v2/transcript", nil), bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +140,7 @@ func (a *AssemblyAI) upload(ctx context.Context, req Request, s scrubber) (strin
 		return "", nil, err
 	}
 	rep, failed, err := a.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, a.ep.url("/v2/upload", nil), audio)
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, a.ep.URL("/v2/upload", nil), audio)
 		if err != nil {
 			return nil, err
 		}
@@ -161,14 +163,14 @@ func (a *AssemblyAI) upload(ctx context.Context, req Request, s scrubber) (strin
 	if failed != nil {
 		return "", failed, nil
 	}
-	if !rep.ok() {
+	if !rep.OK() {
 		r := a.interpret(rep, opSubmit, "", s)
 		return "", &r, nil
 	}
 	var u struct {
 		UploadURL string `json:"upload_url"`
 	}
-	if err := json.Unmarshal(rep.body, &u); err != nil || u.UploadURL == "" {
+	if err := json.Unmarshal(rep.Body, &u); err != nil || u.UploadURL == "" {
 		r := badResponse(rep, "upload answer without upload_url", s)
 		return "", &r, nil
 	}
@@ -182,7 +184,7 @@ func (a *AssemblyAI) Poll(ctx context.Context, providerID string) (Response, err
 	}
 	s := newScrubber(a.ep.apiKey, "")
 	rep, failed, err := a.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodGet, a.ep.url("/v2/transcript/"+url.PathEscape(providerID), nil), nil)
+		r, err := http.NewRequestWithContext(ctx, http.MethodGet, a.ep.URL("/v2/transcript/"+url.PathEscape(providerID), nil), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -199,18 +201,18 @@ func (a *AssemblyAI) Poll(ctx context.Context, providerID string) (Response, err
 }
 
 // interpret maps an AssemblyAI answer to a Response.
-func (a *AssemblyAI) interpret(rep reply, op operation, requested string, s scrubber) Response {
-	if rep.ok() {
+func (a *AssemblyAI) interpret(rep vendorhttp.Reply, op operation, requested string, s scrubber) Response {
+	if rep.OK() {
 		var t assemblyAITranscript
-		if err := json.Unmarshal(rep.body, &t); err != nil {
+		if err := json.Unmarshal(rep.Body, &t); err != nil {
 			return badResponse(rep, "unparseable transcript: "+err.Error(), s)
 		}
 		return a.transcript(rep, t, op, requested, s)
 	}
 
 	var e assemblyAIError
-	msg := plainText(rep)
-	if json.Unmarshal(rep.body, &e) == nil {
+	msg := vendorhttp.PlainText(rep)
+	if json.Unmarshal(rep.Body, &e) == nil {
 		if e.Error != "" {
 			msg = e.Error
 		} else if e.Detail != "" {
@@ -218,28 +220,28 @@ func (a *AssemblyAI) interpret(rep reply, op operation, requested string, s scru
 		}
 	}
 	lower := strings.ToLower(msg)
-	outcome, class := commonStatus(rep.status, rep.header)
+	outcome, class := commonStatus(rep.Status, rep.Header)
 	switch {
-	case rep.status == http.StatusPaymentRequired,
-		rep.status == http.StatusBadRequest && strings.Contains(lower, "balance") &&
+	case rep.Status == http.StatusPaymentRequired,
+		rep.Status == http.StatusBadRequest && strings.Contains(lower, "balance") &&
 			(strings.Contains(lower, "negative") || strings.Contains(lower, "insufficient") || strings.Contains(lower, "top up")):
 		outcome, class = OutcomeQuotaExhausted, ClassQuotaExhausted
-	case op == opPoll && (rep.status == http.StatusNotFound ||
-		rep.status == http.StatusBadRequest && strings.Contains(lower, "not found")):
+	case op == opPoll && (rep.Status == http.StatusNotFound ||
+		rep.Status == http.StatusBadRequest && strings.Contains(lower, "not found")):
 		outcome, class = OutcomeNotFound, ClassNotFound
 	}
 	return errorResponse(rep, outcome, class, msg, s)
 }
 
 // transcript maps a transcript object to a Response.
-func (a *AssemblyAI) transcript(rep reply, t assemblyAITranscript, op operation, requested string, s scrubber) Response {
+func (a *AssemblyAI) transcript(rep vendorhttp.Reply, t assemblyAITranscript, op operation, requested string, s scrubber) Response {
 	if t.ID == "" {
 		return badResponse(rep, "transcript without an id", s)
 	}
-	r := Response{HTTPStatus: rep.status, ProviderID: t.ID}
+	r := Response{HTTPStatus: rep.Status, ProviderID: t.ID}
 	switch t.Status {
 	case "queued", "processing":
-		r.Outcome, r.PollAfter = OutcomePending, rawHeader(rep.header, "Retry-After")
+		r.Outcome, r.PollAfter = OutcomePending, vendorhttp.RawHeader(rep.Header, "Retry-After")
 		switch {
 		case op == opSubmit:
 			r.Class = ClassAccepted
@@ -275,7 +277,7 @@ func (a *AssemblyAI) transcript(rep reply, t assemblyAITranscript, op operation,
 	case "error":
 		r.Outcome, r.Class = OutcomePermanent, ClassTranscriptionFailed
 		if t.Error != nil {
-			r.Message = s.message(*t.Error)
+			r.Message = s.Message(*t.Error)
 		}
 	default:
 		return badResponse(rep, fmt.Sprintf("unknown transcript status %q", t.Status), s)

@@ -22,7 +22,7 @@ func (e *audioError) Unwrap() []error { return []error{ErrAudioUnreadable, e.err
 
 // newAudioError wraps a failure to read the audio.
 func newAudioError(name string, err error, s scrubber) error {
-	return &audioError{msg: fmt.Sprintf("stt: audio %q unreadable: %s", s.text(name), s.text(err.Error())), err: err}
+	return &audioError{msg: fmt.Sprintf("stt: audio %q unreadable: %s", s.Text(name), s.Text(err.Error())), err: err}
 }
 
 // audioBody is the audio as a request body. It records the first read

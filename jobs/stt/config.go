@@ -3,10 +3,11 @@ package stt
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // Provider kinds, as New takes them and Provider.Name returns them.
@@ -113,15 +114,10 @@ func (c Config) resolve(d adapterDefaults) (*endpoint, string, error) {
 	if c.BaseURL == "" {
 		return nil, "", fmt.Errorf("%sBaseURL is required", prefix)
 	}
-	base, err := url.Parse(c.BaseURL)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, "", fmt.Errorf("%sBaseURL %q must be an absolute http or https URL", prefix, scrubURLs(c.BaseURL))
+	base, err := vendorhttp.ParseBase(c.BaseURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("%sBaseURL %q %w", prefix, scrubURLs(c.BaseURL), err)
 	}
-	if base.RawQuery != "" || base.Fragment != "" || base.User != nil {
-		return nil, "", fmt.Errorf("%sBaseURL %q must not have a query, a fragment or user info", prefix, scrubURLs(c.BaseURL))
-	}
-	base.Path = strings.TrimRight(base.Path, "/")
-	base.RawPath = ""
 	if c.APIKey == "" {
 		return nil, "", fmt.Errorf("%sAPIKey is required", prefix)
 	}
@@ -132,11 +128,14 @@ func (c Config) resolve(d adapterDefaults) (*endpoint, string, error) {
 		return nil, "", fmt.Errorf("%sMaxResponseBytes (%d) must not be negative", prefix, c.MaxResponseBytes)
 	}
 	return &endpoint{
-		client:  c.HTTPClient,
-		base:    base,
-		apiKey:  c.APIKey,
-		timeout: c.Timeout,
-		maxBody: c.MaxResponseBytes,
+		Endpoint: vendorhttp.Endpoint{
+			Client:    c.HTTPClient,
+			Base:      base,
+			Timeout:   c.Timeout,
+			MaxBody:   c.MaxResponseBytes,
+			UserAgent: userAgent,
+		},
+		apiKey: c.APIKey,
 	}, c.Model, nil
 }
 

@@ -92,12 +92,12 @@ func TestConfigDefaults(t *testing.T) {
 		{a.ep, a.model, AssemblyAIBaseURLDefault, AssemblyAIModelDefault},
 		{g.ep, g.model, "http://stt.internal:8080/api", GenericHTTPModelDefault},
 	} {
-		if tt.ep.base.String() != tt.base || tt.model != tt.wantM || tt.ep.timeout != TimeoutDefault ||
-			tt.ep.maxBody != MaxResponseBytesDefault || tt.ep.client == nil {
+		if tt.ep.Base.String() != tt.base || tt.model != tt.wantM || tt.ep.Timeout != TimeoutDefault ||
+			tt.ep.MaxBody != MaxResponseBytesDefault || tt.ep.Client == nil {
 			t.Errorf("endpoint %+v model %q, want base %s model %q", tt.ep, tt.model, tt.base, tt.wantM)
 		}
 	}
-	if got := g.ep.url("/v1/transcriptions", nil); got != "http://stt.internal:8080/api/v1/transcriptions" {
+	if got := g.ep.URL("/v1/transcriptions", nil); got != "http://stt.internal:8080/api/v1/transcriptions" {
 		t.Errorf("path prefix kept: %s", got)
 	}
 }

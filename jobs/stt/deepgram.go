@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // Deepgram speaks Deepgram's pre-recorded API (POST /v1/listen). It is
@@ -116,7 +118,7 @@ func (d *Deepgram) Submit(ctx context.Context, req Request) (Response, error) {
 	} else {
 		q.Set("detect_language", "true")
 	}
-	target := d.ep.url("/v1/listen", q)
+	target := d.ep.URL("/v1/listen", q)
 
 	var (
 		body          io.Reader
@@ -171,13 +173,13 @@ func (d *Deepgram) Submit(ctx context.Context, req Request) (Response, error) {
 }
 
 // interpret maps a Deepgram answer to a Response.
-func (d *Deepgram) interpret(rep reply, requested string, s scrubber) Response {
-	if rep.ok() {
-		if rep.status != http.StatusOK {
+func (d *Deepgram) interpret(rep vendorhttp.Reply, requested string, s scrubber) Response {
+	if rep.OK() {
+		if rep.Status != http.StatusOK {
 			return errorResponse(rep, OutcomeTransient, ClassUnexpectedStatus, "", s)
 		}
 		var l deepgramListen
-		if err := json.Unmarshal(rep.body, &l); err != nil {
+		if err := json.Unmarshal(rep.Body, &l); err != nil {
 			return badResponse(rep, "unparseable listen response: "+err.Error(), s)
 		}
 		if l.Results == nil || len(l.Results.Channels) == 0 || len(l.Results.Channels[0].Alternatives) == 0 {
@@ -203,18 +205,18 @@ func (d *Deepgram) interpret(rep reply, requested string, s scrubber) Response {
 			}
 			tr.Segments = append(tr.Segments, Segment{Start: w.Start, End: w.End, Text: text, Confidence: confidenceOr(w.Confidence)})
 		}
-		return Response{Outcome: OutcomeCompleted, Class: ClassCompleted, HTTPStatus: rep.status, ProviderID: l.Metadata.RequestID, Transcript: tr}
+		return Response{Outcome: OutcomeCompleted, Class: ClassCompleted, HTTPStatus: rep.Status, ProviderID: l.Metadata.RequestID, Transcript: tr}
 	}
 
 	var e deepgramError
-	msg := plainText(rep)
-	if json.Unmarshal(rep.body, &e) == nil {
+	msg := vendorhttp.PlainText(rep)
+	if json.Unmarshal(rep.Body, &e) == nil {
 		if m := e.message(); m != "" {
 			msg = m
 		}
 	}
-	outcome, class := commonStatus(rep.status, rep.header)
-	switch rep.status {
+	outcome, class := commonStatus(rep.Status, rep.Header)
+	switch rep.Status {
 	case http.StatusPaymentRequired:
 		outcome, class = OutcomeQuotaExhausted, ClassQuotaExhausted
 	case http.StatusUnprocessableEntity:

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // GenericHTTP speaks stt-http/v1, the generic protocol of
@@ -107,7 +109,7 @@ func (g *GenericHTTP) Submit(ctx context.Context, req Request) (Response, error)
 		return Response{}, fmt.Errorf("stt: generic-http: encoding request: %w", err)
 	}
 	rep, failed, err := g.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, g.ep.url("/v1/transcriptions", nil), bytes.NewReader(body))
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, g.ep.URL("/v1/transcriptions", nil), bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +136,7 @@ func (g *GenericHTTP) Poll(ctx context.Context, providerID string) (Response, er
 	if providerID == "" {
 		return Response{}, fmt.Errorf("%w: generic-http: empty provider id", ErrInvalidArgument)
 	}
-	return g.get(ctx, g.ep.url("/v1/transcriptions/"+url.PathEscape(providerID), nil), opPoll)
+	return g.get(ctx, g.ep.URL("/v1/transcriptions/"+url.PathEscape(providerID), nil), opPoll)
 }
 
 // Reconcile sends GET /v1/transcriptions?idempotency_key=<key>: the
@@ -143,7 +145,7 @@ func (g *GenericHTTP) Reconcile(ctx context.Context, idempotencyKey string) (Res
 	if idempotencyKey == "" {
 		return Response{}, fmt.Errorf("%w: generic-http: empty idempotency key", ErrInvalidArgument)
 	}
-	return g.get(ctx, g.ep.url("/v1/transcriptions", url.Values{"idempotency_key": {idempotencyKey}}), opReconcile)
+	return g.get(ctx, g.ep.URL("/v1/transcriptions", url.Values{"idempotency_key": {idempotencyKey}}), opReconcile)
 }
 
 // get makes a poll or reconcile request.
@@ -180,29 +182,29 @@ const (
 )
 
 // interpret applies the protocol's response table.
-func (g *GenericHTTP) interpret(rep reply, op operation, requested string, s scrubber) Response {
-	switch rep.status {
+func (g *GenericHTTP) interpret(rep vendorhttp.Reply, op operation, requested string, s scrubber) Response {
+	switch rep.Status {
 	case http.StatusOK, http.StatusAccepted:
 		var t genericTranscription
-		if err := json.Unmarshal(rep.body, &t); err != nil {
+		if err := json.Unmarshal(rep.Body, &t); err != nil {
 			return badResponse(rep, "unparseable transcription: "+err.Error(), s)
 		}
 		return g.transcription(rep, t, op, requested, s)
 	}
 
 	var e genericError
-	msg := plainText(rep)
-	if json.Unmarshal(rep.body, &e) == nil && e.Error != nil {
+	msg := vendorhttp.PlainText(rep)
+	if json.Unmarshal(rep.Body, &e) == nil && e.Error != nil {
 		msg = e.Error.Message
 	}
-	outcome, class := commonStatus(rep.status, rep.header)
-	switch rep.status {
+	outcome, class := commonStatus(rep.Status, rep.Header)
+	switch rep.Status {
 	case http.StatusBadRequest, http.StatusNotFound, http.StatusRequestEntityTooLarge,
 		http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
 		if e.Error != nil && genericPermanentTypes[e.Error.Type] {
 			class = e.Error.Type
 		}
-		if rep.status == http.StatusNotFound && op != opSubmit {
+		if rep.Status == http.StatusNotFound && op != opSubmit {
 			outcome, class = OutcomeNotFound, ClassNotFound
 		}
 	}
@@ -210,11 +212,11 @@ func (g *GenericHTTP) interpret(rep reply, op operation, requested string, s scr
 }
 
 // transcription maps a transcription object to a Response.
-func (g *GenericHTTP) transcription(rep reply, t genericTranscription, op operation, requested string, s scrubber) Response {
+func (g *GenericHTTP) transcription(rep vendorhttp.Reply, t genericTranscription, op operation, requested string, s scrubber) Response {
 	if t.ID == "" {
 		return badResponse(rep, "transcription without an id", s)
 	}
-	r := Response{HTTPStatus: rep.status, ProviderID: t.ID}
+	r := Response{HTTPStatus: rep.Status, ProviderID: t.ID}
 	switch t.Status {
 	case "completed":
 		if t.Text == nil {
@@ -236,7 +238,7 @@ func (g *GenericHTTP) transcription(rep reply, t genericTranscription, op operat
 		}
 		r.Outcome, r.Class, r.Transcript = OutcomeCompleted, ClassCompleted, tr
 	case "queued", "processing":
-		r.Outcome, r.PollAfter = OutcomePending, rawHeader(rep.header, "Retry-After")
+		r.Outcome, r.PollAfter = OutcomePending, vendorhttp.RawHeader(rep.Header, "Retry-After")
 		switch {
 		case op == opSubmit:
 			r.Class = ClassAccepted
@@ -248,7 +250,7 @@ func (g *GenericHTTP) transcription(rep reply, t genericTranscription, op operat
 	case "failed":
 		r.Outcome, r.Class = OutcomePermanent, ClassTranscriptionFailed
 		if t.Error != nil {
-			r.Message = s.message(t.Error.Message)
+			r.Message = s.Message(t.Error.Message)
 		}
 	default:
 		return badResponse(rep, fmt.Sprintf("unknown transcription status %q", t.Status), s)

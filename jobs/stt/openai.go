@@ -12,6 +12,8 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // OpenAI speaks the OpenAI audio transcription API (POST
@@ -168,7 +170,7 @@ func (o *OpenAI) Submit(ctx context.Context, req Request) (Response, error) {
 	}()
 
 	rep, failed, err := o.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, o.ep.url("/v1/audio/transcriptions", nil), pr)
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, o.ep.URL("/v1/audio/transcriptions", nil), pr)
 		if err != nil {
 			return nil, err
 		}
@@ -199,19 +201,19 @@ func (o *OpenAI) Submit(ctx context.Context, req Request) (Response, error) {
 }
 
 // interpret maps an OpenAI answer to a Response.
-func (o *OpenAI) interpret(rep reply, requested string, s scrubber) Response {
-	if rep.ok() {
-		if rep.status != http.StatusOK {
+func (o *OpenAI) interpret(rep vendorhttp.Reply, requested string, s scrubber) Response {
+	if rep.OK() {
+		if rep.Status != http.StatusOK {
 			return errorResponse(rep, OutcomeTransient, ClassUnexpectedStatus, "", s)
 		}
 		var v openAIVerbose
-		if err := json.Unmarshal(rep.body, &v); err != nil {
+		if err := json.Unmarshal(rep.Body, &v); err != nil {
 			return badResponse(rep, "unparseable verbose_json: "+err.Error(), s)
 		}
 		if v.Text == nil {
 			return badResponse(rep, "verbose_json without text", s)
 		}
-		id := rep.header.Get("X-Request-Id")
+		id := rep.Header.Get("X-Request-Id")
 		tr := &Transcript{
 			Text:            *v.Text,
 			Language:        normalizeLanguage(v.Language),
@@ -243,21 +245,21 @@ func (o *OpenAI) interpret(rep reply, requested string, s scrubber) Response {
 		default:
 			tr.Confidence = clamp01(plain / float64(rated))
 		}
-		return Response{Outcome: OutcomeCompleted, Class: ClassCompleted, HTTPStatus: rep.status, ProviderID: id, Transcript: tr}
+		return Response{Outcome: OutcomeCompleted, Class: ClassCompleted, HTTPStatus: rep.Status, ProviderID: id, Transcript: tr}
 	}
 
 	var e openAIError
-	msg := plainText(rep)
+	msg := vendorhttp.PlainText(rep)
 	var code, typ string
-	if json.Unmarshal(rep.body, &e) == nil && e.Error != nil {
+	if json.Unmarshal(rep.Body, &e) == nil && e.Error != nil {
 		msg, typ = e.Error.Message, e.Error.Type
 		if json.Unmarshal(e.Error.Code, &code) != nil {
 			code = ""
 		}
 	}
-	outcome, class := commonStatus(rep.status, rep.header)
+	outcome, class := commonStatus(rep.Status, rep.Header)
 	throttleSignals := false
-	switch rep.status {
+	switch rep.Status {
 	case http.StatusTooManyRequests:
 		if openAIQuotaCodes[code] || openAIQuotaCodes[typ] {
 			outcome, class = OutcomeQuotaExhausted, ClassQuotaExhausted
@@ -265,13 +267,13 @@ func (o *OpenAI) interpret(rep reply, requested string, s scrubber) Response {
 			throttleSignals = true
 		}
 	case http.StatusServiceUnavailable:
-		if rep.header.Get("Retry-After-Ms") != "" || len(rep.header.Values("Retry-After")) > 0 {
+		if rep.Header.Get("Retry-After-Ms") != "" || len(rep.Header.Values("Retry-After")) > 0 {
 			outcome, throttleSignals = OutcomeThrottled, true
 		}
 	}
 	r := errorResponse(rep, outcome, class, msg, s)
 	if throttleSignals {
-		openAIDelay(&r, rep.header)
+		openAIDelay(&r, rep.Header)
 	}
 	return r
 }
@@ -286,7 +288,7 @@ func (o *OpenAI) interpret(rep reply, requested string, s scrubber) Response {
 func openAIDelay(r *Response, h http.Header) {
 	var firstName, firstRaw string
 	try := func(name string, bare time.Duration) bool {
-		raw := rawHeader(h, name)
+		raw := vendorhttp.RawHeader(h, name)
 		if raw == nil {
 			return false
 		}

@@ -4,14 +4,16 @@ import (
 	"net/url"
 
 	"github.com/callscribe/callscribe/internal/scrub"
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // scrubber removes credentials from text that leaves the adapter: vendor
 // messages and error strings. It knows the API key and the request's audio
 // URL (with its query and user info, raw and unescaped), and strips query
 // strings and user info from anything shaped like a URL (a vendor may echo
-// a presigned URL in its own encoding).
-type scrubber struct{ s scrub.Scrubber }
+// a presigned URL in its own encoding). Its Message is at most
+// MessageMaxBytes.
+type scrubber = vendorhttp.Redactor
 
 // newScrubber returns a scrubber for the API key and the audio URL.
 func newScrubber(apiKey, audioURL string) scrubber {
@@ -28,14 +30,7 @@ func newScrubber(apiKey, audioURL string) scrubber {
 			}
 		}
 	}
-	return scrubber{scrub.New(secrets...)}
+	return vendorhttp.NewRedactor(MessageMaxBytes, secrets...)
 }
-
-// text returns s without the known secrets and URL queries.
-func (s scrubber) text(msg string) string { return s.s.Text(msg) }
-
-// message returns msg as a Response.Message (scrubbed, folded, at most
-// MessageMaxBytes).
-func (s scrubber) message(msg string) string { return s.s.Message(msg, MessageMaxBytes) }
 
 func scrubURLs(s string) string { return scrub.URLs(s) }

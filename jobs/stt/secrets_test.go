@@ -132,16 +132,16 @@ func TestScrubber(t *testing.T) {
 		"no url here":                          "no url here",
 		"line\n\tbreaks   folded":              "line breaks folded",
 	} {
-		if got := s.message(in); got != want {
+		if got := s.Message(in); got != want {
 			t.Errorf("message(%q) = %q, want %q", in, got, want)
 		}
 	}
 	long := strings.Repeat("é", 150) // 300 bytes
-	got := s.message(long)
+	got := s.Message(long)
 	if len(got) > MessageMaxBytes || !strings.HasPrefix(long, got) || len(got) != 200 {
 		t.Errorf("truncated to %d bytes: %q", len(got), got)
 	}
-	if got := s.message("bad \xff byte"); got != "bad \uFFFD byte" {
+	if got := s.Message("bad \xff byte"); got != "bad \uFFFD byte" {
 		t.Errorf("invalid UTF-8 → %q", got)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // Request is one submission of one recording.
@@ -84,25 +86,25 @@ const (
 	ClassAccepted             = "accepted"   // a submit was accepted for asynchronous work
 	ClassQueued               = "queued"     // a poll or reconcile found it waiting
 	ClassProcessing           = "processing" // a poll or reconcile found it being transcribed
-	ClassRateLimited          = "rate_limited"
-	ClassUnavailable          = "unavailable"
+	ClassRateLimited          = vendorhttp.ClassRateLimited
+	ClassUnavailable          = vendorhttp.ClassUnavailable
 	ClassQuotaExhausted       = "quota_exhausted"
-	ClassInvalidRequest       = "invalid_request"
-	ClassUnauthorized         = "unauthorized"
-	ClassForbidden            = "forbidden"
-	ClassNotFound             = "not_found"
+	ClassInvalidRequest       = vendorhttp.ClassInvalidRequest
+	ClassUnauthorized         = vendorhttp.ClassUnauthorized
+	ClassForbidden            = vendorhttp.ClassForbidden
+	ClassNotFound             = vendorhttp.ClassNotFound
 	ClassUnsupportedMedia     = "unsupported_media"
 	ClassAudioTooLarge        = "audio_too_large"
 	ClassIdempotencyKeyReused = "idempotency_key_reused"
 	ClassTranscriptionFailed  = "transcription_failed"
 	ClassUploadInterrupted    = "upload_interrupted" // the vendor did not receive the whole upload
-	ClassServerError          = "server_error"
-	ClassUnexpectedStatus     = "unexpected_status" // a status the adapter has no rule for
-	ClassNetwork              = "network"
-	ClassTimeout              = "timeout"
-	ClassCanceled             = "canceled" // the caller's context was canceled
-	ClassBadResponse          = "bad_response"
-	ClassResponseTooLarge     = "response_too_large"
+	ClassServerError          = vendorhttp.ClassServerError
+	ClassUnexpectedStatus     = vendorhttp.ClassUnexpectedStatus // a status the adapter has no rule for
+	ClassNetwork              = vendorhttp.ClassNetwork
+	ClassTimeout              = vendorhttp.ClassTimeout
+	ClassCanceled             = vendorhttp.ClassCanceled // the caller's context was canceled
+	ClassBadResponse          = vendorhttp.ClassBadResponse
+	ClassResponseTooLarge     = vendorhttp.ClassResponseTooLarge
 )
 
 // Response is what one call to a vendor came to. Every network failure and

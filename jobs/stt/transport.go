@@ -2,113 +2,32 @@ package stt
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"mime"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
-	"time"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
 // userAgent identifies callscribe to vendors.
 const userAgent = "callscribe-stt/1"
 
-// endpoint is what every adapter needs to speak HTTP to its vendor.
+// endpoint is what every adapter needs to speak HTTP to its vendor: the
+// shared shell and the vendor's API key.
 type endpoint struct {
-	client  *http.Client
-	base    *url.URL // no trailing slash, no query
-	apiKey  string
-	timeout time.Duration // <= 0: none
-	maxBody int64
+	vendorhttp.Endpoint
+	apiKey string
 }
-
-// url returns the base URL followed by path, which must already be
-// escaped, and the encoded query, if any.
-func (e *endpoint) url(path string, query url.Values) string {
-	u := e.base.String() + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	return u
-}
-
-// withTimeout bounds one exchange by Config.Timeout.
-func (e *endpoint) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if e.timeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, e.timeout)
-}
-
-// reply is a response read whole.
-type reply struct {
-	status    int
-	header    http.Header
-	body      []byte
-	truncated bool // the body was longer than MaxResponseBytes; body holds the first MaxResponseBytes
-}
-
-// ok reports a 2xx status.
-func (r reply) ok() bool { return r.status >= 200 && r.status <= 299 }
 
 // exchange makes one HTTP exchange within Config.Timeout: build makes the
 // request on the context it is given. It returns the reply, or, when no
 // usable reply arrived, the Response that says so (failed true).
-func (e *endpoint) exchange(ctx context.Context, s scrubber, build func(ctx context.Context) (*http.Request, error)) (rep reply, failed *Response, err error) {
-	xctx, cancel := e.withTimeout(ctx)
-	defer cancel()
-	req, err := build(xctx)
-	if err != nil {
-		return reply{}, nil, err
+func (e *endpoint) exchange(ctx context.Context, s scrubber, build func(ctx context.Context) (*http.Request, error)) (rep vendorhttp.Reply, failed *Response, err error) {
+	rep, f, err := e.Exchange(ctx, s, build)
+	if f != nil {
+		// Whether the vendor received the request is unknown: retry.
+		return vendorhttp.Reply{}, &Response{Outcome: OutcomeTransient, Class: f.Class, HTTPStatus: f.Status, Message: f.Message}, nil
 	}
-	req.Header.Set("User-Agent", userAgent)
-	resp, err := e.client.Do(req)
-	if err != nil {
-		r := networkFailure(ctx, 0, err, s)
-		return reply{}, &r, nil
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, e.maxBody+1))
-	if err != nil {
-		r := networkFailure(ctx, resp.StatusCode, err, s)
-		return reply{}, &r, nil
-	}
-	rep = reply{status: resp.StatusCode, header: resp.Header, body: body}
-	if int64(len(body)) > e.maxBody {
-		rep.body, rep.truncated = body[:e.maxBody], true
-		if rep.ok() {
-			return reply{}, &Response{
-				Outcome:    OutcomeTransient,
-				Class:      ClassResponseTooLarge,
-				HTTPStatus: resp.StatusCode,
-				Message:    fmt.Sprintf("response body exceeds MaxResponseBytes (%d)", e.maxBody),
-			}, nil
-		}
-	}
-	return rep, nil, nil
-}
-
-// networkFailure turns a failed exchange into a transient Response:
-// canceled when the caller's context was canceled, timeout for a deadline
-// or a network timeout, network otherwise.
-func networkFailure(callerCtx context.Context, status int, err error, s scrubber) Response {
-	class := ClassNetwork
-	var ne net.Error
-	switch {
-	case errors.Is(callerCtx.Err(), context.Canceled):
-		class = ClassCanceled
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		class = ClassTimeout
-	}
-	msg := err.Error()
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		msg = ue.Err.Error() // without the method and URL
-	}
-	return Response{Outcome: OutcomeTransient, Class: class, HTTPStatus: status, Message: s.message(msg)}
+	return rep, nil, err
 }
 
 // setHeaders sets the caller's extra headers, then the adapter's own,
@@ -127,74 +46,50 @@ func setHeaders(req *http.Request, extra http.Header, own map[string]string) {
 	}
 }
 
-// rawHeader returns the named header exactly as received, several fields
-// joined with ", ", or nil when absent.
-func rawHeader(h http.Header, name string) *string {
-	vs := h.Values(name)
-	if len(vs) == 0 {
-		return nil
-	}
-	s := strings.Join(vs, ", ")
-	return &s
-}
-
-// plainText returns the body when the server said it is text/plain: the
-// message of a vendor that answers errors without JSON.
-func plainText(rep reply) string {
-	mt, _, err := mime.ParseMediaType(rep.header.Get("Content-Type"))
-	if err != nil || mt != "text/plain" {
-		return ""
-	}
-	return string(rep.body)
-}
-
-// commonStatus is the outcome and class the adapters share for a non-2xx
+// statusTable is the outcome and class the adapters share for a non-2xx
 // status; each adapter overrides the rows its vendor defines otherwise.
 // 503 is throttling only when the response carries a Retry-After.
+var statusTable = vendorhttp.StatusTable{
+	Rows: func() map[int]vendorhttp.Rule {
+		rows := vendorhttp.CommonRows()
+		rows[http.StatusRequestEntityTooLarge] = vendorhttp.Rule{Verdict: vendorhttp.Refuse, Class: ClassAudioTooLarge}
+		rows[http.StatusUnsupportedMediaType] = vendorhttp.Rule{Verdict: vendorhttp.Refuse, Class: ClassUnsupportedMedia}
+		return rows
+	}(),
+	Redirect:    vendorhttp.Rule{Verdict: vendorhttp.Retry, Class: ClassUnexpectedStatus},
+	ClientError: vendorhttp.Rule{Verdict: vendorhttp.Retry, Class: ClassUnexpectedStatus},
+	ServerError: vendorhttp.Rule{Verdict: vendorhttp.Retry, Class: ClassServerError},
+	Other:       vendorhttp.Rule{Verdict: vendorhttp.Retry, Class: ClassUnexpectedStatus},
+}
+
+// verdictOutcome is what each verdict of the shell means for a job.
+var verdictOutcome = map[vendorhttp.Verdict]Outcome{
+	vendorhttp.Retry:    OutcomeTransient,
+	vendorhttp.Throttle: OutcomeThrottled,
+	vendorhttp.Refuse:   OutcomePermanent,
+}
+
+// commonStatus is the outcome and class of a non-2xx status by
+// statusTable.
 func commonStatus(status int, h http.Header) (Outcome, string) {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return OutcomePermanent, ClassInvalidRequest
-	case http.StatusUnauthorized:
-		return OutcomePermanent, ClassUnauthorized
-	case http.StatusForbidden:
-		return OutcomePermanent, ClassForbidden
-	case http.StatusNotFound:
-		return OutcomePermanent, ClassNotFound
-	case http.StatusRequestEntityTooLarge:
-		return OutcomePermanent, ClassAudioTooLarge
-	case http.StatusUnsupportedMediaType:
-		return OutcomePermanent, ClassUnsupportedMedia
-	case http.StatusRequestTimeout:
-		return OutcomeTransient, ClassTimeout
-	case http.StatusTooManyRequests:
-		return OutcomeThrottled, ClassRateLimited
-	case http.StatusServiceUnavailable:
-		if len(h.Values("Retry-After")) > 0 {
-			return OutcomeThrottled, ClassUnavailable
-		}
-		return OutcomeTransient, ClassUnavailable
-	}
-	if status >= 500 && status <= 599 {
-		return OutcomeTransient, ClassServerError
-	}
-	return OutcomeTransient, ClassUnexpectedStatus
+	v, class := statusTable.Classify(status, h)
+	return verdictOutcome[v], class
 }
 
 // errorResponse builds the Response for a non-2xx reply.
-func errorResponse(rep reply, outcome Outcome, class, msg string, s scrubber) Response {
+func errorResponse(rep vendorhttp.Reply, outcome Outcome, class, msg string, s scrubber) Response {
 	return Response{
 		Outcome:    outcome,
 		Class:      class,
-		HTTPStatus: rep.status,
-		RetryAfter: rawHeader(rep.header, "Retry-After"),
-		Message:    s.message(msg),
+		HTTPStatus: rep.Status,
+		RetryAfter: vendorhttp.RawHeader(rep.Header, "Retry-After"),
+		Message:    s.Message(msg),
 	}
 }
 
 // badResponse is the Response for a 2xx whose body cannot be understood.
-func badResponse(rep reply, why string, s scrubber) Response {
-	return Response{Outcome: OutcomeTransient, Class: ClassBadResponse, HTTPStatus: rep.status, Message: s.message(why)}
+func badResponse(rep vendorhttp.Reply, why string, s scrubber) Response {
+	return Response{Outcome: OutcomeTransient, Class: ClassBadResponse, HTTPStatus: rep.Status, Message: s.Message(why)}
 }
 
 // clamp01 keeps a confidence in 0..1.

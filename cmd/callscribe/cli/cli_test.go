@@ -242,7 +242,7 @@ func TestHelpListsNoTestenv(t *testing.T) {
 	}
 }
 
-// A tenant's crm section is read into crm/target's configuration; its keys
+// A tenant's crm section is read into crm/connector's configuration; its keys
 // are checked like every other.
 func TestTenantCRMConfig(t *testing.T) {
 	t.Parallel()

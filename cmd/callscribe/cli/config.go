@@ -14,7 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -78,10 +78,10 @@ type TenantConfig struct {
 	CRM CRMConfig `yaml:"crm"`
 }
 
-// CRMConfig is a CRM target (see crm/target.Config) and the throttling
+// CRMConfig is a CRM target (see crm/connector.Config) and the throttling
 // scope of its integration.
 type CRMConfig struct {
-	target.Config `yaml:",inline"`
+	connector.Config `yaml:",inline"`
 	// Scope of the CRM integration's throttling. Default
 	// crm:<tenant>:<kind> for a tenant's CRM.
 	Scope string `yaml:"scope"`
@@ -267,13 +267,13 @@ func (c Config) validate() error {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		if k := c.Pipeline.Tenants[id].CRM.Kind; k != "" && !slices.Contains(target.Kinds(), k) {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, k, target.Kinds()))
+		if k := c.Pipeline.Tenants[id].CRM.Kind; k != "" && !slices.Contains(connector.Kinds(), k) {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, k, connector.Kinds()))
 		}
 	}
 	for name, t := range c.CRMTargets {
-		if !slices.Contains(target.Kinds(), t.Kind) {
-			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, target.Kinds()))
+		if !slices.Contains(connector.Kinds(), t.Kind) {
+			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, connector.Kinds()))
 		}
 	}
 	return errors.Join(errs...)

@@ -18,8 +18,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
-	"github.com/callscribe/callscribe/crm/target"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
@@ -180,7 +180,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	crmURL := "http://" + crmLn.Addr().String()
 	fmt.Fprintf(out, "  CRM:        crm-webhook/v1 double at %s (429s %.0f%%, 5xx %.0f%%, drops after apply %.0f%%)\n",
 		crmURL, 50*o.sim.RateLimitShare, 100*o.sim.ServerErrorShare, 100*o.sim.DropAfterAcceptShare)
-	crmCfg := CRMConfig{Config: target.Config{Kind: target.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}}
+	crmCfg := CRMConfig{Config: connector.Config{Kind: connector.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}}
 
 	a.config.Audio.Root = recRoot
 	pc := a.config.Pipeline

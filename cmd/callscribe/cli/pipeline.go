@@ -13,7 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/callscribe/callscribe/crm"
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
@@ -83,7 +83,7 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, slots jobs.Slo
 	cfg.Logger = a.logger
 	dests := map[string]outbox.Destination{}
 	for id, c := range a.config.tenantCRMs() {
-		tgt, err := target.New(c.Config)
+		tgt, err := connector.New(c.Config)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline.tenants.%s.crm: %w", id, err)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/callscribe/callscribe/crm/target"
+	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
@@ -53,7 +53,7 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.`,
 				sort.Strings(names)
 				return fmt.Errorf("--target %q is not in crm_targets (configured: %s)", targetName, strings.Join(names, ", "))
 			}
-			tgt, err := target.New(tc.Config)
+			tgt, err := connector.New(tc.Config)
 			if err != nil {
 				return fmt.Errorf("crm_targets.%s: %w", targetName, err)
 			}

@@ -142,7 +142,7 @@ func (s *Server) submitBatch(key string, in batchBody) reply {
 	}
 	s.batches[b.id] = b
 	s.batchByKey[key] = b
-	drop := s.chance(s.cfg.DropAfterAcceptShare)
+	drop := s.rng.Chance(s.cfg.DropAfterAcceptShare)
 	s.mu.Unlock()
 
 	for _, i := range fresh {

@@ -228,11 +228,11 @@ func TestBatchRefusals(t *testing.T) {
 // of its scope: it can start a cooldown, and is refused during one.
 func TestBatchRateLimited(t *testing.T) {
 	t.Parallel()
-	src := &scriptedSource{}
+	src := newScriptedSource()
 	b := setup(t, Config{RateLimitShare: 0.5, Rand: rand.New(src)})
 	batch := map[string]any{"model": "general", "items": []any{item("a", remoteBody(1))}}
 
-	src.push(yes)
+	src.Push(yes)
 	resp, data := b.postBatch("m1", batch)
 	wantError(t, resp, data, http.StatusTooManyRequests, errRateLimited)
 	if resp.Header.Get("Retry-After") != "2" {
@@ -241,7 +241,7 @@ func TestBatchRateLimited(t *testing.T) {
 	resp, data = b.submit("single", remoteBody(2))
 	wantError(t, resp, data, http.StatusTooManyRequests, errRateLimited)
 	b.clock.Advance(CooldownDefault)
-	src.push(yes)
+	src.Push(yes)
 	resp, data = b.submit("single", remoteBody(2))
 	wantError(t, resp, data, http.StatusTooManyRequests, errRateLimited)
 	resp, data = b.postBatch("m1", batch, header{"X-Admitted-At", b.clock.Now().Add(-time.Second).Format(time.RFC3339Nano)})

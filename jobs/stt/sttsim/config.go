@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/simserver"
 )
 
 const (
@@ -30,11 +32,6 @@ const (
 type Clock interface {
 	Now() time.Time
 }
-
-// systemClock is the real clock, in UTC.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now().UTC() }
 
 // RetryAfterForm is how a 429 or 503 answer states its Retry-After.
 type RetryAfterForm string
@@ -195,11 +192,10 @@ func (c Config) WithDefaults() Config {
 		c.APIKeys = []string{APIKeyDefault}
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = simserver.SystemClock{}
 	}
 	if c.Rand == nil {
-		seed := uint64(time.Now().UnixNano())
-		c.Rand = rand.New(rand.NewPCG(seed, seed>>1|1))
+		c.Rand = simserver.NewRand()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -30,7 +30,7 @@ func TestPropertyViolations(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
 		clock := newClock()
-		src := &scriptedSource{}
+		src := newScriptedSource()
 		form := rapid.SampledFrom([]RetryAfterForm{FormSeconds, FormIMFFixdate, FormRFC850, FormASCTime, FormNone, FormMalformed, FormMixed}).Draw(rt, "form")
 		cooldown := time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(10*time.Second)).Draw(rt, "cooldown"))
 		sim, err := New(Config{
@@ -60,7 +60,7 @@ func TestPropertyViolations(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			sim.Handler().ServeHTTP(rec, req)
-			src.reset()
+			src.Reset()
 			return rec
 		}
 		learn := func(rec *httptest.ResponseRecorder) {
@@ -100,9 +100,9 @@ func TestPropertyViolations(t *testing.T) {
 				// What the server decides if it draws: 429, 503 or accept.
 				switch rapid.IntRange(0, 2).Draw(rt, "decision") {
 				case 0:
-					src.push(yes)
+					src.Push(yes)
 				case 1:
-					src.push(no, yes)
+					src.Push(no, yes)
 				}
 				before := len(sim.Stats().Violations)
 				rec := send(p.key, p.admittedAt.Format(time.RFC3339Nano))

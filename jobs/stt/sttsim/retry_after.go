@@ -3,12 +3,14 @@ package sttsim
 import (
 	"strconv"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/simserver"
 )
 
 // Layouts of the three HTTP-date forms of RFC 9110 §5.6.7, in Go's notation.
 // Times are formatted in UTC, so the literal "GMT" is right.
 const (
-	layoutIMFFixdate = "Mon, 02 Jan 2006 15:04:05 GMT"
+	layoutIMFFixdate = simserver.LayoutIMFFixdate
 	layoutRFC850     = "Monday, 02-Jan-06 15:04:05 GMT"
 	layoutASCTime    = "Mon Jan _2 15:04:05 2006"
 )
@@ -28,33 +30,16 @@ var malformedValues = []string{"soon", "2 seconds", "Sun 06 Nov 1994 08:49:37 GM
 func retryAfterValue(f RetryAfterForm, now, deadline time.Time, turn int) (string, bool) {
 	switch f {
 	case FormSeconds:
-		return strconv.FormatInt(ceilSeconds(deadline.Sub(now)), 10), true
+		return strconv.FormatInt(simserver.CeilSeconds(deadline.Sub(now)), 10), true
 	case FormIMFFixdate:
-		return ceilSecond(deadline).Format(layoutIMFFixdate), true
+		return simserver.CeilSecond(deadline).Format(layoutIMFFixdate), true
 	case FormRFC850:
-		return ceilSecond(deadline).Format(layoutRFC850), true
+		return simserver.CeilSecond(deadline).Format(layoutRFC850), true
 	case FormASCTime:
-		return ceilSecond(deadline).Format(layoutASCTime), true
+		return simserver.CeilSecond(deadline).Format(layoutASCTime), true
 	case FormMalformed:
 		return malformedValues[turn%len(malformedValues)], true
 	default:
 		return "", false
 	}
-}
-
-// ceilSeconds is d in whole seconds, rounded up, at least 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// ceilSecond is t in UTC rounded up to a whole second.
-func ceilSecond(t time.Time) time.Time {
-	t = t.UTC()
-	if r := t.Truncate(time.Second); !r.Equal(t) {
-		return r.Add(time.Second)
-	}
-	return t
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/simserver"
 )
 
 func TestRetryAfterValueErrsLate(t *testing.T) {
@@ -57,7 +59,7 @@ func TestRetryAfterForms(t *testing.T) {
 	t.Parallel()
 	for _, form := range []RetryAfterForm{FormSeconds, FormIMFFixdate, FormRFC850, FormASCTime, FormNone, FormMalformed} {
 		for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
-			src := &scriptedSource{}
+			src := newScriptedSource()
 			cfg := Config{RetryAfterForm: form, Cooldown: 90 * time.Second, Rand: rand.New(src)}
 			if status == http.StatusTooManyRequests {
 				cfg.RateLimitShare = 0.5
@@ -65,7 +67,7 @@ func TestRetryAfterForms(t *testing.T) {
 				cfg.UnavailableShare = 0.5
 			}
 			b := setup(t, cfg)
-			src.push(yes)
+			src.Push(yes)
 			resp, data := b.submit("k", remoteBody(1))
 			typ := errRateLimited
 			if status == http.StatusServiceUnavailable {
@@ -92,8 +94,8 @@ func TestRetryAfterForms(t *testing.T) {
 				}
 			default:
 				at, err := http.ParseTime(resp.Header.Get("Retry-After"))
-				if err != nil || !at.Equal(ceilSecond(deadline)) || at.Before(deadline) {
-					t.Errorf("%s %d: Retry-After %q parses to %v, %v; want %v", form, status, values, at, err, ceilSecond(deadline))
+				if err != nil || !at.Equal(simserver.CeilSecond(deadline)) || at.Before(deadline) {
+					t.Errorf("%s %d: Retry-After %q parses to %v, %v; want %v", form, status, values, at, err, simserver.CeilSecond(deadline))
 				}
 			}
 
@@ -129,9 +131,9 @@ func TestRetryAfterForms(t *testing.T) {
 // first readable header.
 func TestRetryAfterMixed(t *testing.T) {
 	t.Parallel()
-	src := &scriptedSource{}
+	src := newScriptedSource()
 	b := setup(t, Config{RetryAfterForm: FormMixed, RateLimitShare: 0.5, Cooldown: time.Minute, Rand: rand.New(src)})
-	src.push(yes)
+	src.Push(yes)
 	var got []string
 	for i := range 7 {
 		b.clock.Advance(time.Second)
@@ -142,7 +144,7 @@ func TestRetryAfterMixed(t *testing.T) {
 		got = append(got, resp.Header.Get("Retry-After"))
 	}
 	// Started at epoch+1s, deadline epoch+61s; answers at epoch+1s..+7s.
-	deadline := ceilSecond(epoch.Add(61 * time.Second))
+	deadline := simserver.CeilSecond(epoch.Add(61 * time.Second))
 	checks := []func(string) bool{
 		func(v string) bool { return v == "60" },
 		func(v string) bool { return v == deadline.Format(http.TimeFormat) },
@@ -172,11 +174,11 @@ func TestRetryAfterMixed(t *testing.T) {
 	// header; what arrived before that is no violation.
 	b.clock.Advance(time.Hour)
 	for i := range 3 { // turn the rotation to "none"
-		src.push(yes)
+		src.Push(yes)
 		b.submit("turn"+strconv.Itoa(i), remoteBody(1))
 		b.clock.Advance(time.Hour)
 	}
-	src.push(yes)
+	src.Push(yes)
 	start := b.clock.Now()
 	resp, _ := b.submit("silent-start", remoteBody(1)) // none: starts a cooldown nobody is told about
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {

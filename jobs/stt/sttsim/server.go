@@ -2,34 +2,28 @@ package sttsim
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
-)
 
-// shutdownGrace is how long Serve lets in-flight requests finish after its
-// context is done, before it cancels them and closes every connection.
-const shutdownGrace = 5 * time.Second
+	"github.com/callscribe/callscribe/internal/simserver"
+)
 
 // Server is a simulated stt-http/v1 speech-to-text server. It keeps
 // everything in memory. Its methods are safe for concurrent use.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	keys    [][]byte
+	keys    simserver.Credentials
 	models  map[string]bool
 	handler http.Handler
 
-	randMu sync.Mutex
-	rng    *rand.Rand
+	rng *simserver.Rand
 
 	mu            sync.Mutex
 	byID          map[string]*transcription
@@ -52,7 +46,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		rng:        cfg.Rand,
+		rng:        simserver.NewLockedRand(cfg.Rand),
 		byID:       map[string]*transcription{},
 		byKey:      map[string]*transcription{},
 		batches:    map[string]*batch{},
@@ -63,9 +57,7 @@ func New(cfg Config) (*Server, error) {
 			Transcriptions:     map[string]int{},
 		},
 	}
-	for _, k := range cfg.APIKeys {
-		s.keys = append(s.keys, []byte(k))
-	}
+	s.keys = simserver.NewCredentials(cfg.APIKeys)
 	if len(cfg.Models) > 0 {
 		s.models = map[string]bool{}
 		for _, m := range cfg.Models {
@@ -92,45 +84,16 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // ListenAndServe listens on the TCP address addr and serves until ctx is
 // done; see Serve.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(context.WithoutCancel(ctx), "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("sttsim: listening on %s: %w", addr, err)
-	}
-	return s.Serve(ctx, ln)
+	return simserver.ListenAndServe(ctx, addr, s.handler, s.log, "sttsim")
 }
 
 // Serve serves HTTP on ln until ctx is done, then shuts down gracefully:
-// it stops accepting, lets in-flight requests finish for up to 5 seconds,
-// then cancels them and closes the remaining connections. It returns nil
-// after a shutdown, or the error that stopped serving earlier. It closes
-// ln.
+// it stops accepting, lets in-flight requests finish for up to 5 seconds
+// (simserver.ShutdownGrace), then cancels them and closes the remaining
+// connections. It returns nil after a shutdown, or the error that stopped
+// serving earlier. It closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("sttsim: serving: %w", err)
-	case <-ctx.Done():
-	}
-	grace, stop := context.WithTimeout(context.Background(), shutdownGrace)
-	defer stop()
-	if err := srv.Shutdown(grace); err != nil {
-		cancel()
-		_ = srv.Close()
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("sttsim: serving: %w", err)
-	}
-	return nil
+	return simserver.Serve(ctx, ln, s.handler, s.log, "sttsim")
 }
 
 // reply is a handler's answer, written by write.
@@ -178,21 +141,9 @@ func (s *Server) route(h func(r *http.Request, apiKey string) reply) http.Handle
 func (s *Server) delay(ctx context.Context) bool {
 	d := s.cfg.Latency
 	if j := s.cfg.LatencyJitter; j > 0 {
-		s.randMu.Lock()
 		d += time.Duration(s.rng.Int64N(int64(j)))
-		s.randMu.Unlock()
 	}
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return simserver.Delay(ctx, d)
 }
 
 func (s *Server) cancelled() {
@@ -202,25 +153,12 @@ func (s *Server) cancelled() {
 }
 
 // authenticate returns the Bearer key of r if it is one of Config.APIKeys.
-func (s *Server) authenticate(r *http.Request) (string, bool) {
-	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	key = strings.TrimSpace(key)
-	found := false
-	for _, k := range s.keys {
-		if subtle.ConstantTimeCompare([]byte(key), k) == 1 {
-			found = true
-		}
-	}
-	return key, found && key != ""
-}
+func (s *Server) authenticate(r *http.Request) (string, bool) { return s.keys.Authenticate(r) }
 
 // write writes rep, or drops the connection.
 func (s *Server) write(w http.ResponseWriter, rep reply) {
 	if rep.drop {
-		hangUp(w)
+		simserver.HangUp(w)
 		return
 	}
 	body, err := json.Marshal(rep.body)
@@ -228,54 +166,13 @@ func (s *Server) write(w http.ResponseWriter, rep reply) {
 		rep = errorReply(http.StatusInternalServerError, errServerError, "encoding the answer: %v", err)
 		body, _ = json.Marshal(rep.body)
 	}
-	h := w.Header()
-	for k, v := range rep.header {
-		h[k] = v
-	}
-	h.Set("Content-Type", contentType)
-	if rep.retryAfter != "" {
-		h.Set("Retry-After", rep.retryAfter)
-	}
-	w.WriteHeader(rep.status)
-	_, _ = w.Write(append(body, '\n'))
-}
-
-// hangUp closes the connection under w without answering, with a TCP reset
-// where it can, so that the client sees "connection reset by peer".
-func hangUp(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	raw := conn
-	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok { // TLS
-		raw = nc.NetConn()
-	}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
-}
-
-// chance draws whether something of probability p happens. It draws nothing
-// when p is 0 or 1.
-func (s *Server) chance(p float64) bool {
-	switch {
-	case p <= 0:
-		return false
-	case p >= 1:
-		return true
-	}
-	s.randMu.Lock()
-	defer s.randMu.Unlock()
-	return s.rng.Float64() < p
-}
-
-// pick draws one of n choices.
-func (s *Server) pick(n int) int {
-	s.randMu.Lock()
-	defer s.randMu.Unlock()
-	return s.rng.IntN(n)
+	simserver.Write(w, simserver.Answer{
+		Status:      rep.status,
+		ContentType: contentType,
+		RetryAfter:  rep.retryAfter,
+		Header:      rep.header,
+		Body:        body,
+	})
 }
 
 // now is the Clock's now in UTC.

@@ -124,12 +124,12 @@ func (s *Server) submit(ctx context.Context, key string, in submitBody) reply {
 		return s.replay(ctx, t, rep)
 	}
 	now := s.now()
-	readyAt, async := now, s.chance(s.cfg.AsyncShare)
+	readyAt, async := now, s.rng.Chance(s.cfg.AsyncShare)
 	if async {
 		readyAt = now.Add(s.cfg.ProcessingTime)
 	}
 	t := s.acceptLocked(key, fp, req, now, readyAt)
-	drop := s.chance(s.cfg.DropAfterAcceptShare)
+	drop := s.rng.Chance(s.cfg.DropAfterAcceptShare)
 	s.mu.Unlock()
 
 	s.transcribe(t)

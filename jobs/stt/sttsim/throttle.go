@@ -92,11 +92,11 @@ func (s *Server) refuseInCooldown(cd *Cooldown, now time.Time) *reply {
 // the trouble knobs. Callers hold mu.
 func (s *Server) trouble(scope Scope, now time.Time) *reply {
 	switch {
-	case s.chance(s.cfg.RateLimitShare):
+	case s.rng.Chance(s.cfg.RateLimitShare):
 		return s.startCooldown(scope, http.StatusTooManyRequests, now)
-	case s.chance(s.cfg.UnavailableShare):
+	case s.rng.Chance(s.cfg.UnavailableShare):
 		return s.startCooldown(scope, http.StatusServiceUnavailable, now)
-	case s.chance(s.cfg.ServerErrorShare):
+	case s.rng.Chance(s.cfg.ServerErrorShare):
 		return s.serverError()
 	}
 	return nil
@@ -145,7 +145,7 @@ func (s *Server) readTrouble() *reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.chance(s.cfg.UnavailableShare):
+	case s.rng.Chance(s.cfg.UnavailableShare):
 		now := s.now()
 		f := s.nextForm()
 		value, _ := retryAfterValue(f, now, now.Add(s.cfg.Cooldown), s.malformedTurn)
@@ -156,7 +156,7 @@ func (s *Server) readTrouble() *reply {
 		rep := errorReply(http.StatusServiceUnavailable, errUnavailable, "the service is temporarily unavailable")
 		rep.retryAfter = value
 		return &rep
-	case s.chance(s.cfg.ServerErrorShare):
+	case s.rng.Chance(s.cfg.ServerErrorShare):
 		return s.serverError()
 	}
 	return nil
@@ -166,7 +166,7 @@ func (s *Server) readTrouble() *reply {
 func (s *Server) serverError() *reply {
 	s.st.ServerErrors++
 	var rep reply
-	switch s.pick(3) {
+	switch s.rng.Pick(3) {
 	case 0:
 		rep = errorReply(http.StatusInternalServerError, errServerError, "internal error")
 	case 1:

@@ -13,14 +13,14 @@ import (
 // deadline; other scopes are unaffected; replays are refused too.
 func TestCooldownEnforced(t *testing.T) {
 	t.Parallel()
-	src := &scriptedSource{}
+	src := newScriptedSource()
 	b := setup(t, Config{APIKeys: []string{"key-a", "key-b"}, RateLimitShare: 0.5, Cooldown: 2 * time.Second, Rand: rand.New(src)})
 	a := bearer("key-a")
 
 	resp, data := b.submit("before", remoteBody(1), a)
 	wantStatus(t, resp, data, http.StatusOK)
 
-	src.push(yes)
+	src.Push(yes)
 	resp, data = b.submit("first-429", remoteBody(2), a)
 	wantError(t, resp, data, http.StatusTooManyRequests, errRateLimited)
 	if ra := resp.Header.Get("Retry-After"); ra != "2" {
@@ -97,10 +97,10 @@ func mergeBody(body map[string]any, field string, value any) map[string]any {
 // announcement, and a violation otherwise.
 func TestViolationAccounting(t *testing.T) {
 	t.Parallel()
-	src := &scriptedSource{}
+	src := newScriptedSource()
 	b := setup(t, Config{RateLimitShare: 0.5, Cooldown: 10 * time.Second, Rand: rand.New(src)})
 	announced := b.clock.Advance(time.Second)
-	src.push(yes)
+	src.Push(yes)
 	b.submit("announcer", remoteBody(1))
 	deadline := announced.Add(10 * time.Second)
 	b.clock.Advance(3 * time.Second)
@@ -174,9 +174,9 @@ func TestViolationAccounting(t *testing.T) {
 // starts nothing.
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
-	src := &scriptedSource{}
+	src := newScriptedSource()
 	b := setup(t, Config{UnavailableShare: 0.5, Cooldown: 5 * time.Second, Rand: rand.New(src)})
-	src.push(yes)
+	src.Push(yes)
 	resp, data := b.submit("k1", remoteBody(1))
 	wantError(t, resp, data, http.StatusServiceUnavailable, errUnavailable)
 	if resp.Header.Get("Retry-After") != "5" {
@@ -193,7 +193,7 @@ func TestUnavailable(t *testing.T) {
 	id := decode[wireTranscription](t, data).ID
 
 	for _, path := range []string{"/v1/transcriptions/" + id, "/v1/transcriptions?idempotency_key=k1", "/v1/batches/b_x"} {
-		src.push(yes)
+		src.Push(yes)
 		resp, data = b.do(http.MethodGet, path, nil)
 		wantError(t, resp, data, http.StatusServiceUnavailable, errUnavailable)
 		if resp.Header.Get("Retry-After") != "5" {
@@ -216,9 +216,9 @@ func TestUnavailable(t *testing.T) {
 func TestUnannouncedCooldownHasNoViolations(t *testing.T) {
 	t.Parallel()
 	for _, form := range []RetryAfterForm{FormNone, FormMalformed} {
-		src := &scriptedSource{}
+		src := newScriptedSource()
 		b := setup(t, Config{RetryAfterForm: form, RateLimitShare: 0.5, Rand: rand.New(src)})
-		src.push(yes)
+		src.Push(yes)
 		b.submit("k1", remoteBody(1))
 		for i := range 3 {
 			b.clock.Advance(500 * time.Millisecond)
