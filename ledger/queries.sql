@@ -21,8 +21,8 @@ ORDER BY created_at, id;
 WITH ins AS (
     INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, attempt, lane,
                             audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq,
-                            model, language, started_at)
-    VALUES ($1, $2, $3, $4, 'received', 0, $5, $6, $7, $8, $9, $9, 1, $12, $13, $14)
+                            model, language, started_at, audio_duration_ms)
+    VALUES ($1, $2, $3, $4, 'received', 0, $5, $6, $7, $8, $9, $9, 1, $12, $13, $14, $15)
     RETURNING *
 ), ev AS (
     INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)

@@ -36,6 +36,11 @@ type Recording struct {
 	Lane       Lane
 	AudioURI   string
 	AudioBytes int64
+	// AudioDuration is the audio's length as measured at ingest (from its
+	// WAV header). Zero means unknown: the audio is not a WAV file ingest
+	// can measure, or the recording was ingested before the ledger stored
+	// durations (migration 00004; the column is NULL).
+	AudioDuration time.Duration
 	// Deadline is when unfinished work expires; zero means none set.
 	Deadline  time.Time
 	CreatedAt time.Time
@@ -78,6 +83,8 @@ type recordingRow struct {
 	Language     string     `db:"language"`
 	NotBefore    *time.Time `db:"not_before"`
 	StartedAt    *time.Time `db:"started_at"`
+	// AudioDurationMS is NULL when the duration is unknown.
+	AudioDurationMS *int64 `db:"audio_duration_ms"`
 }
 
 func (r recordingRow) recording() Recording {
@@ -87,12 +94,16 @@ func (r recordingRow) recording() Recording {
 		}
 		return p.UTC()
 	}
+	var dur time.Duration
+	if r.AudioDurationMS != nil {
+		dur = time.Duration(*r.AudioDurationMS) * time.Millisecond
+	}
 	return Recording{
 		ID: r.ID, TenantID: r.TenantID, CallID: r.CallID, AudioSHA256: r.AudioSHA256, BusinessKey: r.BusinessKey,
 		State: r.State, Attempt: r.Attempt, Lane: r.Lane, AudioURI: r.AudioURI, AudioBytes: r.AudioBytes,
 		Deadline: t(r.Deadline), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EventSeq: r.LastEventSeq,
 		Provider: r.Provider, ProviderID: r.ProviderID, Model: r.Model, Language: r.Language,
-		NotBefore: t(r.NotBefore), StartedAt: t(r.StartedAt),
+		NotBefore: t(r.NotBefore), StartedAt: t(r.StartedAt), AudioDuration: dur,
 	}
 }
 
@@ -145,6 +156,9 @@ type NewRecording struct {
 	AudioURI string
 	// AudioBytes is the audio's size; must not be negative.
 	AudioBytes int64
+	// AudioDuration is the audio's length, stored in whole milliseconds.
+	// Default 0: unknown (stored as NULL); must not be negative.
+	AudioDuration time.Duration
 	// Deadline: when unfinished work expires. Zero: none yet.
 	Deadline time.Time
 	// Model: the speech model to ask for. Default "": the tenant's.
@@ -177,6 +191,9 @@ func (n *NewRecording) normalize() error {
 	}
 	if n.AudioBytes < 0 {
 		return &InvalidError{Field: "AudioBytes", Reason: "must not be negative"}
+	}
+	if n.AudioDuration < 0 {
+		return &InvalidError{Field: "AudioDuration", Reason: "must not be negative"}
 	}
 	return nil
 }
@@ -266,8 +283,13 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 		st := dbTime(n.StartedAt)
 		startedAt = &st
 	}
+	var durationMS *int64
+	if n.AudioDuration > 0 {
+		ms := n.AudioDuration.Milliseconds()
+		durationMS = &ms
+	}
 	rec, err := scanRecording(tx.Query(ctx, q("RecordingInsert"), id, n.TenantID, n.CallID, n.AudioSHA256,
-		string(n.Lane), n.AudioURI, n.AudioBytes, deadline, l.now(), reason, detail, n.Model, n.Language, startedAt))
+		string(n.Lane), n.AudioURI, n.AudioBytes, deadline, l.now(), reason, detail, n.Model, n.Language, startedAt, durationMS))
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: %w", n.CallID, err)
 	}
