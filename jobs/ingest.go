@@ -81,7 +81,7 @@ func (p *Pipeline) Ingest(ctx context.Context, client *river.Client[pgx.Tx], req
 	err = pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
 		ir, err := p.ledger.IngestTx(ctx, tx, ledger.NewRecording{
 			TenantID: req.TenantID, CallID: req.CallID, AudioSHA256: info.SHA256, Lane: lane,
-			AudioURI: key, AudioBytes: info.Bytes, Deadline: deadline, Model: req.Model, Language: req.Language,
+			AudioURI: key, AudioBytes: info.Bytes, AudioDuration: info.Duration, Deadline: deadline, Model: req.Model, Language: req.Language,
 			StartedAt: req.StartedAt,
 		})
 		if err != nil {

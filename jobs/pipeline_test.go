@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -293,4 +294,51 @@ func TestPipelineRespectsRetryAfter(t *testing.T) {
 		}
 	}
 	e.checkHistories(t)
+}
+
+// Validation compares the transcript with the duration ingest measured and
+// the ledger keeps, without reading the audio again; a recording whose
+// duration is unknown (NULL: ingested before the ledger kept durations)
+// validates without the duration check, and its event says so.
+func TestValidateUsesTheDurationMeasuredAtIngest(t *testing.T) {
+	t.Parallel()
+	e, files := setup(t, sttsim.Config{}, jobs.Config{}, 3)
+	ctx := context.Background()
+	var ids []uuid.UUID
+	for i, f := range files {
+		res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 2*time.Second + time.Duration(i%5)*100*time.Millisecond; res.Recording.AudioDuration != want {
+			t.Fatalf("ingested duration %s, want %s (from the WAV header)", res.Recording.AudioDuration, want)
+		}
+		ids = append(ids, res.Recording.ID)
+	}
+	// 0: as measured. 1: a stored duration far from the audio's: the check
+	// must use it (the file says 2.1s). 2: unknown.
+	if _, err := e.pool.Exec(ctx, "UPDATE recordings SET audio_duration_ms = 60000 WHERE id = $1", ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, "UPDATE recordings SET audio_duration_ms = NULL WHERE id = $1", ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t)
+	done := func(r ledger.Recording) bool { return r.State == ledger.StateValidated || r.State.Terminal() }
+	for _, id := range ids {
+		waitRecording(t, e.ledger, id, 30*time.Second, "validated or failed", done)
+	}
+	last := func(id uuid.UUID) ledger.Event {
+		evs := events(t, e.ledger, id)
+		return evs[len(evs)-1]
+	}
+	if ev := last(ids[0]); ev.New != ledger.StateValidated || ev.Detail["audio_duration"] != nil {
+		t.Fatalf("measured recording: last event %+v, want validated with no note", ev)
+	}
+	if ev := last(ids[1]); ev.New != ledger.StateFailed || ev.ResponseClass != "validation_duration" {
+		t.Fatalf("recording with a 60s stored duration: last event %+v, want failed validation_duration", ev)
+	}
+	if ev := last(ids[2]); ev.New != ledger.StateValidated || ev.Detail["audio_duration"] != "unknown: duration check skipped" {
+		t.Fatalf("recording of unknown duration: last event %+v, want validated noting the skipped check", ev)
+	}
 }

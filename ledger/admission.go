@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
+	"github.com/callscribe/callscribe/ledger/retryafter"
 )
 
 // ProbeTimeoutDefault is how long a claimed probe holds a scope before
@@ -37,6 +39,9 @@ type Admission struct {
 	// Until: when to ask again, for VerdictDeferred and VerdictProbeOut.
 	Until    time.Time
 	Deferral Deferral
+	// Wait is, from ScopeAdmitWait, how long a refused job waits before
+	// asking again (AdmitPolicy.Wait); 0 when admitted and from ScopeAdmit.
+	Wait time.Duration
 }
 
 // Admitted reports whether the request may be sent.
@@ -117,10 +122,14 @@ func (l *Ledger) ScopeResume(ctx context.Context, scope string) error {
 // ScopeDeferralObserve records an offer for a scope in observe-only mode:
 // kept with the others (ObserveOnly), but the deadline does not move.
 func (l *Ledger) ScopeDeferralObserve(ctx context.Context, e Extension) error {
+	return l.scopeDeferralObserve(ctx, l.pool, e)
+}
+
+func (l *Ledger) scopeDeferralObserve(ctx context.Context, db dbsqlc.DBTX, e Extension) error {
 	if e.Scope == "" {
 		return &InvalidError{Field: "Scope", Reason: "is required"}
 	}
-	if err := l.queries.ScopeDeferralObserve(ctx, l.pool, dbsqlc.ScopeDeferralObserveParams{
+	if err := l.queries.ScopeDeferralObserve(ctx, db, dbsqlc.ScopeDeferralObserveParams{
 		Scope: e.Scope, OfferedNotBefore: dbTime(e.NotBefore), At: l.now(), RetryAfterRaw: e.RetryAfter,
 		Source: e.Source, Clamped: e.Clamped, JobID: nonZero(e.JobID), RecordingID: nonZero(e.RecordingID), Reason: e.Reason,
 	}); err != nil {
@@ -128,3 +137,84 @@ func (l *Ledger) ScopeDeferralObserve(ctx context.Context, e Extension) error {
 	}
 	return nil
 }
+
+// PausedRecheckDefault is AdmitPolicy.PausedRecheck when left zero.
+const PausedRecheckDefault = 30 * time.Second
+
+// DeferredJitter bounds the random delay ScopeAdmitWait adds to a deferred
+// job's wait, so that the jobs of a scope do not all wake at its deadline
+// and the probe goes first.
+const DeferredJitter = 250 * time.Millisecond
+
+// AdmitPolicy says how ScopeAdmitWait admits a job to a scope and how long
+// a refused job waits before asking again.
+type AdmitPolicy struct {
+	// ProbeTimeout and ProbeWait are ScopeAdmit's: how long a claimed probe
+	// holds the scope, and the base wait of the others while it is out
+	// (they wait ProbeWait plus up to ProbeWait of jitter). Passed as they
+	// are: the callers' configurations give their defaults.
+	ProbeTimeout, ProbeWait time.Duration
+	// PausedRecheck is how long a job of a paused scope waits before
+	// asking again. Default PausedRecheckDefault (30s); zero means the
+	// default.
+	PausedRecheck time.Duration
+	// ObserveOnly: the scope runs in observe-only mode: every job is
+	// admitted without asking the ledger (throttling is only recorded; see
+	// ThrottlePolicy.ObserveOnly).
+	ObserveOnly bool
+	// Clock measures the wait from now to the admission's Until. Default
+	// (nil): the ledger's clock.
+	Clock Clock
+	// Rand draws the jitter. Default (nil): the goroutine-safe functions of
+	// math/rand/v2.
+	Rand retryafter.Rand
+}
+
+// Wait returns how long a job refused admission a, asking at now, waits
+// before asking again: until a.Until plus up to DeferredJitter (deferred),
+// until a.Until plus up to ProbeWait (a probe is out), or PausedRecheck
+// (paused). It is 0 for an admitted job and never negative.
+func (p AdmitPolicy) Wait(a Admission, now time.Time) time.Duration {
+	r := p.Rand
+	if r == nil {
+		r = globalRand{}
+	}
+	var d time.Duration
+	switch a.Verdict {
+	case VerdictDeferred:
+		d = a.Until.Sub(now) + time.Duration(r.Int64N(int64(DeferredJitter)))
+	case VerdictProbeOut:
+		d = a.Until.Sub(now) + time.Duration(r.Int64N(int64(p.ProbeWait)+1))
+	case VerdictPaused:
+		d = p.PausedRecheck
+		if d == 0 {
+			d = PausedRecheckDefault
+		}
+	}
+	return max(d, 0)
+}
+
+// ScopeAdmitWait is the one admission check of jobs and outbox: ScopeAdmit
+// under p (or an admission without asking in observe-only mode), with
+// Admission.Wait set from AdmitPolicy.Wait when the job is refused.
+func (l *Ledger) ScopeAdmitWait(ctx context.Context, scope string, jobID int64, p AdmitPolicy) (Admission, error) {
+	if p.ObserveOnly {
+		return Admission{Verdict: VerdictAdmit}, nil
+	}
+	a, err := l.ScopeAdmit(ctx, scope, jobID, p.ProbeTimeout, p.ProbeWait)
+	if err != nil || a.Admitted() {
+		return a, err
+	}
+	clock := p.Clock
+	if clock == nil {
+		clock = l.config.Clock
+	}
+	a.Wait = p.Wait(a, clock.Now())
+	return a, nil
+}
+
+// globalRand draws from the goroutine-safe top-level functions of
+// math/rand/v2.
+type globalRand struct{}
+
+func (globalRand) Int64N(n int64) int64 { return rand.Int64N(n) }

@@ -19,9 +19,15 @@
 //     recordings older than the retention age and records each batch.
 //   - A scope's deferral deadline only moves forward (GREATEST), and every
 //     offer is recorded with its raw header and the job that caused it.
+//   - Speech vendors and CRMs are throttled the same way: a ThrottleSignal
+//     (the answer's raw Retry-After, the vendor's own delay or reset, its
+//     class) becomes a deadline by one ThrottlePolicy
+//     (ScopeDeferralFromSignal), and jobs are admitted by one check that
+//     also says how long a refused job waits, with jitter (ScopeAdmitWait).
 //
 // What it does not do: it makes no network calls and holds no connection
-// between calls; it does not decide deadlines (package retryafter does) or
-// run jobs (package jobs does). It logs nothing personal: no transcript
-// text, no audio URLs.
+// between calls; it does not parse timing headers (package retryafter does,
+// and ThrottlePolicy applies it) or run jobs (package jobs does), and it
+// does not read the adapters' responses (their callers build the signal).
+// It logs nothing personal: no transcript text, no audio URLs.
 package ledger

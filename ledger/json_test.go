@@ -14,7 +14,7 @@ func TestJSONFieldNames(t *testing.T) {
 	t.Parallel()
 	jsonkeys.Check(t, ledger.Recording{},
 		"id", "tenant_id", "call_id", "audio_sha256", "business_key", "state", "attempt", "lane",
-		"audio_uri", "audio_bytes", "deadline", "created_at", "updated_at", "event_seq",
+		"audio_uri", "audio_bytes", "audio_duration_ns", "deadline", "created_at", "updated_at", "event_seq",
 		"provider", "provider_id", "model", "language", "not_before", "started_at")
 	jsonkeys.Check(t, ledger.Event{},
 		"id", "recording_id", "seq", "prior_state", "new_state", "attempt", "at", "reason",

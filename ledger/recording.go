@@ -38,6 +38,12 @@ type Recording struct {
 	Lane       Lane   `json:"lane"`
 	AudioURI   string `json:"audio_uri"`
 	AudioBytes int64  `json:"audio_bytes"`
+	// AudioDuration is the audio's length as measured at ingest (from its
+	// WAV header). Zero means unknown: the audio is not a WAV file ingest
+	// can measure, or the recording was ingested before the ledger stored
+	// durations (migration 00004; the column is NULL). In JSON, in
+	// nanoseconds (a Go time.Duration).
+	AudioDuration time.Duration `json:"audio_duration_ns"`
 	// Deadline is when unfinished work expires; zero means none set.
 	Deadline  time.Time `json:"deadline"`
 	CreatedAt time.Time `json:"created_at"`
@@ -60,12 +66,16 @@ type Recording struct {
 
 // recordingFrom converts a recordings row as the generated queries return it.
 func recordingFrom(r dbsqlc.Recording) Recording {
+	var dur time.Duration
+	if r.AudioDurationMs != nil {
+		dur = time.Duration(*r.AudioDurationMs) * time.Millisecond
+	}
 	return Recording{
 		ID: r.ID, TenantID: r.TenantID, CallID: r.CallID, AudioSHA256: r.AudioSha256, BusinessKey: deref(r.BusinessKey),
 		State: State(r.State), Attempt: int(r.Attempt), Lane: Lane(r.Lane), AudioURI: r.AudioUri, AudioBytes: r.AudioBytes,
 		Deadline: timeOf(r.Deadline), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EventSeq: int(r.LastEventSeq),
 		Provider: r.Provider, ProviderID: r.ProviderID, Model: r.Model, Language: r.Language,
-		NotBefore: timeOf(r.NotBefore), StartedAt: timeOf(r.StartedAt),
+		NotBefore: timeOf(r.NotBefore), StartedAt: timeOf(r.StartedAt), AudioDuration: dur,
 	}
 }
 
@@ -98,6 +108,9 @@ type NewRecording struct {
 	AudioURI string
 	// AudioBytes is the audio's size; must not be negative.
 	AudioBytes int64
+	// AudioDuration is the audio's length, stored in whole milliseconds.
+	// Default 0: unknown (stored as NULL); must not be negative.
+	AudioDuration time.Duration
 	// Deadline: when unfinished work expires. Zero: none yet.
 	Deadline time.Time
 	// Model: the speech model to ask for. Default "": the tenant's.
@@ -130,6 +143,9 @@ func (n *NewRecording) normalize() error {
 	}
 	if n.AudioBytes < 0 {
 		return &InvalidError{Field: "AudioBytes", Reason: "must not be negative"}
+	}
+	if n.AudioDuration < 0 {
+		return &InvalidError{Field: "AudioDuration", Reason: "must not be negative"}
 	}
 	return nil
 }
@@ -206,6 +222,11 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: new id: %w", n.CallID, err)
 	}
+	var durationMS *int64
+	if n.AudioDuration > 0 {
+		ms := n.AudioDuration.Milliseconds()
+		durationMS = &ms
+	}
 	rawDetail, err := detailJSON(detail)
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: %w", n.CallID, err)
@@ -213,7 +234,8 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 	rec, err := l.queries.RecordingInsert(ctx, tx, dbsqlc.RecordingInsertParams{
 		ID: id, TenantID: n.TenantID, CallID: n.CallID, AudioSha256: n.AudioSHA256, Lane: string(n.Lane),
 		AudioUri: n.AudioURI, AudioBytes: n.AudioBytes, Deadline: dbTimeOrNil(n.Deadline), At: l.now(),
-		Model: n.Model, Language: n.Language, StartedAt: dbTimeOrNil(n.StartedAt), Reason: reason, Detail: rawDetail,
+		Model: n.Model, Language: n.Language, StartedAt: dbTimeOrNil(n.StartedAt), AudioDurationMs: durationMS,
+		Reason: reason, Detail: rawDetail,
 	})
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("ingesting %s: %w", n.CallID, translate(err))

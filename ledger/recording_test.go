@@ -172,3 +172,42 @@ func TestIngestConcurrent(t *testing.T) {
 		t.Fatalf("%d first events flagged, want exactly 1 (the later digest)", flagged)
 	}
 }
+
+// The audio's duration is kept in whole milliseconds; zero and NULL (a row
+// from before the column existed) both read back as unknown (0).
+func TestIngestKeepsAudioDuration(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	n := newRecording()
+	n.AudioDuration = 61*time.Second + 250*time.Millisecond + 999*time.Microsecond
+	res, err := b.ledger.Ingest(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := res.Recording.AudioDuration, 61250*time.Millisecond; got != want {
+		t.Fatalf("ingested duration = %s, want %s", got, want)
+	}
+	if r, err := b.ledger.Recording(ctx, res.Recording.ID); err != nil || r.AudioDuration != 61250*time.Millisecond {
+		t.Fatalf("read back duration = %s, %v", r.AudioDuration, err)
+	}
+	var ms *int64
+	if err := b.pool.QueryRow(ctx, "SELECT audio_duration_ms FROM recordings WHERE id = $1", res.Recording.ID).Scan(&ms); err != nil || ms == nil || *ms != 61250 {
+		t.Fatalf("stored audio_duration_ms = %v, %v; want 61250", ms, err)
+	}
+
+	unknown, err := b.ledger.Ingest(ctx, newRecording())
+	if err != nil || unknown.Recording.AudioDuration != 0 {
+		t.Fatalf("ingest without a duration = %s, %v; want 0", unknown.Recording.AudioDuration, err)
+	}
+	if err := b.pool.QueryRow(ctx, "SELECT audio_duration_ms FROM recordings WHERE id = $1", unknown.Recording.ID).Scan(&ms); err != nil || ms != nil {
+		t.Fatalf("stored audio_duration_ms = %v, %v; want NULL", ms, err)
+	}
+
+	neg := newRecording()
+	neg.AudioDuration = -time.Second
+	if _, err := b.ledger.Ingest(ctx, neg); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("negative duration: %v, want ErrInvalid", err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/ledger/retryafter"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
 
@@ -180,17 +178,13 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		return o.settle(ctx, r, StateDead, connector.Result{Outcome: connector.OutcomeDead, Class: "config"}, nil,
 			fmt.Sprintf("tenant %s has no CRM target configured", r.TenantID))
 	}
-	adm, err := o.ledger.ScopeAdmit(ctx, r.Scope, jobID, o.cfg.ProbeTimeout, o.cfg.ProbeWait)
+	adm, err := o.ledger.ScopeAdmitWait(ctx, r.Scope, jobID, ledger.AdmitPolicy{
+		ProbeTimeout: o.cfg.ProbeTimeout, ProbeWait: o.cfg.ProbeWait, Clock: o.cfg.Clock})
 	if err != nil {
 		return err
 	}
-	switch adm.Verdict {
-	case ledger.VerdictDeferred:
-		return river.JobSnooze(adm.Until.Sub(now) + time.Duration(rand.Int64N(int64(250*time.Millisecond))))
-	case ledger.VerdictProbeOut:
-		return river.JobSnooze(adm.Until.Sub(now) + time.Duration(rand.Int64N(int64(o.cfg.ProbeWait)+1)))
-	case ledger.VerdictPaused:
-		return river.JobSnooze(30 * time.Second)
+	if !adm.Admitted() {
+		return river.JobSnooze(adm.Wait)
 	}
 	set, err := o.actionSet(ctx, r.ActionSetID)
 	if err != nil {
@@ -230,26 +224,12 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		log.Warn("CRM refused the action set: dead, reviewable (callscribe outbox list --state dead)")
 		return o.settle(ctx, r, StateDead, res, nil, "CRM refused it: "+res.Message)
 	case connector.OutcomeThrottled:
-		d := o.decide(res, attempt)
-		ext := ledger.DecisionExtension(r.Scope, d)
-		ext.JobID = jobID
-		if res.RetryAfter == nil && res.VendorDelayHeader != "" {
-			raw := res.VendorDelayHeader + ": " + res.VendorDelayRaw
-			ext.RetryAfter = &raw
-		}
-		if res.DeferReason != "" {
-			ext.Reason = res.DeferReason
-		}
-		ext.NotBefore = d.NotBefore
-		if res.DeferUntil != nil && res.DeferUntil.After(d.NotBefore) {
-			ext.NotBefore, ext.Source = *res.DeferUntil, "vendor-reset"
-		}
-		out, err := o.ledger.ScopeDeferralExtend(ctx, ext)
+		out, err := o.ledger.ScopeDeferralFromSignal(ctx, ledger.ThrottlePolicy{RetryAfter: o.cfg.RetryAfter}, throttleSignal(r.Scope, jobID, attempt, res))
 		if err != nil {
 			return err
 		}
 		log.Info("CRM throttled; its scope is deferred", slog.String("scope", r.Scope), slog.Time("not_before", out.NotBefore))
-		if err := o.settle(ctx, r, StatePending, res, &out.NotBefore, "throttled: "+d.String()); err != nil {
+		if err := o.settle(ctx, r, StatePending, res, &out.NotBefore, "throttled: "+out.Decision.String()); err != nil {
 			return err
 		}
 		return river.JobSnooze(out.NotBefore.Sub(o.cfg.Clock.Now()))
@@ -269,13 +249,13 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	return river.JobSnooze(d.Delay)
 }
 
-func (o *Outbox) decide(res connector.Result, attempt int) retryafter.Decision {
-	if res.VendorDelay != nil {
-		return o.cfg.RetryAfter.DecideDelay(*res.VendorDelay, res.VendorDelayRaw, attempt-1)
+// throttleSignal is the timing signal of a CRM's throttled answer to try
+// attempt (counted from 1) of an outbox row of scope.
+func throttleSignal(scope string, jobID int64, attempt int, res connector.Result) ledger.ThrottleSignal {
+	return ledger.ThrottleSignal{
+		Scope: scope, Class: res.Class, RetryAfter: res.RetryAfter,
+		VendorDelay: res.VendorDelay, VendorDelayHeader: res.VendorDelayHeader, VendorDelayRaw: res.VendorDelayRaw,
+		DeferUntil: res.DeferUntil, DeferReason: res.DeferReason,
+		Attempt: attempt - 1, JobID: jobID,
 	}
-	raw := ""
-	if res.RetryAfter != nil {
-		raw = *res.RetryAfter
-	}
-	return o.cfg.RetryAfter.Decide(raw, res.RetryAfter != nil, attempt-1)
 }

@@ -57,26 +57,27 @@ type OutboxEvent struct {
 }
 
 type Recording struct {
-	ID           uuid.UUID
-	TenantID     string
-	CallID       string
-	AudioSha256  string
-	BusinessKey  *string
-	State        string
-	Attempt      int32
-	Lane         string
-	AudioUri     string
-	AudioBytes   int64
-	Deadline     *time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	LastEventSeq int32
-	Provider     string
-	ProviderID   string
-	Model        string
-	Language     string
-	NotBefore    *time.Time
-	StartedAt    *time.Time
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	BusinessKey     *string
+	State           string
+	Attempt         int32
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastEventSeq    int32
+	Provider        string
+	ProviderID      string
+	Model           string
+	Language        string
+	NotBefore       *time.Time
+	StartedAt       *time.Time
+	AudioDurationMs *int64
 }
 
 type RecordingEvent struct {

@@ -23,10 +23,10 @@ ORDER BY created_at, id;
 WITH ins AS (
     INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, attempt, lane,
                             audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq,
-                            model, language, started_at)
+                            model, language, started_at, audio_duration_ms)
     VALUES (@id, @tenant_id, @call_id, @audio_sha256, 'received', 0, @lane,
             @audio_uri, @audio_bytes, sqlc.narg(deadline), @at, @at, 1,
-            @model, @language, sqlc.narg(started_at))
+            @model, @language, sqlc.narg(started_at), sqlc.narg(audio_duration_ms))
     RETURNING *
 ), ev AS (
     INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)

@@ -42,7 +42,7 @@ func (q *Queries) RecordingCountByState(ctx context.Context, db DBTX) ([]Recordi
 }
 
 const recordingGet = `-- name: RecordingGet :one
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at FROM recordings WHERE id = $1
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM recordings WHERE id = $1
 `
 
 func (q *Queries) RecordingGet(ctx context.Context, db DBTX, id uuid.UUID) (Recording, error) {
@@ -69,12 +69,13 @@ func (q *Queries) RecordingGet(ctx context.Context, db DBTX, id uuid.UUID) (Reco
 		&i.Language,
 		&i.NotBefore,
 		&i.StartedAt,
+		&i.AudioDurationMs,
 	)
 	return i, err
 }
 
 const recordingGetByKey = `-- name: RecordingGetByKey :one
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at FROM recordings
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM recordings
 WHERE tenant_id = $1 AND call_id = $2 AND audio_sha256 = $3
 `
 
@@ -108,6 +109,7 @@ func (q *Queries) RecordingGetByKey(ctx context.Context, db DBTX, arg RecordingG
 		&i.Language,
 		&i.NotBefore,
 		&i.StartedAt,
+		&i.AudioDurationMs,
 	)
 	return i, err
 }
@@ -116,56 +118,58 @@ const recordingInsert = `-- name: RecordingInsert :one
 WITH ins AS (
     INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, attempt, lane,
                             audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq,
-                            model, language, started_at)
+                            model, language, started_at, audio_duration_ms)
     VALUES ($1, $2, $3, $4, 'received', 0, $5,
             $6, $7, $8, $9, $9, 1,
-            $10, $11, $12)
-    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at
+            $10, $11, $12, $13)
+    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms
 ), ev AS (
     INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
-    SELECT ins.id, 1, NULL, 'received', 0, $9, $13::text, $14::jsonb FROM ins
+    SELECT ins.id, 1, NULL, 'received', 0, $9, $14::text, $15::jsonb FROM ins
 )
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at FROM ins
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM ins
 `
 
 type RecordingInsertParams struct {
-	ID          uuid.UUID
-	TenantID    string
-	CallID      string
-	AudioSha256 string
-	Lane        string
-	AudioUri    string
-	AudioBytes  int64
-	Deadline    *time.Time
-	At          time.Time
-	Model       string
-	Language    string
-	StartedAt   *time.Time
-	Reason      string
-	Detail      []byte
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	At              time.Time
+	Model           string
+	Language        string
+	StartedAt       *time.Time
+	AudioDurationMs *int64
+	Reason          string
+	Detail          []byte
 }
 
 type RecordingInsertRow struct {
-	ID           uuid.UUID
-	TenantID     string
-	CallID       string
-	AudioSha256  string
-	BusinessKey  *string
-	State        string
-	Attempt      int32
-	Lane         string
-	AudioUri     string
-	AudioBytes   int64
-	Deadline     *time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	LastEventSeq int32
-	Provider     string
-	ProviderID   string
-	Model        string
-	Language     string
-	NotBefore    *time.Time
-	StartedAt    *time.Time
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	BusinessKey     *string
+	State           string
+	Attempt         int32
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastEventSeq    int32
+	Provider        string
+	ProviderID      string
+	Model           string
+	Language        string
+	NotBefore       *time.Time
+	StartedAt       *time.Time
+	AudioDurationMs *int64
 }
 
 func (q *Queries) RecordingInsert(ctx context.Context, db DBTX, arg RecordingInsertParams) (RecordingInsertRow, error) {
@@ -182,6 +186,7 @@ func (q *Queries) RecordingInsert(ctx context.Context, db DBTX, arg RecordingIns
 		arg.Model,
 		arg.Language,
 		arg.StartedAt,
+		arg.AudioDurationMs,
 		arg.Reason,
 		arg.Detail,
 	)
@@ -207,12 +212,13 @@ func (q *Queries) RecordingInsert(ctx context.Context, db DBTX, arg RecordingIns
 		&i.Language,
 		&i.NotBefore,
 		&i.StartedAt,
+		&i.AudioDurationMs,
 	)
 	return i, err
 }
 
 const recordingList = `-- name: RecordingList :many
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at FROM recordings
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM recordings
 WHERE ($1::text = '' OR state = $1::text)
   AND ($2::text = '' OR tenant_id = $2::text)
   AND ($3::timestamptz IS NULL OR created_at >= $3::timestamptz)
@@ -265,6 +271,7 @@ func (q *Queries) RecordingList(ctx context.Context, db DBTX, arg RecordingListP
 			&i.Language,
 			&i.NotBefore,
 			&i.StartedAt,
+			&i.AudioDurationMs,
 		); err != nil {
 			return nil, err
 		}
@@ -277,7 +284,7 @@ func (q *Queries) RecordingList(ctx context.Context, db DBTX, arg RecordingListP
 }
 
 const recordingListByCall = `-- name: RecordingListByCall :many
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at FROM recordings WHERE tenant_id = $1 AND call_id = $2 ORDER BY created_at, id
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM recordings WHERE tenant_id = $1 AND call_id = $2 ORDER BY created_at, id
 `
 
 type RecordingListByCallParams struct {
@@ -315,6 +322,7 @@ func (q *Queries) RecordingListByCall(ctx context.Context, db DBTX, arg Recordin
 			&i.Language,
 			&i.NotBefore,
 			&i.StartedAt,
+			&i.AudioDurationMs,
 		); err != nil {
 			return nil, err
 		}
@@ -423,7 +431,7 @@ WITH upd AS (
         provider = COALESCE($3::text, provider),
         provider_id = COALESCE($4::text, provider_id)
     WHERE recordings.id = $5 AND recordings.state = $6::text
-    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at
+    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms
 ), ev AS (
     INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
                                   reason, response_class, retry_after_raw, detail)
@@ -431,7 +439,7 @@ WITH upd AS (
            $7::text, $8::text, $9::text, $10::jsonb
     FROM upd
 )
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at FROM upd
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM upd
 `
 
 type RecordingNoteParams struct {
@@ -448,26 +456,27 @@ type RecordingNoteParams struct {
 }
 
 type RecordingNoteRow struct {
-	ID           uuid.UUID
-	TenantID     string
-	CallID       string
-	AudioSha256  string
-	BusinessKey  *string
-	State        string
-	Attempt      int32
-	Lane         string
-	AudioUri     string
-	AudioBytes   int64
-	Deadline     *time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	LastEventSeq int32
-	Provider     string
-	ProviderID   string
-	Model        string
-	Language     string
-	NotBefore    *time.Time
-	StartedAt    *time.Time
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	BusinessKey     *string
+	State           string
+	Attempt         int32
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastEventSeq    int32
+	Provider        string
+	ProviderID      string
+	Model           string
+	Language        string
+	NotBefore       *time.Time
+	StartedAt       *time.Time
+	AudioDurationMs *int64
 }
 
 // An event that keeps the state (prior = new), with the same compare-and-set.
@@ -506,6 +515,7 @@ func (q *Queries) RecordingNote(ctx context.Context, db DBTX, arg RecordingNoteP
 		&i.Language,
 		&i.NotBefore,
 		&i.StartedAt,
+		&i.AudioDurationMs,
 	)
 	return i, err
 }
@@ -533,7 +543,7 @@ WITH upd AS (
         not_before = $6::timestamptz,
         deadline = COALESCE($7::timestamptz, deadline)
     WHERE recordings.id = $8 AND recordings.state = $9::text
-    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at
+    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms
 ), ev AS (
     INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
                                   reason, response_class, retry_after_raw, detail)
@@ -541,7 +551,7 @@ WITH upd AS (
            $10::text, $11::text, $12::text, $13::jsonb
     FROM upd
 )
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at FROM upd
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM upd
 `
 
 type RecordingTransitionParams struct {
@@ -561,26 +571,27 @@ type RecordingTransitionParams struct {
 }
 
 type RecordingTransitionRow struct {
-	ID           uuid.UUID
-	TenantID     string
-	CallID       string
-	AudioSha256  string
-	BusinessKey  *string
-	State        string
-	Attempt      int32
-	Lane         string
-	AudioUri     string
-	AudioBytes   int64
-	Deadline     *time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	LastEventSeq int32
-	Provider     string
-	ProviderID   string
-	Model        string
-	Language     string
-	NotBefore    *time.Time
-	StartedAt    *time.Time
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	BusinessKey     *string
+	State           string
+	Attempt         int32
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastEventSeq    int32
+	Provider        string
+	ProviderID      string
+	Model           string
+	Language        string
+	NotBefore       *time.Time
+	StartedAt       *time.Time
+	AudioDurationMs *int64
 }
 
 // A compare-and-set on (id, state) and the event that records it. No row:
@@ -623,6 +634,7 @@ func (q *Queries) RecordingTransition(ctx context.Context, db DBTX, arg Recordin
 		&i.Language,
 		&i.NotBefore,
 		&i.StartedAt,
+		&i.AudioDurationMs,
 	)
 	return i, err
 }
