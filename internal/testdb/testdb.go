@@ -35,6 +35,11 @@ const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 const templateLockKey int64 = 0x7465737464620001
 
+// templateKeep is how long a template of another migration set is kept
+// after its last use, so that checkouts of different branches can test
+// against one server at once.
+const templateKeep = 6 * time.Hour
+
 // ServerURL returns the URL of the test server's maintenance database.
 func ServerURL() string {
 	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
@@ -143,8 +148,14 @@ func ensureTemplate() (string, error) {
 	}
 	defer func() { _, _ = admin.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLockKey) }()
 
-	// Templates of older migration sets are of no further use.
-	rows, err := admin.Query(ctx, "SELECT datname FROM pg_database WHERE datname LIKE 'callscribe\\_tmpl\\_%' AND datname <> $1", name)
+	// Templates of other migration sets are of no further use once nobody
+	// tests against them any more: another checkout (another branch) may
+	// be testing against one right now, so only those unused for
+	// templateKeep are dropped. Each use stamps the template's comment.
+	rows, err := admin.Query(ctx, `SELECT datname FROM pg_database
+		WHERE datname LIKE 'callscribe\_tmpl\_%' AND datname <> $1
+		  AND coalesce(substring(shobj_description(oid, 'pg_database') FROM 'used (\d+)')::bigint, 0) < $2`,
+		name, time.Now().Add(-templateKeep).Unix())
 	if err != nil {
 		return "", fmt.Errorf("listing old templates: %w", err)
 	}
@@ -157,6 +168,12 @@ func ensureTemplate() (string, error) {
 			return "", fmt.Errorf("dropping old template %s: %w", o, err)
 		}
 	}
+	defer func() {
+		// Best effort: a template whose stamp is not refreshed is dropped
+		// a little earlier than it could be, and is rebuilt when needed.
+		_, _ = admin.Exec(context.Background(), fmt.Sprintf("COMMENT ON DATABASE %s IS 'callscribe test template, used %d'",
+			pgx.Identifier{name}.Sanitize(), time.Now().Unix()))
+	}()
 	var exists bool
 	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
 		return "", fmt.Errorf("looking for template %s: %w", name, err)
