@@ -281,7 +281,7 @@ crm_targets:
 	for _, tt := range []struct{ file, body, want string }{
 		{"crmkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: webhook, tokn: x}}\n", "field tokn not found"},
 		{"crmkind.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: fax}}\n", "pipeline.tenants.acme.crm.kind"},
-		{"tenantkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, modle: x}\n", "field modle not found"},
+		{"tenantkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, mdl: x}\n", "field mdl not found"},
 	} {
 		code, _, stderr := run(t, context.Background(), nil, "--config", write(tt.file, tt.body), "migrate", "status")
 		if code == 0 || !strings.Contains(stderr, tt.want) {
