@@ -29,6 +29,16 @@ import (
 // samples depend on seed (so every file has its own digest).
 func writeWAV(t testing.TB, path string, d time.Duration, seed int) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, wav(d, seed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wav is the WAV file writeWAV writes.
+func wav(d time.Duration, seed int) []byte {
 	const rate = 16000
 	n := int(d.Seconds() * rate)
 	data := make([]byte, 2*n)
@@ -48,13 +58,7 @@ func writeWAV(t testing.TB, path string, d time.Duration, seed int) {
 	b = binary.LittleEndian.AppendUint16(b, 16)
 	b = append(b, "data"...)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
-	b = append(b, data...)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return append(b, data...)
 }
 
 func fileDigest(t testing.TB, path string) string {
