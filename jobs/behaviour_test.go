@@ -16,7 +16,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
@@ -37,25 +39,6 @@ func throttledFirst(share float64) *rand.Rand {
 		if rand.New(rand.NewPCG(seed, seed)).Float64() < share {
 			return rand.New(rand.NewPCG(seed, seed))
 		}
-	}
-}
-
-// waitRecording polls until recording id satisfies ok, or fails.
-func waitRecording(t *testing.T, l *ledger.Ledger, id uuid.UUID, within time.Duration, what string, ok func(ledger.Recording) bool) ledger.Recording {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		rec, err := l.Recording(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok(rec) {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("recording %s is %s after %s, want %s", rec.CallID, rec.State, within, what)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
 	}
 }
 
@@ -222,32 +205,47 @@ func TestQuotaExhaustedPausesScopeUntilResumed(t *testing.T) {
 
 	// The first recording meets the exhausted quota and pauses the scope.
 	first := ingest(0)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		d, err := e.ledger.ScopeDeferral(ctx, scope)
-		if err != nil {
+	var deferral ledger.Deferral
+	paused := func() bool {
+		var err error
+		if deferral, err = e.ledger.ScopeDeferral(ctx, scope); err != nil {
 			t.Fatal(err)
 		}
-		if d.Paused {
-			if !strings.Contains(d.PausedReason, "quota") {
-				t.Errorf("paused for %q, want the vendor's quota message", d.PausedReason)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scope %s not paused after 20s: %+v (vendor saw %d requests)", scope, d, vendor.requests.Load())
-		}
-		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		return deferral.Paused
 	}
+	if !testwait.Until(20*time.Second, e.changes, paused) {
+		t.Fatalf("scope %s not paused after 20s: %+v (vendor saw %d requests)", scope, deferral, vendor.requests.Load())
+	}
+	if !strings.Contains(deferral.PausedReason, "quota") {
+		t.Errorf("paused for %q, want the vendor's quota message", deferral.PausedReason)
+	}
+	// Each time a job finds the scope paused, it snoozes for the recheck.
+	snoozed, unsubscribe := e.client.Subscribe(river.EventKindJobSnoozed)
+	defer unsubscribe()
 	ids := []uuid.UUID{first}
 	for i := 1; i < len(files); i++ {
 		ids = append(ids, ingest(i))
 	}
 
-	// For many rechecks, every recording waits: nothing failed, nothing
-	// finished, nothing sent.
-	until := time.Now().Add(15 * recheck)
-	for time.Now().Before(until) {
+	// For many rechecks of every recording's job, every recording waits:
+	// nothing failed, nothing finished, nothing sent. River counts a job's
+	// snoozes in its metadata.
+	const rechecks = 5
+	snoozes := func() map[int64]int {
+		rows, err := e.pool.Query(ctx, "SELECT id, coalesce((metadata->>'snoozes')::int, 0) FROM river_job WHERE kind = 'transcribe'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[int64]int{}
+		var id int64
+		var k int
+		if _, err := pgx.ForEachRow(rows, []any{&id, &k}, func() error { n[id] = k; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before, now := snoozes(), map[int64]int{}
+	waiting := func() bool {
 		for _, r := range allRecordings(t, e.ledger) {
 			switch r.State {
 			case ledger.StateReceived, ledger.StateEligible, ledger.StateRetryWait:
@@ -255,7 +253,16 @@ func TestQuotaExhaustedPausesScopeUntilResumed(t *testing.T) {
 				t.Fatalf("%s is %s while its scope is paused, want it waiting", r.CallID, r.State)
 			}
 		}
-		time.Sleep(recheck / 2) //nolint:forbidigo // polling the database with a deadline
+		now = snoozes()
+		for id, k := range now {
+			if k-before[id] < rechecks {
+				return false
+			}
+		}
+		return len(now) == len(files)
+	}
+	if !testwait.Until(30*time.Second, snoozed, waiting) {
+		t.Fatalf("not every recording's job rechecked the paused scope %d times within 30s: snoozes %v, before %v", rechecks, now, before)
 	}
 	if n := vendor.requests.Load(); n != 1 {
 		t.Fatalf("the vendor got %d requests while the scope was paused, want only the first", n)
@@ -340,6 +347,9 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 	// not wait a minute for the scope to reopen.
 	e, files := setup(t, sttsim.Config{}, jobs.Config{Tenants: simTenant(srv.URL),
 		RetryAfter: retryafter.Policy{BaseBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxDelay: 3 * time.Second}}, 1)
+	finished, unsubscribe := e.client.Subscribe(river.EventKindJobCompleted, river.EventKindJobSnoozed,
+		river.EventKindJobFailed, river.EventKindJobCancelled)
+	defer unsubscribe()
 	e.start(t)
 	ctx := context.Background()
 	scope := e.pipeline.Config().Tenants["t1"].Scope
@@ -348,7 +358,7 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res.Recording.ID
-	rec := waitRecording(t, e.ledger, id, 20*time.Second, "expired", func(r ledger.Recording) bool { return r.State.Terminal() })
+	rec := e.waitRecording(t, id, 20*time.Second, "expired", func(r ledger.Recording) bool { return r.State.Terminal() })
 	if rec.State != ledger.StateExpired || rec.Attempt != 1 {
 		t.Fatalf("recording is %s after %d submissions, want expired after 1", rec.State, rec.Attempt)
 	}
@@ -374,14 +384,15 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 	vendor.set(good.Handler())
 	refused := 0
 	var retried ledger.Recording
-	for {
+	retry := func() bool {
 		retried, err = e.pipeline.Retry(ctx, e.client, id, "operator retry")
-		if !errors.Is(err, jobs.ErrJobRunning) || refused == 100 {
-			break
+		if errors.Is(err, jobs.ErrJobRunning) {
+			refused++
+			return false
 		}
-		refused++
-		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		return true
 	}
+	testwait.Until(20*time.Second, finished, retry) // after each job River marks finished
 	if err != nil {
 		t.Fatalf("retry (after %d refusals): %v", refused, err)
 	}
@@ -389,7 +400,7 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 	if retried.State != ledger.StateEligible || retried.Deadline.Before(time.Now().Add(23*time.Hour)) {
 		t.Fatalf("after retry: %s, deadline %s; want eligible with a fresh (batch) deadline", retried.State, retried.Deadline)
 	}
-	rec = waitRecording(t, e.ledger, id, 20*time.Second, "validated", func(r ledger.Recording) bool {
+	rec = e.waitRecording(t, id, 20*time.Second, "validated", func(r ledger.Recording) bool {
 		return r.State == ledger.StateValidated || r.State.Terminal()
 	})
 	if rec.State != ledger.StateValidated || rec.Attempt != 2 {

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
@@ -45,18 +46,22 @@ func BenchmarkPipeline(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// A recording's job completes when it is validated.
+	completed, unsubscribe := e.client.Subscribe(river.EventKindJobCompleted)
+	defer unsubscribe()
 	if err := e.client.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	for {
-		counts, err := e.ledger.CountByState(ctx)
-		if err != nil {
+	var counts map[ledger.State]int
+	validated := func() bool {
+		var err error
+		if counts, err = e.ledger.CountByState(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if counts[ledger.StateValidated] == len(files) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) //nolint:forbidigo // polling for completion
+		return counts[ledger.StateValidated] == len(files)
+	}
+	if !testwait.Until(10*time.Minute, completed, validated) {
+		b.Fatalf("recordings %v after 10 minutes, want all %d validated", counts, len(files))
 	}
 	b.StopTimer()
 	_ = e.client.StopAndCancel(ctx)

@@ -17,6 +17,7 @@ import (
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
@@ -96,26 +97,26 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 			t.Fatal(err)
 		}
 	}
+	// A delivery job completes (or snoozes, throttled) after each try.
+	finished, unsubscribe := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobSnoozed,
+		river.EventKindJobFailed, river.EventKindJobCancelled)
+	defer unsubscribe()
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.StopAndCancel(context.Background()) })
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		rows, err := ob.Rows(ctx, outbox.StateDelivered, 100)
-		if err != nil {
+	var rows []outbox.Row
+	delivered := func() bool {
+		if rows, err = ob.Rows(ctx, outbox.StateDelivered, 100); err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			counts, _ := l.CountByState(ctx)
-			all, _ := ob.Rows(ctx, "", 100)
-			t.Fatalf("after 60s: %d delivered; recordings %v; outbox %+v", len(rows), counts, all)
-		}
-		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		return len(rows) == n
+	}
+	if !testwait.Until(60*time.Second, finished, delivered) {
+		counts, _ := l.CountByState(ctx)
+		all, _ := ob.Rows(ctx, "", 100)
+		t.Fatalf("after 60s: %d delivered; recordings %v; outbox %+v", len(rows), counts, all)
 	}
 	return &crmEnv{pool: pool, ledger: l, p: p, outbox: ob, client: client, stt: sim, crm: crmSim, scope: scope, crmURL: crmSrv.URL, n: n}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
@@ -158,6 +159,7 @@ func applyWorkerKnobs(cfg *jobs.Config) error {
 func TestWorkerKilledAfterAcceptResumes(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
+	changes := testwait.Changes(t, pool, ledgerTables...) // the worker processes' writes too
 	root := t.TempDir()
 	path := root + "/t1/call-1.wav"
 	writeWAV(t, path, 2*time.Second, 7)
@@ -229,23 +231,19 @@ func TestWorkerKilledAfterAcceptResumes(t *testing.T) {
 
 	second := start("CALLSCRIBE_TEST_RESCUE_FAST=1")
 	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	done := func() bool {
 		rec, err = l.Recording(context.Background(), res.Recording.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.State == ledger.StateValidated {
-			break
-		}
-		if rec.State.Terminal() || time.Now().After(deadline) {
-			var st string
-			var attempt int
-			var errs []byte
-			_ = pool.QueryRow(context.Background(), "SELECT state, attempt, errors::text FROM river_job WHERE kind = 'transcribe'").Scan(&st, &attempt, &errs)
-			t.Fatalf("after restart the recording is %s, want validated (river job %s attempt %d errors %s)", rec.State, st, attempt, errs)
-		}
-		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		return rec.State == ledger.StateValidated || rec.State.Terminal()
+	}
+	if !testwait.Until(60*time.Second, changes, done) || rec.State != ledger.StateValidated {
+		var st string
+		var attempt int
+		var errs []byte
+		_ = pool.QueryRow(context.Background(), "SELECT state, attempt, errors::text FROM river_job WHERE kind = 'transcribe'").Scan(&st, &attempt, &errs)
+		t.Fatalf("after restart the recording is %s, want validated (river job %s attempt %d errors %s)", rec.State, st, attempt, errs)
 	}
 	if n := sim.Transcriptions(rec.BusinessKey); n != 1 {
 		t.Fatalf("the simulator transcribed the recording %d times, want 1", n)

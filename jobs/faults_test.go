@@ -17,6 +17,7 @@ import (
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/fault"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
@@ -43,6 +44,7 @@ func TestCrashPoints(t *testing.T) {
 func crashAt(t *testing.T, point string) {
 	ctx := context.Background()
 	pool := testdb.New(t)
+	changes := testwait.Changes(t, pool, "recordings", "outbox") // the worker processes' writes
 	root := t.TempDir()
 	const n = 3
 	var files []string
@@ -119,21 +121,18 @@ func crashAt(t *testing.T, point string) {
 	second, secondErr := start("CALLSCRIBE_TEST_RESCUE_FAST=1")
 	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
 	ob := outbox.New(outbox.Config{}, pool, l)
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var counts map[ledger.State]int
+	finished := func() bool {
 		delivered, err := ob.Rows(ctx, outbox.StateDelivered, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		counts, _ := l.CountByState(ctx)
-		if len(delivered) == n && counts[ledger.StateCommitted] == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			all, _ := ob.Rows(ctx, "", 100)
-			t.Fatalf("after the crash at %s: recordings %v, outbox %+v\n%s", point, counts, all, secondErr.String())
-		}
-		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		counts, _ = l.CountByState(ctx)
+		return len(delivered) == n && counts[ledger.StateCommitted] == n
+	}
+	if !testwait.Until(90*time.Second, changes, finished) {
+		all, _ := ob.Rows(ctx, "", 100)
+		t.Fatalf("after the crash at %s: recordings %v, outbox %+v\n%s", point, counts, all, secondErr.String())
 	}
 
 	st := crmSim.Stats()

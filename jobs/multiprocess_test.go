@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
@@ -122,6 +123,7 @@ func TestTwoWorkerProcessesShareOneScopeIn429Storm(t *testing.T) {
 	t.Parallel()
 	const n = 40
 	pool := testdb.New(t)
+	changes := testwait.Changes(t, pool, ledgerTables...) // the worker processes' writes
 	root := t.TempDir()
 	expected := map[string]string{}
 	var files []string
@@ -173,7 +175,7 @@ func TestTwoWorkerProcessesShareOneScopeIn429Storm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := &env{pool: pool, ledger: l, pipeline: p, client: client, sim: sim, root: root}
+	e := &env{pool: pool, ledger: l, pipeline: p, client: client, sim: sim, root: root, changes: changes}
 	counts := e.waitSettled(t, 90*time.Second) // 10-25s on an idle machine
 	if counts[ledger.StateValidated] != n {
 		t.Fatalf("states %v, want all %d validated", counts, n)

@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
@@ -28,6 +29,16 @@ import (
 // samples depend on seed (so every file has its own digest).
 func writeWAV(t testing.TB, path string, d time.Duration, seed int) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, wav(d, seed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wav is the WAV file writeWAV writes.
+func wav(d time.Duration, seed int) []byte {
 	const rate = 16000
 	n := int(d.Seconds() * rate)
 	data := make([]byte, 2*n)
@@ -47,13 +58,7 @@ func writeWAV(t testing.TB, path string, d time.Duration, seed int) {
 	b = binary.LittleEndian.AppendUint16(b, 16)
 	b = append(b, "data"...)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
-	b = append(b, data...)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return append(b, data...)
 }
 
 func fileDigest(t testing.TB, path string) string {
@@ -72,6 +77,9 @@ type env struct {
 	client   *river.Client[pgx.Tx]
 	sim      *sttsim.Server
 	root     string
+	// changes fires after each write to recordings or scope_deferrals, by
+	// this process or a worker process.
+	changes <-chan struct{}
 }
 
 // setup builds a pipeline against a fresh database, an audio root with n
@@ -85,6 +93,7 @@ func setup(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int) (*env, []
 func setupWith(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int, deps jobs.Deps) (*env, []string) {
 	t.Helper()
 	pool := testdb.New(t)
+	changes := testwait.Changes(t, pool, ledgerTables...)
 	root := t.TempDir()
 	expected := map[string]string{}
 	var files []string
@@ -133,7 +142,7 @@ func setupWith(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int, deps 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{pool: pool, ledger: l, pipeline: p, client: client, sim: sim, root: root}, files
+	return &env{pool: pool, ledger: l, pipeline: p, client: client, sim: sim, root: root, changes: changes}, files
 }
 
 func (e *env) start(t *testing.T) {
@@ -149,13 +158,16 @@ func (e *env) start(t *testing.T) {
 	})
 }
 
-// waitSettled polls until no recording is unfinished, or fails.
+// ledgerTables are the tables whose writes env.changes signals.
+var ledgerTables = []string{"recordings", "scope_deferrals"}
+
+// waitSettled waits until no recording is unfinished, or fails.
 func (e *env) waitSettled(t *testing.T, within time.Duration) map[ledger.State]int {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		counts, err := e.ledger.CountByState(context.Background())
-		if err != nil {
+	var counts map[ledger.State]int
+	settled := func() bool {
+		var err error
+		if counts, err = e.ledger.CountByState(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		open := 0
@@ -164,14 +176,28 @@ func (e *env) waitSettled(t *testing.T, within time.Duration) map[ledger.State]i
 				open += n
 			}
 		}
-		if open == 0 {
-			return counts
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("recordings still open after %s: %v", within, counts)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		return open == 0
 	}
+	if !testwait.Until(within, e.changes, settled) {
+		t.Fatalf("recordings still open after %s: %v", within, counts)
+	}
+	return counts
+}
+
+// waitRecording waits until recording id satisfies ok, or fails.
+func (e *env) waitRecording(t *testing.T, id uuid.UUID, within time.Duration, what string, ok func(ledger.Recording) bool) ledger.Recording {
+	t.Helper()
+	var rec ledger.Recording
+	if !testwait.Until(within, e.changes, func() bool {
+		var err error
+		if rec, err = e.ledger.Recording(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		return ok(rec)
+	}) {
+		t.Fatalf("recording %s is %s after %s, want %s", rec.CallID, rec.State, within, what)
+	}
+	return rec
 }
 
 func (e *env) checkHistories(t *testing.T) {
@@ -326,7 +352,7 @@ func TestValidateUsesTheDurationMeasuredAtIngest(t *testing.T) {
 	e.start(t)
 	done := func(r ledger.Recording) bool { return r.State == ledger.StateValidated || r.State.Terminal() }
 	for _, id := range ids {
-		waitRecording(t, e.ledger, id, 30*time.Second, "validated or failed", done)
+		e.waitRecording(t, id, 30*time.Second, "validated or failed", done)
 	}
 	last := func(id uuid.UUID) ledger.Event {
 		evs := events(t, e.ledger, id)

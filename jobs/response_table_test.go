@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
@@ -106,22 +109,22 @@ func TestPipelineResponseTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The recording's job ends each run completed or snoozed
+			// (waiting for the vendor or the scope), or fails.
+			ran, unsubscribe := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobSnoozed,
+				river.EventKindJobFailed, river.EventKindJobCancelled)
+			defer unsubscribe()
 			if err := client.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = client.StopAndCancel(context.Background()) }()
 			var rec ledger.Recording
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				rec, err = l.Recording(context.Background(), res.Recording.ID)
-				if err != nil {
+			testwait.Until(30*time.Second, ran, func() bool {
+				if rec, err = l.Recording(context.Background(), res.Recording.ID); err != nil {
 					t.Fatal(err)
 				}
-				if rec.State == r.wantFinal || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
-			}
+				return rec.State == r.wantFinal
+			})
 			if rec.State != r.wantFinal {
 				t.Fatalf("final state %s, want %s", rec.State, r.wantFinal)
 			}

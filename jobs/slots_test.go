@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
@@ -18,6 +19,8 @@ type countingSlots struct {
 	limit, held int
 	maxHeld     int
 	refused     int
+	// refusal fires after a refusal; values coalesce.
+	refusal chan struct{}
 }
 
 func (s *countingSlots) AcquireBatch(_ context.Context, _, _ string) (func(), bool) {
@@ -25,6 +28,10 @@ func (s *countingSlots) AcquireBatch(_ context.Context, _, _ string) (func(), bo
 	defer s.mu.Unlock()
 	if s.held >= s.limit {
 		s.refused++
+		select {
+		case s.refusal <- struct{}{}:
+		default:
+		}
 		return nil, false
 	}
 	s.held++
@@ -47,7 +54,7 @@ func (s *countingSlots) setLimit(n int) {
 // in flight at once.
 func TestPipelineWaitsForVendorSlots(t *testing.T) {
 	t.Parallel()
-	slots := &countingSlots{}
+	slots := &countingSlots{refusal: make(chan struct{}, 1)}
 	e, files := setupWith(t, sttsim.Config{Latency: 50 * time.Millisecond}, jobs.Config{BatchWorkers: 8}, 8,
 		jobs.Deps{Slots: slots, SlotWait: 30 * time.Millisecond})
 	e.start(t)
@@ -57,18 +64,15 @@ func TestPipelineWaitsForVendorSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var refused int
+	asked := func() bool {
 		slots.mu.Lock()
-		refused := slots.refused
-		slots.mu.Unlock()
-		if refused >= 16 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs did not ask for slots: %d refusals", refused)
-		}
-		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling with a deadline
+		defer slots.mu.Unlock()
+		refused = slots.refused
+		return refused >= 16
+	}
+	if !testwait.Until(10*time.Second, slots.refusal, asked) {
+		t.Fatalf("jobs did not ask for slots: %d refusals", refused)
 	}
 	counts, _ := e.ledger.CountByState(ctx)
 	if counts[ledger.StateEligible] != len(files) || e.sim.Stats().Submissions != 0 {

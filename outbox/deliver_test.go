@@ -15,6 +15,7 @@ import (
 
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 )
@@ -59,6 +60,11 @@ func TestDeadDeliveryRetriedByOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The delivery job ends each try: completed, snoozed, failed or
+	// cancelled.
+	finished, unsubscribe := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobSnoozed,
+		river.EventKindJobFailed, river.EventKindJobCancelled)
+	defer unsubscribe()
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -66,35 +72,32 @@ func TestDeadDeliveryRetriedByOperator(t *testing.T) {
 	id := res.OutboxIDs[0]
 	wait := func(state string) outbox.Row {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			row, err := o.RowByID(ctx, id)
-			if err != nil {
+		var row outbox.Row
+		if !testwait.Until(20*time.Second, finished, func() bool {
+			if row, err = o.RowByID(ctx, id); err != nil {
 				t.Fatal(err)
 			}
-			if row.State == state {
-				return row
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("row is %s, want %s", row.State, state)
-			}
-			time.Sleep(20 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+			return row.State == state
+		}) {
+			t.Fatalf("row is %s, want %s", row.State, state)
 		}
+		return row
 	}
 	dead := wait(outbox.StateDead)
 	if dead.LastClass != "invalid_request" || dead.Attempts != 1 {
 		t.Fatalf("dead row = %+v", dead)
 	}
 	refuse.Store(false)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		err := o.Retry(ctx, client, id)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, outbox.ErrJobRunning) || time.Now().After(deadline) {
+	// The job that found the row dead may not be marked completed yet.
+	retried := func() bool {
+		err = o.Retry(ctx, client, id)
+		if err != nil && !errors.Is(err, outbox.ErrJobRunning) {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond) //nolint:forbidigo // the finished job is being marked completed
+		return err == nil
+	}
+	if !testwait.Until(10*time.Second, finished, retried) {
+		t.Fatal(err)
 	}
 	row := wait(outbox.StateDelivered)
 	if row.CRMID != "crm_1" || row.Attempts != 2 {

@@ -5,7 +5,8 @@
 // sets it to a running server or to a throwaway one it starts. A migrated
 // template database is built once per migration set (under an advisory lock,
 // so parallel test binaries build it once) and each test gets a copy of it,
-// dropped when the test ends.
+// dropped when the test ends. Runnable examples, which have no testing.TB,
+// get theirs from ForExample and drop it themselves.
 package testdb
 
 import (
@@ -81,51 +82,92 @@ func URLOf(t testing.TB, pool *pgxpool.Pool) string {
 
 func create(t testing.TB, template string) *pgxpool.Pool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	admin := connectAdmin(t, ctx)
-	defer func() { _ = admin.Close(context.Background()) }()
-
-	name := "callscribe_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, pgx.Identifier{template}.Sanitize())); err != nil {
-		t.Fatalf("creating test database %s from %s: %v", name, template, err)
-	}
-	cfg, err := pgxpool.ParseConfig(ServerURL())
+	pool, drop, err := createDatabase(template)
 	if err != nil {
-		t.Fatalf("parsing TEST_DATABASE_URL: %v", err)
-	}
-	cfg.ConnConfig.Database = name
-	cfg.MaxConns = 20
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("connecting to test database %s: %v", name, err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		admin, err := pgx.Connect(ctx, ServerURL())
-		if err != nil {
-			t.Logf("dropping test database %s: %v", name, err)
-			return
-		}
-		defer func() { _ = admin.Close(ctx) }()
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("dropping test database %s: %v", name, err)
+		if err := drop(); err != nil {
+			t.Log(err)
 		}
 	})
 	return pool
 }
 
-func connectAdmin(t testing.TB, ctx context.Context) *pgx.Conn {
-	t.Helper()
+// ForExample is New for runnable examples, which have no testing.TB: it
+// returns a pool on a fresh, fully migrated database of its own and a
+// function that closes the pool and drops the database, to defer. It panics
+// when the database cannot be made (the server is down), as an example has
+// no other way to fail:
+//
+//	pool, drop := testdb.ForExample()
+//	defer drop()
+func ForExample() (*pgxpool.Pool, func()) {
+	templateOnce.Do(func() { templateName, templateErr = ensureTemplate() })
+	if templateErr != nil {
+		panic(fmt.Sprintf("preparing the migrated template database: %v", templateErr))
+	}
+	pool, drop, err := createDatabase(templateName)
+	if err != nil {
+		panic(err)
+	}
+	return pool, func() {
+		if err := drop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+}
+
+// createDatabase copies template into a new database and returns a pool on
+// it and the function that closes the pool and drops the database.
+func createDatabase(template string) (*pgxpool.Pool, func() error, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := connectAdmin(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+
+	name := "callscribe_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, pgx.Identifier{template}.Sanitize())); err != nil {
+		return nil, nil, fmt.Errorf("creating test database %s from %s: %w", name, template, err)
+	}
+	cfg, err := pgxpool.ParseConfig(ServerURL())
+	if err != nil {
+		return nil, nil, fmt.Errorf("parsing TEST_DATABASE_URL: %w", err)
+	}
+	cfg.ConnConfig.Database = name
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to test database %s: %w", name, err)
+	}
+	drop := func() error {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin, err := pgx.Connect(ctx, ServerURL())
+		if err != nil {
+			return fmt.Errorf("dropping test database %s: %w", name, err)
+		}
+		defer func() { _ = admin.Close(ctx) }()
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("dropping test database %s: %w", name, err)
+		}
+		return nil
+	}
+	return pool, drop, nil
+}
+
+func connectAdmin(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
-		t.Fatalf("PostgreSQL is not reachable at %s: %v\n"+
+		return nil, fmt.Errorf("PostgreSQL is not reachable at %s: %w\n"+
 			"Run the tests with `make test`, which reuses a running server or starts a throwaway one,\n"+
-			"or start one (Debian: pg_ctlcluster 15 main start) and set TEST_DATABASE_URL.", redact(ServerURL()), err)
+			"or start one (Debian: pg_ctlcluster 15 main start) and set TEST_DATABASE_URL", redact(ServerURL()), err)
 	}
-	return conn
+	return conn, nil
 }
 
 // ensureTemplate builds the migrated template database once per migration

@@ -13,6 +13,7 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
@@ -23,6 +24,7 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
+	changes := testwait.Changes(t, pool, "outbox") // the worker's deliveries
 	sim, _ := sttsim.New(sttsim.Config{})
 	stt := httptest.NewServer(sim.Handler())
 	defer stt.Close()
@@ -61,16 +63,6 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	go func() {
 		done <- cli.Run(wctx, []string{"--config", config, "worker"}, cli.Env{Stdout: &syncBuffer{}, Stderr: &werr, Getenv: envOf(env)})
 	}()
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 60s\n%s", what, werr.String())
-			}
-			time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
-		}
-	}
 	delivered := func(n int) func() bool {
 		return func() bool {
 			_, out, _ := c("outbox", "list", "--state", "delivered", "--json")
@@ -79,7 +71,9 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 			return len(rows) == n
 		}
 	}
-	waitFor("two deliveries", delivered(2))
+	if !testwait.Until(60*time.Second, changes, delivered(2)) {
+		t.Fatalf("two deliveries: not after 60s\n%s", werr.String())
+	}
 	if prod.Stats().Applied != 2 {
 		t.Fatalf("the tenant's CRM holds %d sets", prod.Stats().Applied)
 	}
@@ -94,7 +88,9 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	if code, _, stderr := c("jobs", "revalidate", id); code != 0 {
 		t.Fatalf("revalidate: %s", stderr)
 	}
-	waitFor("the second version delivered", delivered(3))
+	if !testwait.Until(60*time.Second, changes, delivered(3)) {
+		t.Fatalf("the second version delivered: not after 60s\n%s", werr.String())
+	}
 	stop()
 	<-done
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
@@ -62,22 +63,19 @@ func TestWorkerSharesVendorSlotsThroughRedis(t *testing.T) {
 			t.Fatalf("ingest: %s", stderr)
 		}
 	}
+	changes := testwait.Changes(t, pool, "recordings") // the worker's transitions
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	var werr syncBuffer
 	go func() {
 		done <- cli.Run(wctx, []string{"--config", config, "worker"}, cli.Env{Stdout: &syncBuffer{}, Stderr: &werr, Getenv: envOf(env)})
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	committed := func() bool {
 		_, listed, _ := run(t, ctx, env, "--config", config, "jobs", "list", "--state", "committed")
-		if strings.Count(listed, "northline") == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not all committed after 60s\n%s", werr.String())
-		}
-		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		return strings.Count(listed, "northline") == 4
+	}
+	if !testwait.Until(60*time.Second, changes, committed) {
+		t.Fatalf("not all committed after 60s\n%s", werr.String())
 	}
 	stop()
 	if code := <-done; code != 0 {

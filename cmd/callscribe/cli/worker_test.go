@@ -11,6 +11,7 @@ import (
 
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
@@ -20,6 +21,7 @@ import (
 func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
+	changes := testwait.Changes(t, pool, "recordings") // the worker's transitions
 	sim, err := sttsim.New(sttsim.Config{RateLimitShare: 0.3, Cooldown: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -48,17 +50,13 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	go func() {
 		done <- cli.Run(wctx, []string{"--config", config, "worker"}, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	committed := func() bool {
 		_, listed, _ := run(t, ctx, env, "--config", config, "jobs", "list", "--state", "committed")
-		if strings.Count(listed, "northline") == 4 { // no CRM configured: committed, nothing delivered
-			break
-		}
-		if time.Now().After(deadline) {
-			_, all, _ := run(t, ctx, env, "--config", config, "jobs", "list")
-			t.Fatalf("not all committed after 60s:\n%s\n%s", all, errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond) //nolint:forbidigo // polling the database with a deadline
+		return strings.Count(listed, "northline") == 4 // no CRM configured: committed, nothing delivered
+	}
+	if !testwait.Until(60*time.Second, changes, committed) {
+		_, all, _ := run(t, ctx, env, "--config", config, "jobs", "list")
+		t.Fatalf("not all committed after 60s:\n%s\n%s", all, errOut.String())
 	}
 	stop()
 	select {
