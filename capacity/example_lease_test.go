@@ -2,13 +2,12 @@ package capacity_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // A call takes a transcriber slot of its vendor, the process's heartbeat
@@ -16,17 +15,15 @@ import (
 // example needs the Redis at TEST_REDIS_URL, like the rest of the suite.
 func ExampleLeases_Acquire() {
 	ctx := context.Background()
-	opt, err := capacity.FailFastOptions(leaseRedisURL())
+	opt, err := capacity.FailFastOptions(testredis.URL())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "cstest:example:" + hex.EncodeToString(b[:])
-	defer leaseDeleteKeys(rdb, prefix)
+	prefix := testredis.UniquePrefix("capacity", "ExampleLeases_Acquire")
+	defer testredis.DeleteKeys(rdb, prefix)
 
 	leases, err := capacity.New(capacity.Config{
 		Redis:     rdb,

@@ -7,19 +7,20 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // A call takes an organisation+campaign slot before dialling, binds it to
 // the call once connected, and frees it when the call ends.
 func ExampleSlots() {
 	ctx := context.Background()
-	rdb, err := dialRedis(ctx, testRedisURL()) // redis.NewClient(...) in production
+	rdb, err := testredis.Dial(ctx) // redis.NewClient(...) in production
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer rdb.Close()
-	prefix := uniquePrefix()
+	prefix := testredis.UniquePrefix("capacity", "ExampleSlots")
 	defer func() {
 		keys, _ := rdb.Keys(ctx, prefix+":*").Result()
 		if len(keys) > 0 {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/callscribe/callscribe/clock"
 )
 
 // WarnIntervalDefault is how often, at most, a fail-open warning is logged.
@@ -19,7 +21,7 @@ const WarnIntervalDefault = time.Minute
 type FailOpen struct {
 	logger   *slog.Logger
 	interval time.Duration
-	now      func() time.Time
+	clock    clock.Clock
 
 	mu       sync.Mutex
 	lastWarn time.Time
@@ -31,18 +33,18 @@ type FailOpen struct {
 
 // NewFailOpen returns a FailOpen warning to logger (nil: discard) at most
 // once per interval (0 or negative: WarnIntervalDefault), reading the time
-// from now (nil: time.Now).
-func NewFailOpen(logger *slog.Logger, interval time.Duration, now func() time.Time) *FailOpen {
+// from c (nil: clock.System).
+func NewFailOpen(logger *slog.Logger, interval time.Duration, c clock.Clock) *FailOpen {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if interval <= 0 {
 		interval = WarnIntervalDefault
 	}
-	if now == nil {
-		now = time.Now
+	if c == nil {
+		c = clock.System{}
 	}
-	return &FailOpen{logger: logger, interval: interval, now: now}
+	return &FailOpen{logger: logger, interval: interval, clock: c}
 }
 
 // Note records one operation, named op, that went ahead without Redis
@@ -51,7 +53,7 @@ func (f *FailOpen) Note(op string, err error) {
 	f.uncounted.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.now()
+	now := f.clock.Now()
 	if !f.lastWarn.IsZero() && now.Sub(f.lastWarn) < f.interval {
 		f.suppressed++
 		return

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // Not parallel: goleak must see only this test's goroutines.
@@ -69,8 +70,8 @@ func TestHeartbeatRefreshesAndReportsLost(t *testing.T) {
 func TestHeartbeatRealTicker(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
-	rdb := leaseClient(t)
-	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: leasePrefix(t, rdb),
+	rdb := testredis.Client(t)
+	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: testredis.Prefix(t, rdb, "capacity"),
 		Limits:   map[string]capacity.ProviderLimit{"acme/stt": {Limit: 1}},
 		LeaseSTT: 300 * time.Millisecond, HeartbeatEvery: 20 * time.Millisecond})
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/clock"
 )
 
 // Kinds of vendor stream a lease counts.
@@ -104,9 +106,10 @@ type Config struct {
 
 	// Logger receives warnings. Default nil: discard.
 	Logger *slog.Logger
-	// Now is the local clock, used only to rate-limit warnings and to stamp
-	// uncounted leases; lease expiry uses Redis time. Default nil: time.Now.
-	Now func() time.Time
+	// Clock is the local clock, used only to rate-limit warnings and to
+	// stamp uncounted leases; lease expiry uses Redis time. Default nil:
+	// clock.System.
+	Clock clock.Clock
 
 	// testNow, when set (tests only, see lease_export_test.go), replaces
 	// Redis TIME inside the scripts with its value in Unix milliseconds, so
@@ -144,8 +147,8 @@ func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.System{}
 	}
 	return c
 }
@@ -220,7 +223,7 @@ func New(cfg Config) (*Leases, error) {
 	return &Leases{
 		cfg:    cfg,
 		rdb:    cfg.Redis,
-		fail:   NewFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Now),
+		fail:   NewFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Clock),
 		logger: cfg.Logger,
 		held:   make(map[string]Lease),
 	}, nil
@@ -315,7 +318,7 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 		if _, warned := l.warnedUnknown.LoadOrStore(tag, struct{}{}); !warned {
 			l.logger.Warn("capacity: no limit configured; not counting", slog.String("provider", req.Provider), slog.String("kind", req.Kind))
 		}
-		lease.Expires = l.cfg.Now().Add(length)
+		lease.Expires = l.cfg.Clock.Now().Add(length)
 		return lease, Grant{Granted: true, Uncounted: true}
 	}
 	reserve := 0
@@ -329,7 +332,7 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 		l.nowArg(), lease.ID, length.Milliseconds(), pl.Limit, reserve, l.cfg.PeakRetention.Milliseconds()).Int64Slice()
 	if err != nil {
 		l.fail.Note("acquire "+tag, err)
-		lease.Expires = l.cfg.Now().Add(length)
+		lease.Expires = l.cfg.Clock.Now().Add(length)
 		return lease, Grant{Granted: true, Limit: pl.Limit, Uncounted: true}
 	}
 	// res: granted, inUse, effective limit, expiry ms

@@ -7,14 +7,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // BenchmarkAcquireRelease is one Acquire (the lease script) and one
 // Release (ZREM): two round trips. Compare with BenchmarkEvalshaTrivial.
 func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
-	rdb := leaseClient(b)
-	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: leasePrefix(b, rdb),
+	rdb := testredis.Client(b)
+	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: testredis.Prefix(b, rdb, "capacity"),
 		Limits: map[string]capacity.ProviderLimit{"bench/stt": {Limit: 1000}}})
 	if err != nil {
 		b.Fatal(err)
@@ -33,7 +34,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // kind of client: the floor of a script round trip.
 func BenchmarkEvalshaTrivial(b *testing.B) {
 	ctx := context.Background()
-	rdb := leaseClient(b)
+	rdb := testredis.Client(b)
 	script := redis.NewScript("return 1")
 	for b.Loop() {
 		if err := script.Run(ctx, rdb, nil).Err(); err != nil {

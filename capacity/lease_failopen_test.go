@@ -34,9 +34,9 @@ func TestLeaseFailOpen(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	clock := newLeaseClock()
+	clk := newLeaseClock()
 	logs := &leaseLogs{}
-	l, err := capacity.New(capacity.Config{Redis: rdb, Logger: logs.logger(), Now: clock.Now, WarnInterval: time.Minute,
+	l, err := capacity.New(capacity.Config{Redis: rdb, Logger: logs.logger(), Clock: clk, WarnInterval: time.Minute,
 		Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 2}, "acme/tts": {Limit: 2}}})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestLeaseFailOpen(t *testing.T) {
 	if got := strings.Count(logs.String(), "Redis unreachable"); got != 1 {
 		t.Fatalf("%d fail-open warnings within one interval, want 1:\n%s", got, logs)
 	}
-	clock.Advance(61 * time.Second)
+	clk.Advance(61 * time.Second)
 	l.Acquire(ctx, req)
 	if got := strings.Count(logs.String(), "Redis unreachable"); got != 2 {
 		t.Fatalf("%d fail-open warnings after the interval, want 2", got)

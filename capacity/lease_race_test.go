@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // leaseRaceEnv, set to a key prefix, makes the test binary a lease racer
@@ -50,7 +51,7 @@ func leaseRaceConfig(rdb redis.UniversalClient, prefix string) capacity.Config {
 // clock ns, START after Acquire returned, END before Release: inside the
 // lease's life in Redis) and a final "max N grants G uncounted U" line.
 func runLeaseRacer(prefix string) int {
-	opt, err := redis.ParseURL(leaseRedisURL())
+	opt, err := redis.ParseURL(testredis.URL())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -105,8 +106,8 @@ func runLeaseRacer(prefix string) int {
 // intervals on one timeline; all leases are released at the end.
 func TestLeaseRaceProcesses(t *testing.T) {
 	t.Parallel()
-	rdb := leaseClient(t)
-	prefix := leasePrefix(t, rdb)
+	rdb := testredis.Client(t)
+	prefix := testredis.Prefix(t, rdb, "capacity")
 	key := prefix + ":{racer/stt}:leases"
 	exe, err := os.Executable()
 	if err != nil {
@@ -138,7 +139,7 @@ func TestLeaseRaceProcesses(t *testing.T) {
 	for i := range leaseRaceProcesses {
 		wg.Go(func() {
 			cmd := exec.Command(exe, "-test.run=^$")
-			cmd.Env = append(os.Environ(), leaseRaceEnv+"="+prefix, "TEST_REDIS_URL="+leaseRedisURL())
+			cmd.Env = append(os.Environ(), leaseRaceEnv+"="+prefix, "TEST_REDIS_URL="+testredis.URL())
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // leaseModel is the lease scripts' specification: a lease is alive while
@@ -39,17 +40,17 @@ func (m *leaseModel) alive() int {
 func TestLeaseScriptsProperty(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := leaseClient(t)
-	base := leasePrefix(t, rdb)
+	rdb := testredis.Client(t)
+	base := testredis.Prefix(t, rdb, "capacity")
 	var run atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		prefix := fmt.Sprintf("%s:%d", base, run.Add(1))
-		defer leaseDeleteKeys(rdb, prefix)
-		clock := newLeaseClock()
-		m := &leaseModel{now: clock.Ms(), expiry: map[string]int64{}, owner: map[string]int{},
+		defer testredis.DeleteKeys(rdb, prefix)
+		clk := newLeaseClock()
+		m := &leaseModel{now: clk.Now().UnixMilli(), expiry: map[string]int64{}, owner: map[string]int{},
 			limit: rapid.IntRange(0, 4).Draw(rt, "limit"), reserve: rapid.IntRange(0, 2).Draw(rt, "reserve"), length: 1000}
 		cfg := capacity.WithTestNow(capacity.Config{Redis: rdb, KeyPrefix: prefix, LeaseSTT: time.Second, HeartbeatEvery: 100 * time.Millisecond,
-			Limits: map[string]capacity.ProviderLimit{"p/stt": {Limit: m.limit, BatchReserve: m.reserve}}}, clock.Ms)
+			Limits: map[string]capacity.ProviderLimit{"p/stt": {Limit: m.limit, BatchReserve: m.reserve}}}, millis(clk))
 		newProc := func() *capacity.Leases {
 			l, err := capacity.New(cfg)
 			if err != nil {
@@ -149,7 +150,7 @@ func TestLeaseScriptsProperty(t *testing.T) {
 			},
 			"advance": func(rt *rapid.T) {
 				d := rapid.Int64Range(0, 1500).Draw(rt, "ms")
-				clock.Advance(time.Duration(d) * time.Millisecond)
+				clk.Advance(time.Duration(d) * time.Millisecond)
 				m.now += d
 			},
 			"": func(rt *rapid.T) { // invariant, after every action

@@ -9,27 +9,29 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // leaseBundle is what a lease test needs.
 type leaseBundle struct {
 	rdb    *redis.Client
 	prefix string
-	clock  *leaseClock
+	clock  *clock.Stub
 	logs   *leaseLogs
 	leases *capacity.Leases
 	cfg    capacity.Config
 }
 
 // leaseSetup returns Leases over a fresh key prefix whose script clock is
-// the bundle's clock (WithTestNow); cfg's Redis, KeyPrefix, Logger and Now
+// the bundle's clock (WithTestNow); cfg's Redis, KeyPrefix, Logger and Clock
 // are filled in.
 func leaseSetup(t *testing.T, cfg capacity.Config) *leaseBundle {
 	t.Helper()
-	b := &leaseBundle{rdb: leaseClient(t), clock: newLeaseClock(), logs: &leaseLogs{}}
-	b.prefix = leasePrefix(t, b.rdb)
-	cfg.Redis, cfg.KeyPrefix, cfg.Logger, cfg.Now = b.rdb, b.prefix, b.logs.logger(), b.clock.Now
-	b.cfg = capacity.WithTestNow(cfg, b.clock.Ms)
+	b := &leaseBundle{rdb: testredis.Client(t), clock: newLeaseClock(), logs: &leaseLogs{}}
+	b.prefix = testredis.Prefix(t, b.rdb, "capacity")
+	cfg.Redis, cfg.KeyPrefix, cfg.Logger, cfg.Clock = b.rdb, b.prefix, b.logs.logger(), b.clock
+	b.cfg = capacity.WithTestNow(cfg, millis(b.clock))
 	l, err := capacity.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)

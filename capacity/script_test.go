@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // The shared prelude gives a script Redis's clock in ms and µs, or the
@@ -15,7 +16,7 @@ import (
 func TestNowScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := leaseClient(t)
+	rdb := testredis.Client(t)
 	script := capacity.NowScript(`return {now, now_us, ARGV[2]}`)
 
 	got, err := script.Run(ctx, rdb, nil, "1234", "own").Slice()

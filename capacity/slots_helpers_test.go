@@ -3,75 +3,16 @@ package capacity_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
-
-// testRedisURLDefault is the Redis the tests use when TEST_REDIS_URL is unset.
-const testRedisURLDefault = "redis://127.0.0.1:6379/0"
-
-func testRedisURL() string {
-	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return testRedisURLDefault
-}
-
-// dialRedis connects to url and pings it.
-func dialRedis(ctx context.Context, url string) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("parsing TEST_REDIS_URL %q: %w", url, err)
-	}
-	rdb := redis.NewClient(opt)
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("pinging Redis at %s: %w", url, err)
-	}
-	return rdb, nil
-}
-
-// slotsRedis returns a client of the test Redis and a key prefix unique to
-// this test, whose keys are deleted at the end. It fails the test when
-// Redis cannot be reached.
-func slotsRedis(t testing.TB) (*redis.Client, string) {
-	t.Helper()
-	url := testRedisURL()
-	rdb, err := dialRedis(context.Background(), url)
-	if err != nil {
-		t.Fatalf("capacity tests need a real Redis: %v\n"+
-			"start one with `redis-server` (listens on %s), or set TEST_REDIS_URL, or run `make test`", err, testRedisURLDefault)
-	}
-	prefix := uniquePrefix()
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-		_ = rdb.Close()
-	})
-	return rdb, prefix
-}
-
-func uniquePrefix() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "test:cap:" + hex.EncodeToString(b[:])
-}
 
 // Slots race test: the helper processes and the parent share this config.
 const (
@@ -146,7 +87,7 @@ func runSlotsHelperProcess() (code int, ok bool) {
 		return 1, true
 	}
 	ctx := context.Background()
-	rdb, err := dialRedis(ctx, testRedisURL())
+	rdb, err := testredis.Dial(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1, true

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // slotsModel is what Slots should hold: slots by ID and bindings by call,
@@ -46,18 +47,13 @@ func (m *slotsModel) live(campaign string) (org, camp int) {
 // sequences against real Redis and a model.
 func TestSlotsProperty(t *testing.T) {
 	t.Parallel()
-	rdb, _ := slotsRedis(t)
+	rdb, _ := testredis.New(t, "capacity")
 	ctx := context.Background()
 	const orgLimit = 3
 	campLimits := map[string]int{"a": 2, "b": 3, "": 0} // "b" gets the default, lowered to the org's cap
 	rapid.Check(t, func(rt *rapid.T) {
-		prefix := uniquePrefix()
-		defer func() {
-			iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-			for iter.Next(ctx) {
-				rdb.Del(ctx, iter.Val())
-			}
-		}()
+		prefix := testredis.UniquePrefix("capacity", t.Name())
+		defer testredis.DeleteKeys(rdb, prefix)
 		s, err := capacity.NewSlots(rdb, capacity.SlotsConfig{KeyPrefix: prefix,
 			Orgs: map[string]capacity.OrgSlots{"acme": {Limit: orgLimit, Campaigns: map[string]int{"a": 2}}}})
 		if err != nil {

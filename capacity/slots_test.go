@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 func newTestSlots(t testing.TB, rdb redis.UniversalClient, cfg capacity.SlotsConfig) *capacity.Slots {
@@ -83,7 +84,7 @@ func TestSlotsLimits(t *testing.T) {
 func TestSlotsAcquireBothCaps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, prefix := slotsRedis(t)
+	rdb, prefix := testredis.New(t, "capacity")
 	s := newTestSlots(t, rdb, capacity.SlotsConfig{KeyPrefix: prefix,
 		Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 2}}}})
 
@@ -129,7 +130,7 @@ func TestSlotsAcquireBothCaps(t *testing.T) {
 func TestSlotsAcquireWaitsForRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, prefix := slotsRedis(t)
+	rdb, prefix := testredis.New(t, "capacity")
 	s := newTestSlots(t, rdb, capacity.SlotsConfig{KeyPrefix: prefix, OrgLimit: 1})
 	held, err := s.Acquire(ctx, "acme", "", 0, 0)
 	if err != nil {
@@ -171,7 +172,7 @@ func TestSlotsAcquireWaitsForRelease(t *testing.T) {
 func TestSlotsBindAndReleaseCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, prefix := slotsRedis(t)
+	rdb, prefix := testredis.New(t, "capacity")
 	s := newTestSlots(t, rdb, capacity.SlotsConfig{KeyPrefix: prefix,
 		Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 2}}}})
 
@@ -224,7 +225,7 @@ func TestSlotsBindAndReleaseCall(t *testing.T) {
 func TestSlotsStaleReclaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, prefix := slotsRedis(t)
+	rdb, prefix := testredis.New(t, "capacity")
 	s := newTestSlots(t, rdb, capacity.SlotsConfig{KeyPrefix: prefix, OrgLimit: 2})
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	capacity.SetSlotsNowForTest(s, now)
@@ -270,7 +271,7 @@ const StaleAge = capacity.StaleAfterDefault
 func TestSlotsRaceProcesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, prefix := slotsRedis(t)
+	rdb, prefix := testredis.New(t, "capacity")
 	s := newTestSlots(t, rdb, raceSlotsConfig(prefix))
 
 	// Hold all but the last slots: 1 of the campaign's 3, 2 of the org's 5 elsewhere.
@@ -293,7 +294,7 @@ func TestSlotsRaceProcesses(t *testing.T) {
 	var gos []func() error
 	for range procs {
 		cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), slotsHelperEnv+"="+prefix, slotsHelperGoEnv+"="+strconv.Itoa(perProc), "TEST_REDIS_URL="+testRedisURL())
+		cmd.Env = append(os.Environ(), slotsHelperEnv+"="+prefix, slotsHelperGoEnv+"="+strconv.Itoa(perProc), "TEST_REDIS_URL="+testredis.URL())
 		out := &strings.Builder{}
 		cmd.Stdout, cmd.Stderr = out, out
 		stdin, err := cmd.StdinPipe()

@@ -17,7 +17,7 @@ type ExtractInput struct {
 	StartedAt time.Time
 	// Location is the tenant's time zone: relative dates resolve in it and
 	// pickup windows are expressed in it. nil: StartedAt's own zone (for a
-	// zero StartedAt, the zone of the clock's Now).
+	// zero StartedAt, UTC).
 	Location *time.Location
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt"
@@ -425,33 +426,15 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 	e.checkHistories(t)
 }
 
-// stepClock is a clock that moves only when told.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // With no worker running, the sweep expires exactly the unfinished
 // recordings whose deadline passed, once.
 func TestSweepExpiresOverdueRecordingsWithoutWorkers(t *testing.T) {
 	t.Parallel()
-	clock := &stepClock{now: time.Now().UTC()}
-	e, files := setup(t, sttsim.Config{}, jobs.Config{Clock: clock}, 2)
+	stub := clock.NewStub(time.Now().UTC())
+	e, files := setup(t, sttsim.Config{}, jobs.Config{Clock: stub}, 2)
 	ctx := context.Background()
 	var ids []uuid.UUID
-	for i, dl := range []time.Time{clock.Now().Add(time.Hour), {}} { // the second: the batch lane's 24h
+	for i, dl := range []time.Time{stub.Now().Add(time.Hour), {}} { // the second: the batch lane's 24h
 		res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: files[i], Deadline: dl})
 		if err != nil {
 			t.Fatal(err)
@@ -477,7 +460,7 @@ func TestSweepExpiresOverdueRecordingsWithoutWorkers(t *testing.T) {
 		return rec.State
 	}
 	sweep(0)
-	clock.Advance(2 * time.Hour)
+	stub.Advance(2 * time.Hour)
 	sweep(1)
 	if state(ids[0]) != ledger.StateExpired || state(ids[1]) != ledger.StateEligible {
 		t.Fatalf("after 2h: %s and %s, want expired and eligible", state(ids[0]), state(ids[1]))
@@ -488,7 +471,7 @@ func TestSweepExpiresOverdueRecordingsWithoutWorkers(t *testing.T) {
 		t.Fatalf("last event %+v, want eligible -> expired by the sweep", last)
 	}
 	sweep(0)
-	clock.Advance(23 * time.Hour)
+	stub.Advance(23 * time.Hour)
 	sweep(1)
 	if state(ids[1]) != ledger.StateExpired {
 		t.Fatalf("after 25h the second recording is %s, want expired", state(ids[1]))

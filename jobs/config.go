@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
@@ -118,8 +119,11 @@ type Config struct {
 
 	// RetryAfter is the timing policy (set from the retry_after section).
 	RetryAfter retryafter.Policy `yaml:"-"`
-	// Clock, Logger: injected. Defaults: the system clock, discard.
-	Clock  ledger.Clock `yaml:"-"`
+	// Clock tells the time: deadlines, admission, snoozes, the sweep; it is
+	// also RetryAfter's clock when that has none. Default (nil):
+	// clock.System.
+	Clock clock.Clock `yaml:"-"`
+	// Logger receives the pipeline's logs. Default (nil): discard.
 	Logger *slog.Logger `yaml:"-"`
 }
 
@@ -154,7 +158,7 @@ func (c Config) WithDefaults() Config {
 		c.DurationTolerance = DurationToleranceDefault
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

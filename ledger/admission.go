@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -164,7 +165,7 @@ type AdmitPolicy struct {
 	ObserveOnly bool
 	// Clock measures the wait from now to the admission's Until. Default
 	// (nil): the ledger's clock.
-	Clock Clock
+	Clock clock.Clock
 	// Rand draws the jitter. Default (nil): the goroutine-safe functions of
 	// math/rand/v2.
 	Rand retryafter.Rand
@@ -205,11 +206,11 @@ func (l *Ledger) ScopeAdmitWait(ctx context.Context, scope string, jobID int64, 
 	if err != nil || a.Admitted() {
 		return a, err
 	}
-	clock := p.Clock
-	if clock == nil {
-		clock = l.config.Clock
+	c := p.Clock
+	if c == nil {
+		c = l.config.Clock
 	}
-	a.Wait = p.Wait(a, clock.Now())
+	a.Wait = p.Wait(a, c.Now())
 	return a, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -36,12 +37,8 @@ func ExampleReplay() {
 	// event 3 leaves received but the recording was in eligible
 }
 
-type exampleClock struct{}
-
-func (exampleClock) Now() time.Time { return time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC) }
-
 func ExampleDecisionExtension() {
-	policy := retryafter.Policy{Clock: exampleClock{}, MaxDelay: time.Hour}
+	policy := retryafter.Policy{Clock: clock.NewStub(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)), MaxDelay: time.Hour}
 	d := policy.Decide("7200", true, 0) // a vendor asks for two hours
 	e := ledger.DecisionExtension("openai:acme:whisper-1", d)
 	fmt.Println(e.Scope, e.NotBefore.Format(time.RFC3339), *e.RetryAfter, e.Clamped)

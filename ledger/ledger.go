@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
@@ -22,8 +23,9 @@ const PurgeBatchDefault = 500
 
 // Config configures a Ledger. The zero value is usable.
 type Config struct {
-	// Clock stamps events and deferrals. Default: SystemClock.
-	Clock Clock
+	// Clock stamps events and deferrals (stored in UTC, at microsecond
+	// precision). Default (nil): clock.System.
+	Clock clock.Clock
 	// Logger receives warnings. Default: discard. Nothing personal (no
 	// transcript text, no audio URLs) is ever logged.
 	Logger *slog.Logger
@@ -36,7 +38,7 @@ type Config struct {
 // WithDefaults returns a copy of c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -281,7 +281,7 @@ func (l *Ledger) Recordings(ctx context.Context, f RecordingFilter) ([]Recording
 	}
 	rs, err := l.queries.RecordingList(ctx, l.pool, dbsqlc.RecordingListParams{
 		State: string(f.State), TenantID: f.TenantID, MaxRows: int64(f.Limit),
-		CreatedFrom: timeOrNil(f.From), CreatedTo: timeOrNil(f.To),
+		CreatedFrom: dbTimeOrNil(f.From), CreatedTo: dbTimeOrNil(f.To),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing recordings: %w", translate(err))

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
@@ -204,10 +205,6 @@ func runHelperProcess() int {
 	return 0
 }
 
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
-
 // A timing decision goes into the scope's record as it was made: the raw
 // header, the clamp, the fallback.
 func TestDecisionExtensionRecordsTheDecision(t *testing.T) {
@@ -215,7 +212,7 @@ func TestDecisionExtensionRecordsTheDecision(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	policy := retryafter.Policy{Clock: fixedClock(now), MaxDelay: time.Hour, Rand: rand.New(rand.NewPCG(1, 2))}
+	policy := retryafter.Policy{Clock: clock.NewStub(now), MaxDelay: time.Hour, Rand: rand.New(rand.NewPCG(1, 2))}
 
 	clamped := policy.Decide(" 86400 ", true, 0)
 	res, err := b.ledger.ScopeDeferralExtend(ctx, ledger.DecisionExtension("s1", clamped))

@@ -5,56 +5,34 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
 )
 
-// stepClock starts at a fixed instant and moves one millisecond per reading,
-// so every event has a distinct, predictable time.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newStepClock() *stepClock {
-	return &stepClock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(time.Millisecond)
-	return c.t
-}
-
-func (c *stepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type bundle struct {
 	pool   *pgxpool.Pool
 	ledger *ledger.Ledger
-	clock  *stepClock
+	// clock starts at a fixed instant and moves one millisecond per
+	// reading, so every event has a distinct, predictable time.
+	clock *clock.Stub
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	pool := testdb.New(t)
-	clock := newStepClock()
-	l, err := ledger.New(pool, &ledger.Config{Clock: clock})
+	c := clock.NewStepping(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC), time.Millisecond)
+	l, err := ledger.New(pool, &ledger.Config{Clock: c})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{pool: pool, ledger: l, clock: clock}
+	return &bundle{pool: pool, ledger: l, clock: c}
 }
 
 var callSeq atomic.Int64

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"pgregory.net/rapid"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -28,7 +29,7 @@ func strp(s string) *string { return &s }
 func TestThrottlePolicyDecide(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	pol := retryafter.Policy{Clock: fixedClock(now), Rand: highest, MaxDelay: time.Hour}
+	pol := retryafter.Policy{Clock: clock.NewStub(now), Rand: highest, MaxDelay: time.Hour}
 	rec := uuid.New()
 	secs := func(n int) *time.Duration { d := time.Duration(n) * time.Second; return &d }
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
@@ -110,7 +111,7 @@ func TestThrottlePolicyDecideBounds(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	rapid.Check(t, func(t *rapid.T) {
-		pol := retryafter.Policy{Clock: fixedClock(now), MaxDelay: time.Hour}
+		pol := retryafter.Policy{Clock: clock.NewStub(now), MaxDelay: time.Hour}
 		var sig ledger.ThrottleSignal
 		if rapid.Bool().Draw(t, "has retry-after") {
 			sig.RetryAfter = strp(rapid.SampledFrom([]string{"0", "1", "120", "99999999", "-5", "1.5", "", "Sun, 01 Mar 2026 12:05:00 GMT"}).Draw(t, "retry-after"))
@@ -189,7 +190,7 @@ func TestScopeAdmitWait(t *testing.T) {
 	if _, err := b.ledger.ScopeDeferralExtend(ctx, ledger.Extension{Scope: scope, NotBefore: now.Add(10 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	pol.Clock = fixedClock(now)
+	pol.Clock = clock.NewStub(now)
 	a, err = b.ledger.ScopeAdmitWait(ctx, scope, 1, pol)
 	if err != nil || a.Verdict != ledger.VerdictDeferred || a.Wait != 10*time.Second {
 		t.Fatalf("during cooldown: %+v, %v; want deferred, wait 10s", a, err)
@@ -213,7 +214,7 @@ func TestScopeDeferralFromSignal(t *testing.T) {
 	ctx := context.Background()
 	const scope = "openai:k3:whisper"
 	now := b.clock.Now()
-	pol := ledger.ThrottlePolicy{RetryAfter: retryafter.Policy{Clock: fixedClock(now), Rand: lowest}}
+	pol := ledger.ThrottlePolicy{RetryAfter: retryafter.Policy{Clock: clock.NewStub(now), Rand: lowest}}
 	rec := uuid.New()
 
 	if _, err := b.ledger.ScopeDeferralFromSignal(ctx, pol, ledger.ThrottleSignal{RetryAfter: strp("60")}); !errors.Is(err, ledger.ErrInvalid) {

@@ -109,14 +109,6 @@ func detailJSON(detail map[string]any) ([]byte, error) {
 	return b, nil
 }
 
-func dbTimePtr(t *time.Time) *time.Time {
-	if t == nil || t.IsZero() {
-		return nil
-	}
-	d := dbTime(*t)
-	return &d
-}
-
 // Note records something that happened to a recording without moving it:
 // a vendor's interim answer, a poll, a resubmission. It is an event whose
 // prior and new state are the recording's current state, appended with the

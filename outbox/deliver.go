@@ -43,13 +43,9 @@ type Row struct {
 
 // rowFrom converts an outbox row joined with its action set.
 func rowFrom(r dbsqlc.OutboxGetRow) Row {
-	out := Row{ID: r.ID, ActionSetID: r.ActionSetID, Target: r.Target, Scope: r.Scope, IdempotencyKey: r.IdempotencyKey,
+	return Row{ID: r.ID, ActionSetID: r.ActionSetID, Target: r.Target, Scope: r.Scope, IdempotencyKey: r.IdempotencyKey,
 		State: r.State, Attempts: int(r.Attempts), CRMID: r.CrmID, LastClass: r.LastClass,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, TenantID: r.TenantID, CallID: r.CallID}
-	if r.NotBefore != nil {
-		out.NotBefore = r.NotBefore.UTC()
-	}
-	return out
+		NotBefore: timeOf(r.NotBefore), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), TenantID: r.TenantID, CallID: r.CallID}
 }
 
 // Rows lists outbox rows, oldest first; state "" = any.
@@ -99,7 +95,7 @@ func (o *Outbox) Events(ctx context.Context, id int64) ([]Event, error) {
 	}
 	out := make([]Event, len(rows))
 	for i, r := range rows {
-		out[i] = Event{Attempt: int(r.Attempt), At: r.At, Prior: r.PriorState, New: r.NewState, Outcome: r.Outcome,
+		out[i] = Event{Attempt: int(r.Attempt), At: r.At.UTC(), Prior: r.PriorState, New: r.NewState, Outcome: r.Outcome,
 			ResponseClass: r.ResponseClass, HTTPStatus: int(r.HttpStatus), CRMID: r.CrmID, RetryAfter: r.RetryAfterRaw, Reason: r.Reason}
 	}
 	return out, nil
@@ -108,7 +104,7 @@ func (o *Outbox) Events(ctx context.Context, id int64) ([]Event, error) {
 // Retry moves a dead row back to pending and enqueues its delivery with
 // client, with an event saying so.
 func (o *Outbox) Retry(ctx context.Context, client *river.Client[pgx.Tx], id int64) error {
-	now := o.cfg.Clock.Now().UTC()
+	now := dbTime(o.cfg.Clock.Now())
 	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		_, err := o.queries.OutboxSettle(ctx, tx, dbsqlc.OutboxSettleParams{ID: id, FromState: StateDead, State: StatePending,
 			LastClass: "operator", At: now, Outcome: "retry", Reason: "operator retry"})
@@ -148,7 +144,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 // settle records a try's outcome and the row's new state in one statement.
 func (o *Outbox) settle(ctx context.Context, r Row, state string, res connector.Result, notBefore *time.Time, reason string) error {
 	_, err := o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
-		CrmID: res.CRMID, LastClass: res.Class, At: o.cfg.Clock.Now().UTC(), NotBefore: notBefore,
+		CrmID: res.CRMID, LastClass: res.Class, At: dbTime(o.cfg.Clock.Now()), NotBefore: dbTimePtr(notBefore),
 		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason})
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return nil // settled meanwhile by another try
@@ -190,7 +186,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	if err != nil {
 		return err
 	}
-	tries, err := o.queries.OutboxTry(ctx, o.pool, dbsqlc.OutboxTryParams{ID: r.ID, At: now.UTC()})
+	tries, err := o.queries.OutboxTry(ctx, o.pool, dbsqlc.OutboxTryParams{ID: r.ID, At: dbTime(now)})
 	if err != nil {
 		if err = translate(err); errors.Is(err, ErrNotFound) {
 			return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/ledger"
@@ -57,8 +58,12 @@ type Config struct {
 	ProbeTimeout, ProbeWait time.Duration
 	// RetryAfter turns the CRM's timing signals into deadlines.
 	RetryAfter retryafter.Policy
-	Clock      ledger.Clock
-	Logger     *slog.Logger
+	// Clock stamps commits and delivery tries (stored in UTC) and measures
+	// snoozes; it is also RetryAfter's clock when that has none. Default
+	// (nil): clock.System.
+	Clock clock.Clock
+	// Logger receives the dispatcher's logs. Default (nil): discard.
+	Logger *slog.Logger
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -76,7 +81,7 @@ func (c Config) WithDefaults() Config {
 		c.ProbeWait = time.Second
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -171,7 +176,7 @@ func (o *Outbox) Commit(ctx context.Context, client *river.Client[pgx.Tx], rec l
 // count (which rolls back with the caller's transaction too).
 func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (CommitResult, error) {
 	var res CommitResult
-	now := o.cfg.Clock.Now().UTC().Truncate(time.Microsecond)
+	now := dbTime(o.cfg.Clock.Now())
 	version, err := o.nextVersion(ctx, tx, rec)
 	if err != nil {
 		return res, fmt.Errorf("numbering the action set of %s: %w", rec.CallID, err)

@@ -62,7 +62,7 @@ func (o *Outbox) Redeliver(ctx context.Context, set ActionSet, tgt connector.Tar
 		return res, fmt.Errorf("replaying %s to %s: %w", set.IdempotencyKey(), targetName, err)
 	}
 	if err := o.queries.OutboxEventReplay(ctx, o.pool, dbsqlc.OutboxEventReplayParams{
-		ActionSetID: set.ID, At: o.cfg.Clock.Now().UTC(), Outcome: "replay:" + string(res.Outcome), ResponseClass: res.Class,
+		ActionSetID: set.ID, At: dbTime(o.cfg.Clock.Now()), Outcome: "replay:" + string(res.Outcome), ResponseClass: res.Class,
 		HttpStatus: int32(res.HTTPStatus), CrmID: res.CRMID, Reason: "replayed to " + targetName,
 	}); err != nil {
 		return res, fmt.Errorf("recording the replay of %s: %w", set.IdempotencyKey(), translate(err))

@@ -2,8 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,23 +13,22 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // A live-call runtime in another language takes a transcriber slot over
 // HTTP, refreshes it while the stream runs, and gives it back. The example
 // needs the Redis at TEST_REDIS_URL, like the rest of the suite.
 func ExampleNewHandler() {
-	opt, err := capacity.FailFastOptions(redisURL())
+	opt, err := capacity.FailFastOptions(testredis.URL())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "cstest:example:" + hex.EncodeToString(b[:])
-	defer deleteKeys(rdb, prefix)
+	prefix := testredis.UniquePrefix("httpapi", "ExampleNewHandler")
+	defer testredis.DeleteKeys(rdb, prefix)
 
 	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix,
 		Limits: map[string]capacity.ProviderLimit{"deepgram/stt": {Limit: 2}}})

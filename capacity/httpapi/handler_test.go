@@ -14,6 +14,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 type httpBundle struct {
@@ -27,8 +28,8 @@ type httpBundle struct {
 // limit 2, batch reserve 1) and org "acme" (cap 3, campaign "spring" cap 1).
 func httpSetup(t *testing.T, opts httpapi.Options, withSlots bool) httpBundle {
 	t.Helper()
-	rdb := leaseClient(t)
-	prefix := leasePrefix(t, rdb)
+	rdb := testredis.Client(t)
+	prefix := testredis.Prefix(t, rdb, "httpapi")
 	return httpServe(t, rdb, prefix, opts, withSlots)
 }
 

@@ -9,14 +9,15 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // A call's transcriber over HTTP follows the agent's configured providers:
 // primary, then a fallback with room, then the primary flagged over-limit.
 func TestHTTPCallTranscriber(t *testing.T) {
 	t.Parallel()
-	rdb := leaseClient(t)
-	prefix := leasePrefix(t, rdb)
+	rdb := testredis.Client(t)
+	prefix := testredis.Prefix(t, rdb, "httpapi")
 	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix, Limits: map[string]capacity.ProviderLimit{
 		"vox/stt": {Limit: 1}, "echo/stt": {Limit: 1}}})
 	if err != nil {

@@ -2,14 +2,13 @@ package live_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // A live call takes one transcriber slot for its length, falling back when
@@ -18,17 +17,15 @@ import (
 // the Redis at TEST_REDIS_URL, like the rest of the suite.
 func ExampleConnectTranscriber() {
 	ctx := context.Background()
-	opt, err := capacity.FailFastOptions(redisURL())
+	opt, err := capacity.FailFastOptions(testredis.URL())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	prefix := "cstest:example:" + hex.EncodeToString(b[:])
-	defer deleteKeys(rdb, prefix)
+	prefix := testredis.UniquePrefix("live", "ExampleConnectTranscriber")
+	defer testredis.DeleteKeys(rdb, prefix)
 
 	leases, err := capacity.New(capacity.Config{
 		Redis:     rdb,

@@ -6,18 +6,19 @@ import (
 	"fmt"
 
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // The rate limiter spaces call starts: one per second here.
 func ExampleRateLimiter() {
 	ctx := context.Background()
-	rdb, err := dialRedis(ctx, redisURL())
+	rdb, err := testredis.Dial(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer rdb.Close()
-	prefix := uniquePrefix("example")
+	prefix := testredis.UniquePrefix("live", "example")
 	defer rdb.Del(ctx, prefix+":{acme}:starts")
 
 	starts, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Orgs: map[string]int{"acme": 1}})

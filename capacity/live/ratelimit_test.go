@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 func TestRateLimiterConfigValidation(t *testing.T) {
@@ -47,7 +48,7 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 func TestRateLimiterWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, prefix := testRedis(t)
+	rdb, prefix := testredis.New(t, "live")
 	r, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Orgs: map[string]int{"acme": 3}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/clock"
 )
 
 // Defaults of VoiceOptions' zero fields.
@@ -52,8 +53,8 @@ type VoiceOptions struct {
 	// goroutine calling StartReply. Default nil: the events are only kept
 	// in Timeline.
 	OnOverflow func(Event)
-	// Now stamps events. Default nil: time.Now.
-	Now func() time.Time
+	// Clock stamps events. Default nil: clock.System.
+	Clock clock.Clock
 }
 
 // WithDefaults returns a copy of o with each zero field set to its default.
@@ -64,8 +65,8 @@ func (o VoiceOptions) WithDefaults() VoiceOptions {
 	if o.Poll <= 0 {
 		o.Poll = VoicePollDefault
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.System{}
 	}
 	return o
 }
@@ -197,7 +198,7 @@ func (v *Voice) try(ctx context.Context) (Reply, bool) {
 }
 
 func (v *Voice) warn(e Event) {
-	e.At, e.CallID = v.opts.Now(), v.callID
+	e.At, e.CallID = v.opts.Clock.Now(), v.callID
 	v.mu.Lock()
 	v.timeline = append(v.timeline, e)
 	v.mu.Unlock()

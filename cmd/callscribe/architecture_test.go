@@ -49,7 +49,9 @@ func under(p, dir string) bool {
 //     crm or capacity (or their sub-packages): internal/ holds leaf helpers;
 //     a test helper may use migrations;
 //   - ledger and capacity (and their sub-packages) depend on no sibling
-//     package outside internal/.
+//     package outside internal/ but clock;
+//   - clock, the one time source every package may take, depends on no
+//     package of the module.
 func architectureViolations(pkgs []listedPackage) []string {
 	var out []string
 	for _, p := range pkgs {
@@ -71,8 +73,14 @@ func architectureViolations(pkgs []listedPackage) []string {
 		case under(p.ImportPath, "ledger") || under(p.ImportPath, "capacity"):
 			own := strings.SplitN(rel(p.ImportPath), "/", 2)[0]
 			for _, d := range p.Deps {
-				if r := rel(d); r != "" && !under(d, own) && !under(d, "internal") {
+				if r := rel(d); r != "" && !under(d, own) && !under(d, "internal") && !under(d, "clock") {
 					out = append(out, rel(p.ImportPath)+" depends on its sibling "+r)
+				}
+			}
+		case under(p.ImportPath, "clock"):
+			for _, d := range p.Deps {
+				if r := rel(d); r != "" && !under(d, "clock") {
+					out = append(out, rel(p.ImportPath)+" (a leaf) depends on "+r)
 				}
 			}
 		}
@@ -115,7 +123,7 @@ func TestArchitecture(t *testing.T) {
 	for _, p := range pkgs {
 		seen[rel(p.ImportPath)] = true
 	}
-	for _, want := range []string{"jobs", "outbox", "ledger", "capacity", "internal/testdb"} {
+	for _, want := range []string{"jobs", "outbox", "ledger", "capacity", "clock", "internal/testdb"} {
 		if !seen[want] {
 			t.Fatalf("go list did not list %s: the check would prove nothing", want)
 		}
@@ -149,6 +157,10 @@ func TestArchitectureViolationsFindEachRuleBroken(t *testing.T) {
 		{"capacity on ledger/retryafter", listedPackage{ImportPath: m("capacity"), Deps: []string{m("ledger/retryafter")}}, "capacity depends on its sibling ledger/retryafter"},
 		{"ledger on its own and internal", listedPackage{ImportPath: m("ledger"), Deps: []string{m("ledger/retryafter"), m("internal/scrub"), "github.com/jackc/pgx/v5"}}, ""},
 		{"capacity's tests are not its deps", listedPackage{ImportPath: m("capacity"), TestImports: []string{m("jobs")}}, ""},
+		{"ledger and capacity on clock", listedPackage{ImportPath: m("capacity/live"), Deps: []string{m("clock"), m("capacity")}}, ""},
+		{"clock on internal", listedPackage{ImportPath: m("clock"), Deps: []string{m("internal/scrub"), "time"}}, "clock (a leaf) depends on internal/scrub"},
+		{"clock on ledger", listedPackage{ImportPath: m("clock"), Deps: []string{m("ledger")}}, "clock (a leaf) depends on ledger"},
+		{"internal on clock", listedPackage{ImportPath: m("internal/simserver"), Deps: []string{m("clock")}}, ""},
 	}
 	for _, tt := range tests {
 		got := architectureViolations([]listedPackage{tt.pkg})

@@ -10,6 +10,7 @@ import (
 	"time"
 	_ "time/tzdata" // Config.TimeZone must load on hosts without a zoneinfo database
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/vendorhttp"
 )
 
@@ -100,9 +101,9 @@ type Config struct {
 	// HubSpotIDPropertyDefault.
 	IDProperty string `yaml:"id_property"`
 
-	// Now tells the time, for HubSpot's daily reset. Default (nil):
-	// time.Now.
-	Now func() time.Time `yaml:"-"`
+	// Clock tells the time, for HubSpot's daily reset. Default (nil):
+	// clock.System.
+	Clock clock.Clock `yaml:"-"`
 
 	// Production marks a target that writes to a production CRM. Targets
 	// do not read it: replay refuses to drive one.
@@ -170,9 +171,9 @@ func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
 		client = *c.HTTPClient
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	now := c.Now
-	if now == nil {
-		now = time.Now
+	clk := c.Clock
+	if clk == nil {
+		clk = clock.System{}
 	}
 	return &endpoint{
 		Endpoint: vendorhttp.Endpoint{
@@ -183,7 +184,7 @@ func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
 			UserAgent: userAgent,
 		},
 		token: c.Token,
-		now:   now,
+		now:   clk.Now,
 		scrub: newScrubber(c.Token),
 	}, nil
 }

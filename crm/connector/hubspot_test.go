@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 )
 
@@ -249,7 +250,7 @@ func TestHubSpotDailyLimit(t *testing.T) {
 			"X-HubSpot-RateLimit-Interval-Milliseconds", "10000", "X-HubSpot-RateLimit-Daily-Remaining", "0"), answer(500, nil))
 		cfg := f.config(KindHubSpot)
 		cfg.TimeZone = tt.zone
-		cfg.Now = func() time.Time { return tt.now }
+		cfg.Clock = clock.NewStub(tt.now)
 		tg, err := New(cfg)
 		mustNoErr(t, err)
 		got, err := tg.Deliver(t.Context(), delivery())

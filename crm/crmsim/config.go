@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/simserver"
 )
 
@@ -20,13 +21,6 @@ const (
 	// answered 400.
 	MaxBodyBytes = 1 << 20
 )
-
-// Clock tells the time. The server stamps applications and cooldowns with
-// it, so tests inject a stepping clock. Latency is waited with real
-// timers, not with the Clock.
-type Clock interface {
-	Now() time.Time
-}
 
 // RetryAfterForm is how a 429 (and a 503) states its Retry-After.
 type RetryAfterForm string
@@ -56,9 +50,10 @@ type Config struct {
 	// []string{TokenDefault}. An empty string among them is refused.
 	Tokens []string
 
-	// Clock supplies now for applied_at and cooldown deadlines. Default
-	// (nil): the real clock, in UTC.
-	Clock Clock
+	// Clock supplies now for applied_at and cooldown deadlines, read in
+	// UTC; tests inject a stepping clock. Latency is waited with real
+	// timers, not with the Clock. Default (nil): clock.System.
+	Clock clock.Clock
 
 	// Rand decides every piece of trouble, so a seeded Rand makes a
 	// sequential run reproducible; concurrent traffic draws in arrival
@@ -126,7 +121,7 @@ func (c Config) WithDefaults() Config {
 		c.Tokens = []string{TokenDefault}
 	}
 	if c.Clock == nil {
-		c.Clock = simserver.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Rand == nil {
 		c.Rand = simserver.NewRand()

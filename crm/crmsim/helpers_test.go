@@ -9,10 +9,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 
 	"github.com/callscribe/callscribe/internal/simserver"
@@ -21,24 +21,6 @@ import (
 // epoch is where test clocks start, with a fraction of a second so that
 // rounding up to whole seconds is exercised.
 var epoch = time.Date(2026, 11, 29, 17, 4, 6, 250_000_000, time.UTC)
-
-// manualClock is a Clock that moves only when told.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // newScriptedSource returns a rand.Source that returns queued values, then
 // "no": with a share strictly between 0 and 1, yes makes chance true and no
@@ -56,17 +38,17 @@ type bundle struct {
 	t      *testing.T
 	sim    *Server
 	ts     *httptest.Server
-	clock  *manualClock
+	clock  *clock.Stub
 	client *http.Client
 }
 
 // setup starts cfg's Server under httptest. A nil Clock becomes a
-// manualClock at epoch and a nil Rand a fixed seed.
+// clock at epoch that moves only when told and a nil Rand a fixed seed.
 func setup(t *testing.T, cfg Config) *bundle {
 	t.Helper()
 	b := &bundle{t: t}
 	if cfg.Clock == nil {
-		b.clock = &manualClock{t: epoch}
+		b.clock = clock.NewStub(epoch)
 		cfg.Clock = b.clock
 	}
 	if cfg.Rand == nil {
@@ -187,19 +169,4 @@ func mustJSON(t testing.TB, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// tickingClock moves a step forward every time it is read, so that
-// cooldowns end under concurrent traffic without real waiting.
-type tickingClock struct {
-	mu   sync.Mutex
-	t    time.Time
-	step time.Duration
-}
-
-func (c *tickingClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(c.step)
-	return c.t
 }

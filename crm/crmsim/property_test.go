@@ -12,6 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
 )
@@ -63,7 +64,7 @@ func deliverTo(sim *Server, key string, body []byte) *httptest.ResponseRecorder 
 func TestPropertyReplaysAndConflicts(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		sim, err := New(Config{Clock: &manualClock{t: epoch}})
+		sim, err := New(Config{Clock: clock.NewStub(epoch)})
 		if err != nil {
 			t.Fatal(err)
 		}

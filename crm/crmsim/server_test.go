@@ -323,6 +323,15 @@ func TestConfigValidation(t *testing.T) {
 	if len(c.Tokens) != 1 || c.Tokens[0] != TokenDefault || c.Cooldown != CooldownDefault || c.RetryAfterForm != FormSeconds || c.Clock == nil || c.Rand == nil || c.Logger == nil {
 		t.Errorf("defaults %+v", c)
 	}
+	// The default clock (clock.System) keeps time.Now's zone; the server
+	// stamps in UTC.
+	sim, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now := sim.now(); now.Location() != time.UTC || time.Since(now) > time.Minute {
+		t.Errorf("default clock says %v", now)
+	}
 }
 
 // TestActionSetsDecoded: what the CRM holds is the set as sent, with its

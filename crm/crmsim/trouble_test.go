@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm/connector"
 )
 
@@ -108,7 +109,9 @@ func TestWebhookTargetAgainstSim(t *testing.T) {
 func TestConcurrentDeliveriesApplyOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{
-		Clock:               &tickingClock{t: epoch, step: time.Millisecond},
+		// A step on every reading: cooldowns end under concurrent
+		// traffic without real waiting.
+		Clock:               clock.NewStepping(epoch, time.Millisecond),
 		RateLimitShare:      0.1,
 		Cooldown:            5 * time.Millisecond, // five reads of the ticking clock
 		ServerErrorShare:    0.2,

@@ -7,18 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 )
-
-// Clock tells the time. RuleExtractor asks it only when a call's StartedAt
-// is unknown, so tests inject a fixed clock.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now().UTC() }
 
 // MaxNoteRunesDefault is RuleExtractor.MaxNoteRunes when left zero.
 const MaxNoteRunesDefault = 500
@@ -129,9 +120,9 @@ const WindowDefaultLength = time.Hour
 // Dates (Due, Date) are YYYY-MM-DD in Location; see ResolveDate for the
 // date phrases and their rules.
 type RuleExtractor struct {
-	// Clock gives Now when crm.ExtractInput.StartedAt is zero. nil: the system
-	// clock, in UTC.
-	Clock Clock
+	// Clock gives now, read in UTC, when crm.ExtractInput.StartedAt is
+	// zero. Default (nil): clock.System.
+	Clock clock.Clock
 	// MaxNoteRunes caps the transcript excerpt in the call_note, in runes,
 	// "…" included; a longer transcript is cut at the last word boundary
 	// that fits. 0: MaxNoteRunesDefault (500). Negative: no excerpt, the
@@ -144,7 +135,7 @@ var _ crm.Extractor = RuleExtractor{}
 // WithDefaults returns e with its zero fields set to their defaults.
 func (e RuleExtractor) WithDefaults() RuleExtractor {
 	if e.Clock == nil {
-		e.Clock = systemClock{}
+		e.Clock = clock.System{}
 	}
 	if e.MaxNoteRunes == 0 {
 		e.MaxNoteRunes = MaxNoteRunesDefault
@@ -168,7 +159,7 @@ func (e RuleExtractor) Extract(ctx context.Context, in crm.ExtractInput) ([]crm.
 	e = e.WithDefaults()
 	ref := in.StartedAt
 	if ref.IsZero() {
-		ref = e.Clock.Now()
+		ref = e.Clock.Now().UTC()
 	}
 	if in.Location != nil {
 		ref = ref.In(in.Location)

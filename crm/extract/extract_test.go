@@ -14,6 +14,7 @@ import (
 	"time"
 	_ "time/tzdata" // the tests need IANA zones even where the system has none
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/extract"
 )
@@ -324,10 +325,6 @@ func TestExtractDST(t *testing.T) {
 	}
 }
 
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
-
 func TestExtractNote(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -390,8 +387,8 @@ func TestExtractNote(t *testing.T) {
 	t.Run("zero StartedAt asks the clock, in the tenant's zone", func(t *testing.T) {
 		t.Parallel()
 		// 04:30 UTC on Monday is still Sunday evening in Chicago.
-		clock := fixedClock(time.Date(2026, 11, 30, 4, 30, 0, 0, time.UTC))
-		got, err := extract.RuleExtractor{Clock: clock}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "Let's talk tomorrow.", Location: chicago})
+		stub := clock.NewStub(time.Date(2026, 11, 30, 4, 30, 0, 0, time.UTC))
+		got, err := extract.RuleExtractor{Clock: stub}.Extract(ctx, crm.ExtractInput{CallID: "c1", Text: "Let's talk tomorrow.", Location: chicago})
 		if err != nil {
 			t.Fatal(err)
 		}

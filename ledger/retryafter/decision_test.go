@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/callscribe/callscribe/clock"
 )
 
 func TestDecisionString(t *testing.T) {
@@ -31,7 +33,7 @@ func TestDecisionString(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p := Policy{Clock: fixedClock{testNow}, Rand: middleRand()}
+			p := Policy{Clock: clock.NewStub(testNow), Rand: middleRand()}
 			if got := p.Decide(tt.header, tt.present, tt.attempt).String(); got != tt.want {
 				t.Errorf("String() =\n%s\nwant\n%s", got, tt.want)
 			}
@@ -51,7 +53,7 @@ func TestDecisionLogValue(t *testing.T) {
 			return a
 		},
 	}))
-	p := Policy{Clock: fixedClock{testNow}, Rand: middleRand()}
+	p := Policy{Clock: clock.NewStub(testNow), Rand: middleRand()}
 	logger.Info("throttled", "decision", p.Decide("99999", true, 0))
 
 	want := `level=INFO msg=throttled decision.source=retry-after decision.form=delay-seconds decision.raw=99999 ` +

@@ -4,13 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
-
-// fixedClock always says t; production code leaves Policy.Clock nil.
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 // midpointRand always picks the middle of the range, so that the example's
 // backoff is predictable; production code leaves Policy.Rand nil.
@@ -49,7 +45,7 @@ func ExampleParse() {
 func ExamplePolicy_Decide() {
 	policy := retryafter.Policy{
 		MaxDelay: 30 * time.Minute,
-		Clock:    fixedClock{time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)},
+		Clock:    clock.NewStub(time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)),
 		Rand:     midpointRand{},
 	}
 	if err := policy.Validate(); err != nil {

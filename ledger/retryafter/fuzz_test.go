@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/callscribe/callscribe/clock"
 )
 
 // FuzzParse checks, for any input and any now the model supports, that
@@ -36,7 +38,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q, %s) = %v, model says %v", raw, now.Format(time.RFC3339Nano), got, want)
 		}
 
-		p := Policy{Clock: fixedClock{now}, Rand: highestRand()}.WithDefaults()
+		p := Policy{Clock: clock.NewStub(now), Rand: highestRand()}.WithDefaults()
 		d := p.Decide(raw, true, int(nowNsec%100))
 		if d.NotBefore.Before(now) || d.Delay < 0 || d.Delay > p.MaxDelay || d.Clamped != (d.Requested > p.MaxDelay) {
 			t.Fatalf("Decide(%q) = %v breaks an invariant", raw, d)

@@ -8,11 +8,6 @@ import (
 // testNow is the fixed instant most tests run at: Sun, 01 Mar 2026 12:00:00 GMT.
 var testNow = time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
 
-// fixedClock always says t.
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
 // stubRand returns pick(n) and records every n it was asked for.
 type stubRand struct {
 	mu    sync.Mutex

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/callscribe/callscribe/clock"
 )
 
 const (
@@ -14,16 +16,6 @@ const (
 	// MaxDelayDefault is Policy.MaxDelay when left zero.
 	MaxDelayDefault = time.Hour
 )
-
-// Clock tells the time. Tests pass a fixed clock.
-type Clock interface {
-	Now() time.Time
-}
-
-// systemClock is the real clock, in UTC.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now().UTC() }
 
 // Policy turns a throttling response into a Decision: how long the
 // throttling scope must wait, and why. The zero Policy is ready to use and
@@ -47,8 +39,9 @@ type Policy struct {
 	// least MaxBackoff, so that a fallback is never clamped.
 	MaxDelay time.Duration
 
-	// Clock supplies now. Default (nil): the real clock, in UTC.
-	Clock Clock
+	// Clock supplies now, read in UTC: every Decision's NotBefore is UTC
+	// whatever the clock's zone. Default (nil): clock.System.
+	Clock clock.Clock
 
 	// Rand supplies the backoff jitter. Default (nil): the goroutine-safe
 	// top-level functions of math/rand/v2. A *math/rand/v2.Rand is not
@@ -69,7 +62,7 @@ func (p Policy) WithDefaults() Policy {
 		p.MaxDelay = MaxDelayDefault
 	}
 	if p.Clock == nil {
-		p.Clock = systemClock{}
+		p.Clock = clock.System{}
 	}
 	if p.Rand == nil {
 		p.Rand = globalRand{}

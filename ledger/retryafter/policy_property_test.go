@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/callscribe/callscribe/clock"
 )
 
 // genPolicy draws a valid Policy with a fixed clock and a seeded Rand.
@@ -21,7 +23,7 @@ func genPolicy(now time.Time) *rapid.Generator[Policy] {
 			BaseBackoff: base,
 			MaxBackoff:  maxBackoff,
 			MaxDelay:    maxDelay,
-			Clock:       fixedClock{now},
+			Clock:       clock.NewStub(now),
 			Rand:        rand.New(rand.NewPCG(seed, 1)),
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callscribe/callscribe/clock"
 )
 
 func TestPolicyWithDefaults(t *testing.T) {
@@ -17,12 +19,16 @@ func TestPolicyWithDefaults(t *testing.T) {
 	if p.Clock == nil || p.Rand == nil {
 		t.Errorf("WithDefaults left Clock %v or Rand %v nil", p.Clock, p.Rand)
 	}
-	if now := p.Clock.Now(); now.Location() != time.UTC {
-		t.Errorf("default clock location = %v, want UTC", now.Location())
+	if _, ok := p.Clock.(clock.System); !ok {
+		t.Errorf("default clock is %T, want clock.System", p.Clock)
+	}
+	// The system clock keeps time.Now's zone; the policy reads it in UTC.
+	if d := p.Decide("", false, 0); d.NotBefore.Location() != time.UTC {
+		t.Errorf("NotBefore with the default clock in %v, want UTC", d.NotBefore.Location())
 	}
 
-	clock, r := fixedClock{testNow}, lowestRand()
-	set := Policy{BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute, MaxDelay: 2 * time.Hour, Clock: clock, Rand: r}
+	c, r := clock.NewStub(testNow), lowestRand()
+	set := Policy{BaseBackoff: 2 * time.Second, MaxBackoff: time.Minute, MaxDelay: 2 * time.Hour, Clock: c, Rand: r}
 	if got := set.WithDefaults(); got != set {
 		t.Errorf("WithDefaults changed set fields: %+v, want %+v", got, set)
 	}
@@ -75,7 +81,7 @@ func TestDecidePanicsOnInvalidPolicy(t *testing.T) {
 					t.Errorf("%s on an invalid Policy: recovered %v, want a panic naming MaxDelay", name, r)
 				}
 			}()
-			call(Policy{MaxDelay: -time.Second, Clock: fixedClock{testNow}})
+			call(Policy{MaxDelay: -time.Second, Clock: clock.NewStub(testNow)})
 		}()
 	}
 }
@@ -135,7 +141,7 @@ func TestDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := highestRand()
-			p := Policy{Clock: fixedClock{tt.now}, Rand: r}
+			p := Policy{Clock: clock.NewStub(tt.now), Rand: r}
 			d := p.Decide(tt.header, tt.present, tt.attempt)
 			got := want{source: d.Source, delay: d.Delay, requested: d.Requested, clamped: d.Clamped, form: d.Form, fallback: d.Fallback}
 			if got != tt.want {
@@ -164,7 +170,7 @@ func TestDecide(t *testing.T) {
 func TestDecideNonUTCClock(t *testing.T) {
 	t.Parallel()
 	est := time.FixedZone("EST", -5*3600)
-	p := Policy{Clock: fixedClock{testNow.In(est)}, Rand: lowestRand()}
+	p := Policy{Clock: clock.NewStub(testNow.In(est)), Rand: lowestRand()}
 	d := p.Decide("Sun, 01 Mar 2026 12:02:00 GMT", true, 0)
 	if d.Delay != 2*time.Minute || d.NotBefore.Location() != time.UTC || !d.NotBefore.Equal(testNow.Add(2*time.Minute)) {
 		t.Errorf("Decide with an EST clock = %v", d)
@@ -196,7 +202,7 @@ func TestDecideDelay(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p := Policy{Clock: fixedClock{testNow}, Rand: middleRand()}
+			p := Policy{Clock: clock.NewStub(testNow), Rand: middleRand()}
 			d := p.DecideDelay(tt.d, tt.raw, tt.attempt)
 			if d.Source != tt.source || d.Delay != tt.delay || d.Requested != tt.requested || d.Clamped != tt.clamped || d.Fallback != tt.fallback {
 				t.Errorf("DecideDelay(%v) = %v", tt.d, d)

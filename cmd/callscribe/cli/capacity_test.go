@@ -9,19 +9,15 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 var capSeq atomic.Int64
 
 func TestCapacityStatusAndSetLimit(t *testing.T) {
 	t.Parallel()
-	redisURL := os.Getenv("TEST_REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
+	redisURL := testredis.URL()
 	provider := fmt.Sprintf("cli-test-%d-%d", os.Getpid(), capSeq.Add(1))
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "capacity:\n  limits:\n    " + provider + "/stt: {limit: 8, batch_reserve: 2}\n"
@@ -29,18 +25,8 @@ func TestCapacityStatusAndSetLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{cli.EnvRedisURL: redisURL}
-	t.Cleanup(func() {
-		opts, err := redis.ParseURL(redisURL)
-		if err != nil {
-			return
-		}
-		rdb := redis.NewClient(opts)
-		defer func() { _ = rdb.Close() }()
-		keys, _ := rdb.Keys(context.Background(), "*{"+provider+"/*").Result()
-		if len(keys) > 0 {
-			_ = rdb.Del(context.Background(), keys...).Err()
-		}
-	})
+	rdb := testredis.Client(t)
+	t.Cleanup(func() { testredis.DeleteMatching(rdb, "*{"+provider+"/*") })
 	ctx := context.Background()
 	code, out, stderr := run(t, ctx, env, "--config", config, "capacity", "status")
 	if code != 0 || !strings.Contains(out, provider) || !strings.Contains(out, "8") {

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // TestServe runs `callscribe serve` in-process on a free port, takes and
@@ -22,10 +21,7 @@ import (
 // (Ctrl-C) and sees exit 0.
 func TestServe(t *testing.T) {
 	t.Parallel()
-	redisURL := os.Getenv("TEST_REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
+	redisURL := testredis.URL()
 	provider := fmt.Sprintf("serve-test-%d-%d", os.Getpid(), capSeq.Add(1))
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	org := provider + "-org"
@@ -33,17 +29,9 @@ func TestServe(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	rdb := testredis.Client(t)
 	t.Cleanup(func() {
-		opts, err := redis.ParseURL(redisURL)
-		if err != nil {
-			return
-		}
-		rdb := redis.NewClient(opts)
-		defer func() { _ = rdb.Close() }()
-		keys, _ := rdb.Keys(context.Background(), "*{"+provider+"*").Result()
-		if len(keys) > 0 {
-			_ = rdb.Del(context.Background(), keys...).Err()
-		}
+		testredis.DeleteMatching(rdb, "*{"+provider+"*")
 		_ = rdb.SRem(context.Background(), "callscribe:cap:{registry}:orgs", org).Err()
 	})
 

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testredis"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
@@ -24,27 +23,14 @@ func TestWorkerSharesVendorSlotsThroughRedis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	redisURL := os.Getenv("TEST_REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
+	redisURL := testredis.URL()
 	sim, _ := sttsim.New(sttsim.Config{Latency: 30 * time.Millisecond})
 	stt := httptest.NewServer(sim.Handler())
 	defer stt.Close()
-	opts, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	defer func() { _ = rdb.Close() }()
+	rdb := testredis.Client(t)
 	// This is the only test that counts generic-http slots in the shared
 	// Redis: start and end clean.
-	clean := func() {
-		keys, _ := rdb.Keys(context.Background(), "callscribe:cap:{generic-http/*").Result()
-		if len(keys) > 0 {
-			_ = rdb.Del(context.Background(), keys...).Err()
-		}
-	}
+	clean := func() { testredis.DeleteMatching(rdb, "callscribe:cap:{generic-http/*") }
 	clean()
 	t.Cleanup(clean)
 

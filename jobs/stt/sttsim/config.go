@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/simserver"
 )
 
@@ -25,13 +26,6 @@ const (
 	// ConfidenceDefault is the confidence of the default transcriber.
 	ConfidenceDefault = 0.93
 )
-
-// Clock tells the time. The server stamps arrivals, cooldowns and
-// transcription progress with it, so tests inject a stepping clock. Latency
-// is waited with real timers, not with the Clock.
-type Clock interface {
-	Now() time.Time
-}
 
 // RetryAfterForm is how a 429 or 503 answer states its Retry-After.
 type RetryAfterForm string
@@ -80,8 +74,10 @@ type Config struct {
 	Models []string
 
 	// Clock supplies now for arrivals, cooldown deadlines and transcription
-	// progress. Default (nil): the real clock, in UTC.
-	Clock Clock
+	// progress, read in UTC; tests inject a stepping clock. Latency is
+	// waited with real timers, not with the Clock. Default (nil):
+	// clock.System.
+	Clock clock.Clock
 
 	// Rand decides every piece of trouble (and latency jitter), so a seeded
 	// Rand makes a sequential run reproducible; concurrent traffic draws in
@@ -192,7 +188,7 @@ func (c Config) WithDefaults() Config {
 		c.APIKeys = []string{APIKeyDefault}
 	}
 	if c.Clock == nil {
-		c.Clock = simserver.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Rand == nil {
 		c.Rand = simserver.NewRand()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callscribe/callscribe/clock"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -15,7 +17,15 @@ func TestConfigDefaults(t *testing.T) {
 		c.Clock == nil || c.Rand == nil || c.Logger == nil || c.Transcribe == nil {
 		t.Errorf("defaults %+v", c)
 	}
-	if now := c.Clock.Now(); now.Location() != time.UTC || time.Since(now) > time.Minute {
+	if _, ok := c.Clock.(clock.System); !ok {
+		t.Errorf("default clock is %T, want clock.System", c.Clock)
+	}
+	// The system clock keeps time.Now's zone; the server stamps in UTC.
+	sim, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now := sim.now(); now.Location() != time.UTC || time.Since(now) > time.Minute {
 		t.Errorf("default clock says %v", now)
 	}
 	kept := Config{APIKeys: []string{"a"}, Cooldown: time.Minute, RetryAfterForm: FormMixed, MaxAudioBytes: 10}.WithDefaults()

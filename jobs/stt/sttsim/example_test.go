@@ -9,13 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
-
-// fixedClock is a Clock that always says the same time.
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 // A throttling server: the first submission is refused with a cooldown,
 // and Stats keeps the evidence.
@@ -24,7 +20,7 @@ func Example() {
 		RateLimitShare: 1, // every submission outside a cooldown starts one
 		Cooldown:       5 * time.Second,
 		RetryAfterForm: sttsim.FormIMFFixdate,
-		Clock:          fixedClock{time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC)},
+		Clock:          clock.NewStub(time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC)),
 	})
 	if err != nil {
 		panic(err)

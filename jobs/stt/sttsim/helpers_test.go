@@ -12,10 +12,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/simserver"
 )
 
@@ -23,26 +23,8 @@ import (
 // so that rounding up to whole seconds is exercised.
 var epoch = time.Date(2026, 3, 1, 9, 30, 0, 250_000_000, time.UTC)
 
-// manualClock is a Clock that moves only when told.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *manualClock { return &manualClock{t: epoch} }
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
+// newClock returns a clock at epoch that moves only when told.
+func newClock() *clock.Stub { return clock.NewStub(epoch) }
 
 // newScriptedSource returns a rand.Source that returns queued values, then
 // "no": with a share strictly between 0 and 1, yes makes chance true and no
@@ -60,20 +42,20 @@ type bundle struct {
 	t      *testing.T
 	sim    *Server
 	ts     *httptest.Server
-	clock  *manualClock
+	clock  *clock.Stub
 	dir    string
 	client *http.Client
 }
 
 // setup starts cfg's Server under httptest. A nil Clock becomes a
-// manualClock at epoch and a nil Rand a fixed seed.
+// stub clock at epoch (newClock) and a nil Rand a fixed seed.
 func setup(t *testing.T, cfg Config) *bundle {
 	t.Helper()
 	b := &bundle{t: t, dir: t.TempDir()}
 	if cfg.Clock == nil {
 		b.clock = newClock()
 		cfg.Clock = b.clock
-	} else if c, ok := cfg.Clock.(*manualClock); ok {
+	} else if c, ok := cfg.Clock.(*clock.Stub); ok {
 		b.clock = c
 	}
 	if cfg.Rand == nil {

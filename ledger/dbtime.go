@@ -2,17 +2,10 @@ package ledger
 
 import "time"
 
-// Clock tells the time. The ledger stamps every event and deferral with it,
-// so tests can inject a fixed or stepping clock.
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the real clock.
-type SystemClock struct{}
-
-// Now returns the current time in UTC.
-func (SystemClock) Now() time.Time { return time.Now().UTC() }
+// Times cross the PostgreSQL boundary only through these helpers: a time
+// written is UTC at microsecond precision (dbTime, dbTimeOrNil, dbTimePtr),
+// a time read is UTC (timeOf, or .UTC() on a NOT NULL column). The clock
+// itself keeps its zone and monotonic reading.
 
 // dbTime is t as PostgreSQL stores it: UTC, microsecond precision.
 func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
@@ -28,14 +21,6 @@ func timeOf(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// timeOrNil is &t, or NULL for the zero time.
-func timeOrNil(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
 // dbTimeOrNil is t as the database stores it, or NULL for the zero time.
 func dbTimeOrNil(t time.Time) *time.Time {
 	if t.IsZero() {
@@ -43,4 +28,13 @@ func dbTimeOrNil(t time.Time) *time.Time {
 	}
 	d := dbTime(t)
 	return &d
+}
+
+// dbTimePtr is *t as the database stores it, or NULL for nil or the zero
+// time.
+func dbTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	return dbTimeOrNil(*t)
 }
