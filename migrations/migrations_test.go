@@ -3,8 +3,10 @@ package migrations_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -196,5 +198,38 @@ func TestUpConcurrentProcesses(t *testing.T) {
 	}
 	if total != len(status) {
 		t.Fatalf("steps applied across 3 migrators = %d, want exactly %d (each once)", total, len(status))
+	}
+}
+
+// Every migration belongs to exactly one owner's generated queries: the
+// ledger's or the outbox's sqlc.yaml lists it as schema. A migration listed
+// by neither would leave its tables out of the generated code; one listed
+// by both would let one package's queries read the other's tables.
+func TestEveryMigrationHasOneSQLCOwner(t *testing.T) {
+	owners := map[string][]string{}
+	for _, cfg := range []string{"../ledger/internal/dbsqlc/sqlc.yaml", "../outbox/internal/dbsqlc/sqlc.yaml"} {
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`migrations/(\d+_\w+\.sql)`).FindAllStringSubmatch(string(b), -1) {
+			owners[m[1]] = append(owners[m[1]], cfg)
+		}
+	}
+	files, err := fs.Glob(migrations.FS(), "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no migrations found")
+	}
+	for _, f := range files {
+		if got := owners[f]; len(got) != 1 {
+			t.Errorf("migration %s is listed as sqlc schema by %d configurations %v, want exactly 1", f, len(got), got)
+		}
+		delete(owners, f)
+	}
+	for f, cfgs := range owners {
+		t.Errorf("%v list migration %s, which does not exist", cfgs, f)
 	}
 }

@@ -10,52 +10,6 @@ import (
 	"github.com/google/uuid"
 )
 
-type ActionSet struct {
-	ID              int64
-	RecordingID     uuid.UUID
-	TenantID        string
-	CallID          string
-	ActionVersion   int32
-	RecordingSha256 string
-	Actions         []byte
-	CommittedAt     time.Time
-}
-
-type Counter struct {
-	Name  string
-	Value int64
-}
-
-type Outbox struct {
-	ID             int64
-	ActionSetID    int64
-	Target         string
-	Scope          string
-	IdempotencyKey string
-	State          string
-	Attempts       int32
-	CrmID          string
-	LastClass      string
-	NotBefore      *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-}
-
-type OutboxEvent struct {
-	ID            int64
-	OutboxID      int64
-	Attempt       int32
-	At            time.Time
-	PriorState    string
-	NewState      string
-	Outcome       string
-	ResponseClass string
-	HttpStatus    int32
-	CrmID         string
-	RetryAfterRaw *string
-	Reason        string
-}
-
 type Recording struct {
 	ID              uuid.UUID
 	TenantID        string
