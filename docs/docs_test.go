@@ -186,6 +186,8 @@ func TestLinksStayInTheRepository(t *testing.T) {
 // no source file may send a reader to a folder beside the repository.
 func TestNoSharedFolderReferences(t *testing.T) {
 	t.Parallel()
+	// Spelt in two parts so that this file does not match itself.
+	outside := ".." + "/shared/"
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -205,11 +207,9 @@ func TestNoSharedFolderReferences(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if strings.Contains(string(b), "../shared/") {
+		if strings.Contains(string(b), outside) {
 			rel, _ := filepath.Rel(root, path)
-			if filepath.ToSlash(rel) != "docs/docs_test.go" {
-				t.Errorf("%s refers to ../shared/, outside the repository: point to docs/ instead", filepath.ToSlash(rel))
-			}
+			t.Errorf("%s refers to %s, outside the repository: point to docs/ instead", filepath.ToSlash(rel), outside)
 		}
 		return nil
 	})
