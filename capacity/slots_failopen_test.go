@@ -10,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
-	"github.com/callscribe/callscribe/internal/devservice"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 // slotsLogs collects log lines; safe for concurrent use.
@@ -34,33 +32,10 @@ func (l *slotsLogs) warnings() int {
 	return strings.Count(l.buf.String(), "level=WARN")
 }
 
-// throwawayRedis starts a redis-server of the test's own, which the test
-// may stop, and returns a client that gives up fast once it is gone.
-func throwawayRedis(t *testing.T) (*devservice.Redis, *redis.Client) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := devservice.StartRedisServer(ctx, devservice.RedisConfig{})
-	if err != nil {
-		t.Fatalf("starting a throwaway redis-server (install redis-server, e.g. apt-get install redis-server): %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
-	opt, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.MaxRetries = -1
-	opt.DialTimeout = 200 * time.Millisecond
-	opt.DialerRetries = 1
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return srv, rdb
-}
-
 func TestSlotsFailOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, rdb := throwawayRedis(t)
+	srv, rdb := testredis.Throwaway(t)
 	logs := &slotsLogs{}
 	s := newTestSlots(t, rdb, capacity.SlotsConfig{OrgLimit: 1, OpTimeout: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
