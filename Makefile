@@ -9,7 +9,7 @@ SQLC := bin/sqlc-$(SQLC_VERSION)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-demo: build ## start throwaway PostgreSQL and Redis (unless configured), migrate, print how to connect; Ctrl-C stops
+demo: build ## the pipeline end to end on throwaway PostgreSQL and Redis against a misbehaving vendor and CRM, then a report
 	bin/callscribe demo
 
 test: ## go vet and go test -race (plus the crash-point tests) against running or throwaway PostgreSQL and Redis
