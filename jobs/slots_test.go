@@ -19,15 +19,20 @@ type countingSlots struct {
 	limit, held int
 	maxHeld     int
 	refused     int
+	refusedBy   map[string]int // refusals per holder (recording)
 	// refusal fires after a refusal; values coalesce.
 	refusal chan struct{}
 }
 
-func (s *countingSlots) AcquireBatch(_ context.Context, _, _ string) (func(), bool) {
+func (s *countingSlots) AcquireBatch(_ context.Context, _, holder string) (func(), bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held >= s.limit {
 		s.refused++
+		if s.refusedBy == nil {
+			s.refusedBy = map[string]int{}
+		}
+		s.refusedBy[holder]++
 		select {
 		case s.refusal <- struct{}{}:
 		default:
@@ -64,12 +69,13 @@ func TestPipelineWaitsForVendorSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Every recording has asked (and so reached eligible), and asked again.
 	var refused int
 	asked := func() bool {
 		slots.mu.Lock()
 		defer slots.mu.Unlock()
 		refused = slots.refused
-		return refused >= 16
+		return refused >= 16 && len(slots.refusedBy) == len(files)
 	}
 	if !testwait.Until(10*time.Second, slots.refusal, asked) {
 		t.Fatalf("jobs did not ask for slots: %d refusals", refused)
