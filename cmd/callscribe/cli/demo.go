@@ -347,7 +347,15 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	for _, v := range st.Violations {
 		known := v.AdmittedAt.IsZero()
 		for _, x := range exts {
-			if x.RecordedAt.Before(v.AdmittedAt) && !x.ResultingNotBefore.Before(v.ArrivedAt) {
+			// Known: the offer was committed (visible to the admission
+			// check, which began after X-Admitted-At) before the
+			// submission was admitted. Without commit times, the time
+			// it was written stands in, which is earlier.
+			visible := x.CommittedAt
+			if visible.IsZero() {
+				visible = x.RecordedAt
+			}
+			if visible.Before(v.AdmittedAt) && !x.ResultingNotBefore.Before(v.ArrivedAt) {
 				known = true
 			}
 		}
