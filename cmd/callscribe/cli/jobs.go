@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/jobs"
@@ -117,55 +120,18 @@ func (a *app) jobsCommand() *cobra.Command {
 	list.Flags().BoolVar(&ljson, "json", false, "print JSON")
 	list.Flags().IntVar(&limit, "limit", 1000, "at most this many")
 
-	var reason string
-	retry := &cobra.Command{
-		Use:   "retry RECORDING-ID",
-		Short: "Re-drive an expired or failed recording: back to eligible with a fresh deadline, recorded as its own event",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := uuid.Parse(args[0])
-			if err != nil {
-				return fmt.Errorf("recording id %q: %w", args[0], err)
-			}
-			e, err := a.openPipeline(cmd.Context(), nil)
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) { return e.pipeline.Retry(cmd.Context(), e.client, id, reason) })
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "recording %s is %s again, deadline %s\n", r.ID, r.State, fmtTime(r.Deadline))
-			return nil
-		},
-	}
-	retry.Flags().StringVar(&reason, "reason", "operator retry", "why, for the history")
-
-	var rreason string
-	revalidate := &cobra.Command{
-		Use:   "revalidate RECORDING-ID",
-		Short: "Take a committed recording back to validated to commit its actions again as the next action version",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := uuid.Parse(args[0])
-			if err != nil {
-				return fmt.Errorf("recording id %q: %w", args[0], err)
-			}
-			e, err := a.openPipeline(cmd.Context(), nil)
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) { return e.pipeline.Revalidate(cmd.Context(), e.client, id, rreason) })
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "recording %s is %s again; a worker will commit the next action version\n", r.ID, r.State)
-			return nil
-		},
-	}
-	revalidate.Flags().StringVar(&rreason, "reason", "operator revalidate", "why, for the history")
+	retry := a.redriveCommand("retry RECORDING-ID",
+		"Re-drive an expired or failed recording: back to eligible with a fresh deadline, recorded as its own event",
+		"operator retry", (*jobs.Pipeline).Retry,
+		func(r ledger.Recording) string {
+			return fmt.Sprintf("recording %s is %s again, deadline %s", r.ID, r.State, fmtTime(r.Deadline))
+		})
+	revalidate := a.redriveCommand("revalidate RECORDING-ID",
+		"Take a committed recording back to validated to commit its actions again as the next action version",
+		"operator revalidate", (*jobs.Pipeline).Revalidate,
+		func(r ledger.Recording) string {
+			return fmt.Sprintf("recording %s is %s again; a worker will commit the next action version", r.ID, r.State)
+		})
 	cmd.AddCommand(show, list, retry, revalidate)
 	return cmd
 }
@@ -246,6 +212,42 @@ func orDash(s string) string {
 
 // untilJobFinished runs an operator move, trying again for a few seconds
 // while the recording's previous job is still being marked finished.
+// redriveCommand is an operator command that moves one recording back into
+// the pipeline with move (Retry, Revalidate), recording --reason in its
+// history, and prints report of the moved recording.
+func (a *app) redriveCommand(use, short, defaultReason string,
+	move func(*jobs.Pipeline, context.Context, *river.Client[pgx.Tx], uuid.UUID, string) (ledger.Recording, error),
+	report func(ledger.Recording) string,
+) *cobra.Command {
+	var reason string
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("recording id %q: %w", args[0], err)
+			}
+			e, err := a.openPipeline(cmd.Context(), nil)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) {
+				return move(e.pipeline, cmd.Context(), e.client, id, reason)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), report(r))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&reason, "reason", defaultReason, "why, for the history")
+	return c
+}
+
 func untilJobFinished(cmd *cobra.Command, move func() (ledger.Recording, error)) (ledger.Recording, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
