@@ -16,3 +16,10 @@ func WithTestTick(cfg HeartbeatConfig, tick <-chan time.Time, afterBeat func(Ref
 	cfg.tick, cfg.afterBeat = tick, afterBeat
 	return cfg
 }
+
+// WithWindowTestNow returns cfg with the window scripts' clock replaced by
+// now (Unix milliseconds). Test builds only.
+func WithWindowTestNow(cfg WindowConfig, now func() int64) WindowConfig {
+	cfg.testNow = now
+	return cfg
+}

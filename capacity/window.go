@@ -1,0 +1,459 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/clock"
+)
+
+// Defaults of WindowConfig's zero fields.
+const (
+	WindowInitialDefault      = 1
+	WindowStartTargetDefault  = 4
+	WindowGrowRoundsDefault   = 4
+	WindowStrikesDefault      = 3
+	WindowCeilingRetryDefault = 30 * time.Second
+	WindowCeilingRetryMax     = time.Hour
+	WindowImmediateShare      = 0.25
+	WindowLeaseDefault        = 90 * time.Second
+	WindowHoldDefault         = time.Second
+	WindowMinWaitDefault      = 50 * time.Millisecond
+	WindowMaxWaitDefault      = time.Minute
+	WindowLateDefault         = 300 * time.Millisecond
+)
+
+// WindowLane says which of a scope's lanes a request is in.
+type WindowLane int
+
+const (
+	// Immediate work (a recording someone waits for) may use the whole
+	// window and is ordered before batch work.
+	Immediate WindowLane = iota
+	// BatchLane work may use the window minus the share kept for the
+	// immediate lane (at least one slot).
+	BatchLane
+)
+
+func (l WindowLane) String() string {
+	if l == BatchLane {
+		return "batch"
+	}
+	return "immediate"
+}
+
+// Outcome is what the vendor's answer to a windowed request said, for the
+// window to adapt.
+type Outcome int
+
+const (
+	// Neutral: no signal (a transient failure, a cancelled request).
+	Neutral Outcome = iota
+	// Success: the vendor took the request (any real answer, even a
+	// permanent refusal of the content).
+	Success
+	// Overload: the vendor refused for load (429, 503, a concurrency
+	// refusal).
+	Overload
+)
+
+// WindowConfig configures NewWindows.
+type WindowConfig struct {
+	// Redis is the client. Required.
+	Redis redis.UniversalClient
+	// KeyPrefix prefixes every key. Default "": KeyPrefixDefault.
+	KeyPrefix string
+	// Initial is a new scope's window. Default WindowInitialDefault (1).
+	Initial int
+	// StartTarget is where a new scope's slow start stops when the
+	// request names no plan limit (with one, it goes to the plan limit).
+	// Default WindowStartTargetDefault (4).
+	StartTarget int
+	// GrowRounds is how many full windows of successes, with no overload,
+	// the window waits before it grows by one above the size it had.
+	// Default WindowGrowRoundsDefault (4).
+	GrowRounds int
+	// Strikes is how many overload answers at a level that had already
+	// succeeded shrink the window (a single one is taken for noise).
+	// Default WindowStrikesDefault (3).
+	Strikes int
+	// CeilingRetry is how long a size that drew an overload is not tried
+	// again; it doubles each time the same size draws one again, up to
+	// WindowCeilingRetryMax. Default WindowCeilingRetryDefault (30s).
+	CeilingRetry time.Duration
+	// ImmediateShare is the share of the window batch work may not take,
+	// kept for the immediate lane. Default 0: WindowImmediateShare (0.25);
+	// negative: none kept.
+	ImmediateShare float64
+	// Lease is how long a slot lives without an answer (a crashed worker's
+	// slot lapses after it). Default WindowLeaseDefault (90s).
+	Lease time.Duration
+	// Hold is the first estimate of how long a slot is held, which sizes
+	// the waits. Default WindowHoldDefault (1s).
+	Hold time.Duration
+	// MinWait and MaxWait bound how long a refused request waits before
+	// asking again. Defaults WindowMinWaitDefault, WindowMaxWaitDefault.
+	MinWait, MaxWait time.Duration
+	// Late is how early a waiter may ask, and an eighth of how late, and
+	// still count as present (ahead of later waiters). Default
+	// WindowLateDefault (300ms): a River job wakes within its fetch poll.
+	Late time.Duration
+	// EventsCap is how many window events are kept per scope. Default
+	// LimitEventsCapDefault.
+	EventsCap int
+	// OpTimeout bounds each Redis round trip; past it the call fails open.
+	// Default OpTimeoutDefault.
+	OpTimeout time.Duration
+	// WarnInterval rate-limits fail-open warnings. Default
+	// WarnIntervalDefault.
+	WarnInterval time.Duration
+	// Logger receives warnings. Default nil: discard.
+	Logger *slog.Logger
+	// Clock stamps uncounted grants and rate-limits warnings. Default
+	// clock.System.
+	Clock clock.Clock
+
+	testNow func() int64
+}
+
+// WithDefaults returns c with each zero field set to its default.
+func (c WindowConfig) WithDefaults() WindowConfig {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = KeyPrefixDefault
+	}
+	def(&c.Initial, WindowInitialDefault)
+	def(&c.StartTarget, WindowStartTargetDefault)
+	def(&c.GrowRounds, WindowGrowRoundsDefault)
+	def(&c.Strikes, WindowStrikesDefault)
+	def(&c.EventsCap, LimitEventsCapDefault)
+	defd(&c.CeilingRetry, WindowCeilingRetryDefault)
+	defd(&c.Lease, WindowLeaseDefault)
+	defd(&c.Hold, WindowHoldDefault)
+	defd(&c.MinWait, WindowMinWaitDefault)
+	defd(&c.MaxWait, WindowMaxWaitDefault)
+	defd(&c.Late, WindowLateDefault)
+	defd(&c.OpTimeout, OpTimeoutDefault)
+	defd(&c.WarnInterval, WarnIntervalDefault)
+	if c.ImmediateShare == 0 {
+		c.ImmediateShare = WindowImmediateShare
+	}
+	if c.Clock == nil {
+		c.Clock = clock.System{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Windows keeps one adaptive concurrency window per throttling scope in
+// Redis, shared by every process: how many requests of the scope may be
+// in flight at once, who waits for a slot and in which order.
+//
+// The window adapts to the vendor's answers. It opens at Initial and grows
+// by slow start (one more slot per success, so it doubles per round) to
+// the plan limit or StartTarget. An overload answer at an in-flight level
+// never seen to succeed shrinks it to that level minus one, and that level
+// is not tried again for CeilingRetry (doubling while it keeps failing);
+// at a level that had succeeded, Strikes overloads in a row are needed, so
+// random throttling does not shrink a window the vendor can take. Above
+// the size it had, it grows by one only after GrowRounds full windows of
+// successes. A cooldown (Cooldown) restarts it from the single probe, and
+// it grows back by slow start to the size it had. Never above the plan
+// limit of the request.
+//
+// Waiters are ordered immediate lane first, then by deadline; a free slot
+// goes to the first waiter present, and a refused request is told how
+// long to wait from its place in the queue and the measured hold time, so
+// waiters wake in order rather than all at once.
+//
+// Like Leases, Windows fails open: when Redis is unreachable a request is
+// granted uncounted.
+type Windows struct {
+	cfg  WindowConfig
+	rdb  redis.UniversalClient
+	fail *FailOpen
+	args string
+}
+
+// NewWindows returns Windows for cfg after filling defaults.
+func NewWindows(cfg WindowConfig) (*Windows, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Redis == nil {
+		return nil, fmt.Errorf("capacity: WindowConfig.Redis is required")
+	}
+	if cfg.ImmediateShare >= 1 {
+		return nil, fmt.Errorf("capacity: WindowConfig.ImmediateShare is %v, want below 1", cfg.ImmediateShare)
+	}
+	share := 0
+	if cfg.ImmediateShare > 0 {
+		share = int(math.Round(cfg.ImmediateShare * 1000))
+	}
+	args, err := json.Marshal(map[string]any{
+		"initial": cfg.Initial, "start": cfg.StartTarget, "rounds": cfg.GrowRounds, "strikes": cfg.Strikes,
+		"retry": cfg.CeilingRetry.Milliseconds(), "retry_max": WindowCeilingRetryMax.Milliseconds(), "share": share,
+		"lease": cfg.Lease.Milliseconds(), "hold": cfg.Hold.Milliseconds(), "min_wait": cfg.MinWait.Milliseconds(),
+		"max_wait": cfg.MaxWait.Milliseconds(), "events": cfg.EventsCap, "late": cfg.Late.Milliseconds(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Windows{cfg: cfg, rdb: cfg.Redis, fail: NewFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Clock), args: string(args)}, nil
+}
+
+// WindowRequest asks for a slot of a scope's window.
+type WindowRequest struct {
+	Scope string
+	// Holder identifies the request's work (a recording id): a holder
+	// already in flight is granted again, so a retried step does not take
+	// two slots.
+	Holder string
+	Lane   WindowLane
+	// Deadline orders waiters of one lane: earliest first. Zero: last.
+	Deadline time.Time
+	// NotBefore: the scope is deferred until then; the holder only takes
+	// its place in the queue and is told when to come back.
+	NotBefore time.Time
+	// Probe: the request is the scope's single probe after a cooldown; it
+	// is granted whatever the window.
+	Probe bool
+	// Max is the plan limit (0: none): the window never grows above it.
+	Max int
+}
+
+// WindowGrant is Acquire's answer.
+type WindowGrant struct {
+	Granted bool
+	// InFlight is how many slots of the scope are held, this one included
+	// when granted.
+	InFlight int
+	// Size is the window.
+	Size int
+	// Rank is the holder's place among the waiters (0 first) when refused.
+	Rank int
+	// Wait is how long to wait before asking again when refused.
+	Wait time.Duration
+	// Uncounted: granted without Redis (fail open).
+	Uncounted bool
+}
+
+func (w *Windows) keys(scope string) []string {
+	tag := "win/" + scope
+	k := func(part string) string { return Key(w.cfg.KeyPrefix, tag, part) }
+	return []string{k("state"), k("inflight"), k("meta"), k("wait"), k("due"), k("wexp"), k("events")}
+}
+
+func (w *Windows) registryKey() string { return Key(w.cfg.KeyPrefix, "win", "scopes") }
+
+func (w *Windows) nowArg() string {
+	if w.cfg.testNow != nil {
+		return scriptNowArg(w.cfg.testNow())
+	}
+	return ""
+}
+
+func (w *Windows) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), w.cfg.OpTimeout)
+}
+
+// orderScore sorts immediate before batch, then by deadline (none last).
+func orderScore(lane WindowLane, deadline time.Time) int64 {
+	const span = int64(1e13) // beyond any Unix millisecond of this era
+	d := span - 1
+	if !deadline.IsZero() {
+		d = min(max(deadline.UnixMilli(), 0), span-1)
+	}
+	return int64(lane)*span + d
+}
+
+// Acquire asks for a slot of req.Scope's window. It never fails: when
+// Redis cannot be reached it grants uncounted.
+func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
+	nb := int64(0)
+	if !req.NotBefore.IsZero() {
+		nb = req.NotBefore.UnixMilli()
+	}
+	probe := "0"
+	if req.Probe {
+		probe = "1"
+	}
+	octx, cancel := w.opCtx(ctx)
+	defer cancel()
+	res, err := windowAcquireScript.Run(octx, w.rdb, w.keys(req.Scope), w.nowArg(), w.args, req.Max,
+		req.Holder, int(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe).Int64Slice()
+	if err != nil {
+		w.fail.Note("window acquire "+req.Scope, err)
+		return WindowGrant{Granted: true, Uncounted: true}
+	}
+	w.register(octx, req.Scope)
+	return WindowGrant{Granted: res[0] == 1, InFlight: int(res[1]), Size: int(res[2]), Rank: int(res[3]),
+		Wait: time.Duration(res[4]) * time.Millisecond}
+}
+
+func (w *Windows) register(ctx context.Context, scope string) {
+	if err := w.rdb.SAdd(ctx, w.registryKey(), scope).Err(); err != nil {
+		w.fail.Note("window register "+scope, err)
+	}
+}
+
+// WindowRelease is what Release did.
+type WindowRelease struct {
+	// Released: the holder had a slot.
+	Released bool
+	// Before and After are the window's size around the release.
+	Before, After int
+}
+
+// Release gives holder's slot of scope back with what the vendor's answer
+// said (reason is recorded with a shrink). Releasing a holder without a
+// slot does nothing. Redis failures are noted, never returned.
+func (w *Windows) Release(ctx context.Context, scope, holder string, o Outcome, reason string, max int) WindowRelease {
+	octx, cancel := w.opCtx(ctx)
+	defer cancel()
+	res, err := windowReleaseScript.Run(octx, w.rdb, w.keys(scope), w.nowArg(), w.args, max, holder, int(o), reason).Int64Slice()
+	if err != nil {
+		w.fail.Note("window release "+scope, err)
+		return WindowRelease{}
+	}
+	return WindowRelease{Released: res[0] == 1, Before: int(res[1]), After: int(res[2])}
+}
+
+// Cooldown tells the window that the scope's vendor announced a cooldown
+// (reason says why): it restarts from the single probe and grows back by
+// slow start to the size it had.
+func (w *Windows) Cooldown(ctx context.Context, scope, reason string, max int) {
+	octx, cancel := w.opCtx(ctx)
+	defer cancel()
+	if err := windowCooldownScript.Run(octx, w.rdb, w.keys(scope), w.nowArg(), w.args, max, reason).Err(); err != nil {
+		w.fail.Note("window cooldown "+scope, err)
+	}
+}
+
+// Refresh extends holder's slot by extra beyond the lease length (work the
+// vendor accepted and is processing keeps its slot until its result). It
+// reports whether the holder had a slot.
+func (w *Windows) Refresh(ctx context.Context, scope, holder string, extra time.Duration) bool {
+	octx, cancel := w.opCtx(ctx)
+	defer cancel()
+	n, err := windowRefreshScript.Run(octx, w.rdb, w.keys(scope), w.nowArg(), w.args, 0, holder, extra.Milliseconds()).Int64()
+	if err != nil {
+		w.fail.Note("window refresh "+scope, err)
+		return false
+	}
+	return n == 1
+}
+
+// Uncounted returns how many operations went ahead without Redis.
+func (w *Windows) Uncounted() int64 { return w.fail.Uncounted() }
+
+// WindowState is a scope's window as Redis has it.
+type WindowState struct {
+	Scope string `json:"scope"`
+	// Size is how many requests may be in flight now.
+	Size int `json:"size"`
+	// Target is where slow start stops: the size the window had before
+	// its last cooldown or shrink.
+	Target int `json:"target"`
+	// Ceiling is the smallest in-flight level that drew an overload and
+	// has not succeeded since (0: none); not tried again before
+	// CeilingAt plus the retry.
+	Ceiling   int       `json:"ceiling"`
+	CeilingAt time.Time `json:"ceiling_at,omitzero"`
+	// Proven is the most requests seen in flight with a success.
+	Proven   int `json:"proven"`
+	InFlight int `json:"in_flight"`
+	Waiting  int `json:"waiting"`
+	// Hold is the measured time a slot is held (moving average).
+	Hold time.Duration `json:"hold"`
+	// Phase: "slow-start", "steady" or "probe" (restarted by a cooldown).
+	Phase     string    `json:"phase"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// State reads scope's window (a scope never seen gets the initial one).
+// An operator call: it returns Redis errors.
+func (w *Windows) State(ctx context.Context, scope string) (WindowState, error) {
+	vals, err := windowStatusScript.Run(ctx, w.rdb, w.keys(scope), w.nowArg(), w.args, 0).Slice()
+	if err != nil {
+		return WindowState{}, fmt.Errorf("capacity: reading the window of %s: %w", scope, err)
+	}
+	num := func(i int) int64 {
+		switch v := vals[i].(type) {
+		case int64:
+			return v
+		case string:
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+		return 0
+	}
+	phase, _ := vals[8].(string)
+	s := WindowState{Scope: scope, Size: int(num(0)), Target: int(num(1)), Ceiling: int(num(2)), Proven: int(num(4)),
+		InFlight: int(num(5)), Waiting: int(num(6)), Hold: time.Duration(num(7)) * time.Millisecond, Phase: phase,
+		UpdatedAt: time.UnixMilli(num(9)).UTC()}
+	if at := num(3); at > 0 {
+		s.CeilingAt = time.UnixMilli(at).UTC()
+	}
+	return s, nil
+}
+
+// Scopes lists the scopes that have a window, sorted.
+func (w *Windows) Scopes(ctx context.Context) ([]string, error) {
+	s, err := w.rdb.SMembers(ctx, w.registryKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("capacity: listing windows: %w", err)
+	}
+	slices.Sort(s)
+	return s, nil
+}
+
+// WindowEvent is one change of a scope's window, newest first in Events.
+type WindowEvent struct {
+	At time.Time `json:"at"`
+	// Kind: open, grow, shrink, overload (kept), cooldown, cap, lapsed.
+	Kind   string `json:"kind"`
+	From   int    `json:"from"`
+	To     int    `json:"to"`
+	Reason string `json:"reason"`
+}
+
+// Events returns scope's window events, newest first.
+func (w *Windows) Events(ctx context.Context, scope string) ([]WindowEvent, error) {
+	raw, err := w.rdb.LRange(ctx, w.keys(scope)[6], 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("capacity: reading the window events of %s: %w", scope, err)
+	}
+	out := make([]WindowEvent, 0, len(raw))
+	for _, r := range raw {
+		var e struct {
+			At     int64  `json:"at"`
+			Kind   string `json:"kind"`
+			From   int    `json:"from"`
+			To     int    `json:"to"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal([]byte(r), &e); err != nil {
+			return nil, fmt.Errorf("capacity: a window event of %s is not JSON: %w", scope, err)
+		}
+		out = append(out, WindowEvent{At: time.UnixMilli(e.At).UTC(), Kind: e.Kind, From: e.From, To: e.To, Reason: e.Reason})
+	}
+	return out, nil
+}

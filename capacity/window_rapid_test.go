@@ -1,0 +1,312 @@
+package capacity_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
+)
+
+// windowModel is the window scripts' specification, written plainly.
+type windowModel struct {
+	cfg capacity.WindowConfig
+	max int
+
+	fresh                                    bool
+	size, target, ceiling, proven, acks      int
+	epoch, strikes, strikeN                  int
+	ceilingAt, retry, hold                   int64
+	phase                                    string
+	inflight                                 map[string]*windowSlot
+	waitOrder, waitDue, waitExp              map[string]int64
+	lease, minW, maxW, late, retry0, retryMx int64
+	share                                    int
+}
+
+type windowSlot struct {
+	exp, at  int64
+	n, epoch int
+	lane     capacity.WindowLane
+}
+
+func newWindowModel(cfg capacity.WindowConfig, max int) *windowModel {
+	cfg = cfg.WithDefaults()
+	return &windowModel{cfg: cfg, max: max, fresh: true, inflight: map[string]*windowSlot{},
+		waitOrder: map[string]int64{}, waitDue: map[string]int64{}, waitExp: map[string]int64{},
+		lease: cfg.Lease.Milliseconds(), minW: cfg.MinWait.Milliseconds(), maxW: cfg.MaxWait.Milliseconds(),
+		late: cfg.Late.Milliseconds(), retry0: cfg.CeilingRetry.Milliseconds(), retryMx: capacity.WindowCeilingRetryMax.Milliseconds(),
+		share: int(math.Round(cfg.ImmediateShare * 1000))}
+}
+
+// load is the scripts' prelude: first use, the plan cap, expiry.
+func (m *windowModel) load(now int64) {
+	if m.fresh {
+		m.fresh = false
+		m.size, m.hold, m.retry = m.cfg.Initial, m.cfg.Hold.Milliseconds(), m.retry0
+		m.target = m.cfg.StartTarget
+		if m.max > 0 {
+			m.target = m.max
+		}
+		m.target = max(m.target, m.size)
+		m.phase = "slow-start"
+		if m.size >= m.target {
+			m.phase = "steady"
+		}
+	}
+	if m.max > 0 {
+		m.size, m.target = min(m.size, m.max), min(m.target, m.max)
+	}
+	for h, s := range m.inflight {
+		if s.exp <= now {
+			delete(m.inflight, h)
+		}
+	}
+	for h, e := range m.waitExp {
+		if e <= now {
+			delete(m.waitExp, h)
+			delete(m.waitOrder, h)
+			delete(m.waitDue, h)
+		}
+	}
+}
+
+func (m *windowModel) laneCap(l capacity.WindowLane) int {
+	if l == capacity.BatchLane && m.share > 0 {
+		return max(1, m.size-int(math.Ceil(float64(m.size*m.share)/1000)))
+	}
+	return m.size
+}
+
+// rank is the holder's place among the waiters (order, then holder).
+func (m *windowModel) ahead(holder string) []string {
+	all := make([]string, 0, len(m.waitOrder))
+	for h := range m.waitOrder {
+		all = append(all, h)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if m.waitOrder[all[i]] != m.waitOrder[all[j]] {
+			return m.waitOrder[all[i]] < m.waitOrder[all[j]]
+		}
+		return all[i] < all[j]
+	})
+	for i, h := range all {
+		if h == holder {
+			return all[:i]
+		}
+	}
+	return nil
+}
+
+func (m *windowModel) acquire(now int64, holder string, lane capacity.WindowLane, order, nb int64, probe bool) (bool, int64) {
+	m.load(now)
+	n := len(m.inflight)
+	if s, ok := m.inflight[holder]; ok {
+		s.exp = now + m.lease
+		return true, 0
+	}
+	m.waitOrder[holder] = order
+	ahead := m.ahead(holder)
+	r := len(ahead)
+	present := 0
+	for _, h := range ahead {
+		d, ok := m.waitDue[h]
+		if !ok || (d <= now+m.late && d >= now-m.late*8) {
+			present++
+		}
+	}
+	capN := m.laneCap(lane)
+	free := capN - n
+	if probe || (nb <= now && free > 0 && present < free) {
+		delete(m.waitOrder, holder)
+		delete(m.waitDue, holder)
+		delete(m.waitExp, holder)
+		m.inflight[holder] = &windowSlot{exp: now + m.lease, at: now, n: n + 1, epoch: m.epoch, lane: lane}
+		return true, 0
+	}
+	var wait int64
+	if nb > now {
+		offset := int64(math.Floor(float64(int64(r)*m.hold) / float64(max(1, m.target))))
+		wait = nb - now + min(offset, m.maxW)
+	} else {
+		pos := max(1, r-max(free, 0)+1)
+		wait = int64(math.Ceil(float64(int64(pos)*m.hold) / float64(max(1, capN))))
+		wait = max(m.minW, min(wait, m.maxW))
+	}
+	m.waitDue[holder] = now + wait
+	m.waitExp[holder] = now + wait + max(wait, 5000) + m.late*8
+	return false, wait
+}
+
+func (m *windowModel) release(now int64, holder string, o capacity.Outcome) {
+	m.load(now)
+	s, ok := m.inflight[holder]
+	if !ok {
+		return
+	}
+	delete(m.inflight, holder)
+	n, current := s.n, s.epoch == m.epoch
+	switch o {
+	case capacity.Success:
+		m.hold = int64(math.Floor(float64(m.hold)*0.8 + float64(now-s.at)*0.2))
+		m.proven = max(m.proven, n)
+		if m.strikeN > 0 && n >= m.strikeN {
+			m.strikes, m.strikeN = 0, 0
+		}
+		if m.ceiling > 0 && n >= m.ceiling {
+			m.ceiling, m.ceilingAt, m.retry = 0, 0, m.retry0
+		}
+		if !current {
+			return
+		}
+		if m.size < m.target {
+			m.size++
+			m.phase = "slow-start"
+			if m.size >= m.target {
+				m.phase = "steady"
+			}
+		} else if n >= m.size || len(m.inflight)+1 >= m.size {
+			m.acks++
+			if m.acks >= m.size*m.cfg.GrowRounds {
+				m.acks = 0
+				c := m.size + 1
+				if !((m.max > 0 && c > m.max) || (m.ceiling > 0 && c >= m.ceiling && now-m.ceilingAt < m.retry)) {
+					m.size, m.target = c, c
+				}
+			}
+		}
+	case capacity.Overload:
+		m.acks = 0
+		shrink := n > m.proven
+		if !shrink {
+			m.strikes++
+			if m.strikeN == 0 || n < m.strikeN {
+				m.strikeN = n
+			}
+			shrink = m.strikes >= m.cfg.Strikes
+		}
+		if shrink {
+			to := max(1, n-1)
+			m.size, m.target = min(m.size, to), min(m.target, to)
+			if m.ceiling == n {
+				m.retry = min(m.retry*2, m.retryMx)
+			} else {
+				m.retry = m.retry0
+			}
+			m.ceiling, m.ceilingAt, m.strikes, m.strikeN = n, now, 0, 0
+			if m.proven >= n {
+				m.proven = n - 1
+			}
+			if m.phase != "probe" {
+				m.phase = "steady"
+			}
+		}
+	}
+}
+
+func (m *windowModel) cooldown(now int64) {
+	m.load(now)
+	if m.phase != "probe" || m.size > 1 {
+		m.target = max(m.target, m.size)
+		m.size, m.acks, m.phase = 1, 0, "probe"
+		m.epoch++
+	}
+}
+
+// TestWindowScriptsProperty runs random interleavings of acquire (either
+// lane, with or without a deferral or a probe), release with each outcome,
+// cooldown, Redis time advancing past leases and waits, and a restart (a
+// new Windows on the same Redis), against windowModel: every grant, wait
+// and the window's state must match.
+func TestWindowScriptsProperty(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := testredis.Client(t)
+	base := testredis.Prefix(t, rdb, "window")
+	var run atomic.Int64
+	rapid.Check(t, func(rt *rapid.T) {
+		prefix := fmt.Sprintf("%s:%d", base, run.Add(1))
+		defer testredis.DeleteKeys(rdb, prefix)
+		clk := newLeaseClock()
+		cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix, Lease: 2 * time.Second,
+			Hold: 200 * time.Millisecond, GrowRounds: rapid.IntRange(1, 3).Draw(rt, "rounds"),
+			Strikes: rapid.IntRange(1, 3).Draw(rt, "strikes"), StartTarget: rapid.IntRange(1, 6).Draw(rt, "start")}, millis(clk))
+		planMax := rapid.IntRange(0, 5).Draw(rt, "max")
+		m := newWindowModel(cfg, planMax)
+		newWin := func() *capacity.Windows {
+			w, err := capacity.NewWindows(cfg)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			return w
+		}
+		w := newWin()
+		holders := []string{"a", "b", "c", "d", "e", "f", "g"}
+		const scope = "acme:general"
+		check := func(op string) {
+			st, err := w.State(ctx, scope)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			m.load(clk.Now().UnixMilli())
+			if st.Size != m.size || st.Target != m.target || st.InFlight != len(m.inflight) || st.Waiting != len(m.waitOrder) ||
+				st.Phase != m.phase || st.Proven != m.proven || st.Ceiling != m.ceiling {
+				rt.Fatalf("after %s: redis %+v, model size %d target %d in flight %d waiting %d phase %s proven %d ceiling %d",
+					op, st, m.size, m.target, len(m.inflight), len(m.waitOrder), m.phase, m.proven, m.ceiling)
+			}
+			if planMax > 0 && st.Size > planMax {
+				rt.Fatalf("window %d above the plan limit %d", st.Size, planMax)
+			}
+			if st.Size < 1 {
+				rt.Fatalf("window %d below 1", st.Size)
+			}
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"acquire": func(rt *rapid.T) {
+				h := rapid.SampledFrom(holders).Draw(rt, "holder")
+				lane := capacity.WindowLane(rapid.IntRange(0, 1).Draw(rt, "lane"))
+				dl := clk.Now().Add(time.Duration(rapid.IntRange(1, 100).Draw(rt, "deadline_s")) * time.Second)
+				var nb time.Time
+				if rapid.IntRange(0, 4).Draw(rt, "deferred") == 0 {
+					nb = clk.Now().Add(time.Duration(rapid.IntRange(1, 3000).Draw(rt, "nb_ms")) * time.Millisecond)
+				}
+				probe := rapid.IntRange(0, 9).Draw(rt, "probe") == 0
+				g := w.Acquire(ctx, capacity.WindowRequest{Scope: scope, Holder: h, Lane: lane, Deadline: dl, NotBefore: nb, Probe: probe, Max: planMax})
+				nbMs := int64(0)
+				if !nb.IsZero() {
+					nbMs = nb.UnixMilli()
+				}
+				ok, wait := m.acquire(clk.Now().UnixMilli(), h, lane, int64(lane)*1e13+dl.UnixMilli(), nbMs, probe)
+				if g.Granted != ok || (!ok && g.Wait != time.Duration(wait)*time.Millisecond) {
+					rt.Fatalf("acquire %s lane %v: redis granted %v wait %v, model %v wait %dms", h, lane, g.Granted, g.Wait, ok, wait)
+				}
+				check("acquire " + h)
+			},
+			"release": func(rt *rapid.T) {
+				h := rapid.SampledFrom(holders).Draw(rt, "holder")
+				o := capacity.Outcome(rapid.IntRange(0, 2).Draw(rt, "outcome"))
+				w.Release(ctx, scope, h, o, "429", planMax)
+				m.release(clk.Now().UnixMilli(), h, o)
+				check("release " + h)
+			},
+			"cooldown": func(rt *rapid.T) {
+				w.Cooldown(ctx, scope, "429 with Retry-After", planMax)
+				m.cooldown(clk.Now().UnixMilli())
+				check("cooldown")
+			},
+			"advance": func(rt *rapid.T) {
+				clk.Advance(time.Duration(rapid.IntRange(1, 3000).Draw(rt, "ms")) * time.Millisecond)
+			},
+			"restart": func(rt *rapid.T) {
+				w = newWin()
+			},
+		})
+	})
+}

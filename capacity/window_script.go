@@ -1,0 +1,233 @@
+package capacity
+
+// The window scripts share one prelude (luaWindowLoad) that reads the
+// configuration from ARGV[2] and the plan limit from ARGV[3], loads the scope's state, trims lapsed
+// leases and gone waiters, and defines save() and event(). Their own
+// arguments start at ARGV[4].
+//
+// KEYS: 1 state hash, 2 in-flight zset (holder → expiry), 3 lease meta hash
+// (holder → JSON {lane, n, at, epoch}), 4 waiters zset (holder → order), 5
+// waiters' due zset (holder → when it will ask again), 6 waiters' expiry
+// zset, 7 events list.
+//
+// ARGV: 1 now; 2 the configuration as JSON (windowArgs); 3 the plan limit
+// (0: none).
+const luaWindowLoad = `
+local S, INF, META, WAIT, DUE, WEXP, EV = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local cfg = cjson.decode(ARGV[2])
+local c_initial, c_start, c_rounds, c_retry, c_retrymax = cfg.initial, cfg.start, cfg.rounds, cfg.retry, cfg.retry_max
+local c_strikes, c_share, c_lease, c_hold0 = cfg.strikes, cfg.share, cfg.lease, cfg.hold
+local c_minw, c_maxw, c_evcap, c_late = cfg.min_wait, cfg.max_wait, cfg.events, cfg.late
+local c_max = tonumber(ARGV[3])
+
+local raw = redis.call('HGETALL', S)
+local st = {}
+for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+local size = tonumber(st.size)
+local target, ceiling, ceiling_at, proven, acks, epoch, hold, phase, retry, strikes, strike_n
+local dirty = false
+local function event(kind, from, to, reason)
+  redis.call('LPUSH', EV, cjson.encode({at = now, kind = kind, from = from, to = to, reason = reason}))
+  redis.call('LTRIM', EV, 0, c_evcap - 1)
+end
+if size then
+  target, ceiling, ceiling_at = tonumber(st.target), tonumber(st.ceiling) or 0, tonumber(st.ceiling_at) or 0
+  proven, acks, epoch = tonumber(st.proven) or 0, tonumber(st.acks) or 0, tonumber(st.epoch) or 0
+  hold, phase = tonumber(st.hold) or c_hold0, st.phase or 'steady'
+  retry, strikes, strike_n = tonumber(st.retry) or c_retry, tonumber(st.strikes) or 0, tonumber(st.strike_n) or 0
+else
+  size, ceiling, ceiling_at, proven, acks, epoch, hold = c_initial, 0, 0, 0, 0, 0, c_hold0
+  retry, strikes, strike_n = c_retry, 0, 0
+  target = c_start
+  if c_max > 0 then target = c_max end
+  if target < size then target = size end
+  phase = 'slow-start'
+  if size >= target then phase = 'steady' end
+  dirty = true
+  event('open', 0, size, 'new window: slow start from ' .. size .. ' towards ' .. target)
+end
+if c_max > 0 and size > c_max then
+  event('cap', size, c_max, 'plan limit is ' .. c_max)
+  size, dirty = c_max, true
+end
+if c_max > 0 and target > c_max then target, dirty = c_max, true end
+
+local lapsed = redis.call('ZRANGEBYSCORE', INF, '-inf', now)
+if #lapsed > 0 then
+  for _, m in ipairs(lapsed) do redis.call('HDEL', META, m) end
+  redis.call('ZREMRANGEBYSCORE', INF, '-inf', now)
+  event('lapsed', size, size, #lapsed .. ' slot(s) lapsed without an answer (holder gone?)')
+end
+local gone = redis.call('ZRANGEBYSCORE', WEXP, '-inf', now)
+if #gone > 0 then
+  for _, m in ipairs(gone) do
+    redis.call('ZREM', WAIT, m)
+    redis.call('ZREM', DUE, m)
+  end
+  redis.call('ZREMRANGEBYSCORE', WEXP, '-inf', now)
+end
+
+local function save()
+  redis.call('HSET', S, 'size', size, 'target', target, 'ceiling', ceiling, 'ceiling_at', ceiling_at,
+    'proven', proven, 'acks', acks, 'epoch', epoch, 'hold', hold, 'phase', phase, 'updated_at', now,
+    'retry', retry, 'strikes', strikes, 'strike_n', strike_n)
+end
+local function lanecap(lane)
+  if lane == 1 and c_share > 0 then
+    return math.max(1, size - math.ceil(size * c_share / 1000))
+  end
+  return size
+end
+`
+
+// windowAcquireScript: ARGV 4 holder, 5 lane (0 immediate, 1 batch), 6
+// order score, 7 not before ms (0: none), 8 probe (1: the scope's single
+// probe after a cooldown, granted whatever the window). A holder already in flight is
+// granted again (its slot refreshed). Otherwise the holder joins the
+// waiters and is granted when the scope is open, its lane has a free slot
+// and fewer waiters ordered before it are present (due now, not late) than
+// there are free slots. Returns {granted, in flight, size, rank, wait ms}.
+var windowAcquireScript = NowScript(luaWindowLoad + `
+local holder, lane, order, nb, probe = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
+local n = redis.call('ZCARD', INF)
+if redis.call('ZSCORE', INF, holder) then
+  redis.call('ZADD', INF, 'XX', now + c_lease, holder)
+  save()
+  return {1, n, size, 0, 0}
+end
+redis.call('ZADD', WAIT, order, holder)
+local r = redis.call('ZRANK', WAIT, holder)
+local present = 0
+if r > 0 then
+  for _, m in ipairs(redis.call('ZRANGE', WAIT, 0, r - 1)) do
+    local d = tonumber(redis.call('ZSCORE', DUE, m))
+    if (not d) or (d <= now + c_late and d >= now - c_late * 8) then present = present + 1 end
+  end
+end
+local cap = lanecap(lane)
+local free = cap - n
+if probe or (nb <= now and free > 0 and present < free) then
+  redis.call('ZREM', WAIT, holder)
+  redis.call('ZREM', DUE, holder)
+  redis.call('ZREM', WEXP, holder)
+  redis.call('ZADD', INF, now + c_lease, holder)
+  redis.call('HSET', META, holder, cjson.encode({lane = lane, n = n + 1, at = now, epoch = epoch}))
+  save()
+  return {1, n + 1, size, 0, 0}
+end
+local wait
+local slots = math.max(1, cap)
+if nb > now then
+  local offset = math.floor(r * hold / math.max(1, target))
+  wait = (nb - now) + math.min(offset, c_maxw)
+else
+  local pos = math.max(1, r - math.max(free, 0) + 1)
+  wait = math.ceil(pos * hold / slots)
+  wait = math.max(c_minw, math.min(wait, c_maxw))
+end
+redis.call('ZADD', DUE, now + wait, holder)
+redis.call('ZADD', WEXP, now + wait + math.max(wait, 5000) + c_late * 8, holder)
+if dirty then save() end
+return {0, n, size, r, wait}
+`)
+
+// windowReleaseScript: ARGV 4 holder, 5 outcome (0 neutral, 1 success, 2
+// overload), 6 reason. Frees the holder's slot and adapts the window.
+// Returns {released 0/1, size before, size after, in flight after}.
+var windowReleaseScript = NowScript(luaWindowLoad + `
+local holder, outcome, reason = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local before = size
+local metaraw = redis.call('HGET', META, holder)
+local had = redis.call('ZREM', INF, holder)
+redis.call('HDEL', META, holder)
+if had == 0 or not metaraw then
+  if dirty then save() end
+  return {0, before, size, redis.call('ZCARD', INF)}
+end
+local m = cjson.decode(metaraw)
+local n = tonumber(m.n)
+local current = tonumber(m.epoch) == epoch
+if outcome == 1 then
+  hold = math.floor(hold * 0.8 + (now - tonumber(m.at)) * 0.2)
+  if n > proven then proven = n end
+  if strike_n > 0 and n >= strike_n then strikes, strike_n = 0, 0 end
+  if ceiling > 0 and n >= ceiling then ceiling, ceiling_at, retry = 0, 0, c_retry end
+  if current then
+    if size < target then
+      size = size + 1
+      if size >= target then
+        phase = 'steady'
+        event('grow', before, size, 'slow start back to ' .. size)
+      else
+        phase = 'slow-start'
+      end
+    elseif n >= size or redis.call('ZCARD', INF) + 1 >= size then
+      acks = acks + 1
+      if acks >= size * c_rounds then
+        acks = 0
+        local cand = size + 1
+        if (c_max > 0 and cand > c_max) or (ceiling > 0 and cand >= ceiling and now - ceiling_at < retry) then
+          -- at the plan limit, or a size that drew an overload is not tried again yet
+        else
+          size, target = cand, cand
+          event('grow', before, size, 'cautious growth after ' .. c_rounds .. ' full rounds without overload')
+        end
+      end
+    end
+  end
+elseif outcome == 2 then
+  acks = 0
+  local shrink = n > proven
+  if not shrink then
+    strikes = strikes + 1
+    if strike_n == 0 or n < strike_n then strike_n = n end
+    shrink = strikes >= c_strikes
+  end
+  if shrink then
+    local to = math.max(1, n - 1)
+    if to < size then size = to end
+    if to < target then target = to end
+    if ceiling == n then retry = math.min(retry * 2, c_retrymax) else retry = c_retry end
+    ceiling, ceiling_at, strikes, strike_n = n, now, 0, 0
+    if proven >= n then proven = n - 1 end
+    if phase ~= 'probe' then phase = 'steady' end
+    event('shrink', before, size, reason .. ' at ' .. n .. ' in flight; ' .. n .. ' not tried again for ' .. math.floor(retry / 1000) .. 's')
+  else
+    event('overload', before, size, reason .. ' at ' .. n .. ' in flight, a level that had succeeded: size kept (' .. strikes .. ' of ' .. c_strikes .. ' before it shrinks)')
+  end
+end
+save()
+return {1, before, size, redis.call('ZCARD', INF)}
+`)
+
+// windowCooldownScript: ARGV 4 reason. A cooldown began: the window
+// restarts from a single probe and grows back by slow start to the size it
+// had; answers to requests sent before it do not grow it.
+// Returns {size before, target}.
+var windowCooldownScript = NowScript(luaWindowLoad + `
+local before = size
+if phase ~= 'probe' or size > 1 then
+  if before > target then target = before end
+  size, acks, epoch, phase = 1, 0, epoch + 1, 'probe'
+  event('cooldown', before, 1, ARGV[4] .. ': restart from the probe, slow start back to ' .. target)
+end
+save()
+return {before, target}
+`)
+
+// windowRefreshScript: ARGV 4 holder, 5 extra ms. Extends a held slot
+// (accepted work being processed); returns 1 when held.
+var windowRefreshScript = NowScript(luaWindowLoad + `
+local s = redis.call('ZSCORE', INF, ARGV[4])
+if dirty then save() end
+if not s then return 0 end
+redis.call('ZADD', INF, 'XX', now + c_lease + tonumber(ARGV[5]), ARGV[4])
+return 1
+`)
+
+// windowStatusScript: the state after trimming. Returns {size, target,
+// ceiling, ceiling_at, proven, in flight, waiting, hold, phase, updated}.
+var windowStatusScript = NowScript(luaWindowLoad + `
+if dirty then save() end
+return {size, target, ceiling, ceiling_at, proven, redis.call('ZCARD', INF), redis.call('ZCARD', WAIT), hold, phase, tonumber(st.updated_at) or now}
+`)

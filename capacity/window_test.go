@@ -1,0 +1,330 @@
+package capacity_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/testredis"
+)
+
+const winScope = "acme:general"
+
+func newTestWindows(t *testing.T, clk *clock.Stub, cfg capacity.WindowConfig) *capacity.Windows {
+	t.Helper()
+	rdb := testredis.Client(t)
+	cfg.Redis, cfg.KeyPrefix = rdb, testredis.Prefix(t, rdb, "window")
+	if clk != nil {
+		cfg = capacity.WithWindowTestNow(cfg, millis(clk))
+	}
+	w, err := capacity.NewWindows(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func winAcquire(t *testing.T, w *capacity.Windows, holder string, lane capacity.WindowLane, max int) capacity.WindowGrant {
+	t.Helper()
+	return w.Acquire(context.Background(), capacity.WindowRequest{Scope: winScope, Holder: holder, Lane: lane, Max: max})
+}
+
+func winState(t *testing.T, w *capacity.Windows) capacity.WindowState {
+	t.Helper()
+	st, err := w.State(context.Background(), winScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// fill takes slots for holders p0, p1, … until one is refused, and returns
+// how many were granted.
+func fill(t *testing.T, w *capacity.Windows, prefix string, lane capacity.WindowLane, max int) int {
+	t.Helper()
+	for i := range 100 {
+		if !winAcquire(t, w, fmt.Sprintf("%s%d", prefix, i), lane, max).Granted {
+			return i
+		}
+	}
+	t.Fatal("the window never filled")
+	return 0
+}
+
+// TestWindowSlowStartAndCooldown: a new window grows by one per success up
+// to the plan limit; an overload above the vendor's real limit shrinks it
+// to in-flight − 1; a cooldown restarts it at the probe and it grows back
+// only to the size it had, not to the plan limit.
+func TestWindowSlowStartAndCooldown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newLeaseClock()
+	w := newTestWindows(t, clk, capacity.WindowConfig{CeilingRetry: time.Minute})
+	const plan = 8
+	// Slow start: one more slot per success, so the window doubles per
+	// round: 1, 2, 4.
+	for round, want := range []int{1, 2} {
+		if got := fill(t, w, fmt.Sprintf("r%d-", round), capacity.Immediate, plan); got != want {
+			t.Fatalf("round %d: %d granted, want %d", round, got, want)
+		}
+		for i := range want {
+			clk.Advance(10 * time.Millisecond)
+			w.Release(ctx, winScope, fmt.Sprintf("r%d-%d", round, i), capacity.Success, "", plan)
+		}
+		clk.Advance(20 * time.Second) // the refused waiter gives up its place
+	}
+	// The vendor takes only 3: the 4th in flight is refused.
+	for i := range 4 {
+		if !winAcquire(t, w, fmt.Sprintf("o%d", i), capacity.Immediate, plan).Granted {
+			t.Fatalf("o%d refused in a window of 4", i)
+		}
+	}
+	w.Release(ctx, winScope, "o3", capacity.Overload, "429", plan)
+	if st := winState(t, w); st.Size != 3 || st.Ceiling != 4 {
+		t.Fatalf("after an overload at 4 in flight: %+v, want size 3, ceiling 4", st)
+	}
+	w.Cooldown(ctx, winScope, "429 with Retry-After", plan)
+	for _, h := range []string{"o0", "o1", "o2"} {
+		w.Release(ctx, winScope, h, capacity.Success, "", plan) // answers from before the cooldown
+	}
+	if st := winState(t, w); st.Size != 1 || st.Target != 3 || st.Phase != "probe" {
+		t.Fatalf("after the cooldown: %+v, want size 1 (the probe), target 3", st)
+	}
+	clk.Advance(20 * time.Second)
+	// Probe, then slow start back to 3 and no further.
+	sizes := []int{}
+	for i := range 6 {
+		h := fmt.Sprintf("p%d", i)
+		if !winAcquire(t, w, h, capacity.Immediate, plan).Granted {
+			t.Fatalf("%s refused", h)
+		}
+		w.Release(ctx, winScope, h, capacity.Success, "", plan)
+		sizes = append(sizes, winState(t, w).Size)
+	}
+	if fmt.Sprint(sizes) != "[2 3 3 3 3 3]" {
+		t.Fatalf("sizes after each success %v, want [2 3 3 3 3 3]", sizes)
+	}
+	ev, err := w.Events(ctx, winScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []string{}
+	for _, e := range ev {
+		kinds = append(kinds, e.Kind)
+	}
+	joined := strings.Join(kinds, ",")
+	for _, k := range []string{"open", "shrink", "cooldown", "grow"} {
+		if !strings.Contains(joined, k) {
+			t.Errorf("events %s: no %q", joined, k)
+		}
+	}
+}
+
+// TestWindowNoiseAtAProvenLevel: one overload at a level that had
+// succeeded keeps the window (random throttling); Strikes in a row shrink
+// it (the vendor's limit dropped).
+func TestWindowNoiseAtAProvenLevel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newTestWindows(t, newLeaseClock(), capacity.WindowConfig{Initial: 3, StartTarget: 3, Strikes: 2})
+	for i := range 3 {
+		winAcquire(t, w, fmt.Sprintf("a%d", i), capacity.Immediate, 0)
+	}
+	for i := range 3 {
+		w.Release(ctx, winScope, fmt.Sprintf("a%d", i), capacity.Success, "", 0)
+	}
+	overloadAtThree := func(tag string) {
+		for i := range 3 {
+			winAcquire(t, w, fmt.Sprintf("%s%d", tag, i), capacity.Immediate, 0)
+		}
+		w.Release(ctx, winScope, tag+"2", capacity.Overload, "429", 0)
+		w.Release(ctx, winScope, tag+"0", capacity.Neutral, "", 0)
+		w.Release(ctx, winScope, tag+"1", capacity.Neutral, "", 0)
+	}
+	overloadAtThree("b")
+	if st := winState(t, w); st.Size != 3 {
+		t.Fatalf("one overload at a proven level: size %d, want 3 kept", st.Size)
+	}
+	overloadAtThree("c")
+	if st := winState(t, w); st.Size != 2 {
+		t.Fatalf("two overloads in a row at a proven level: size %d, want 2", st.Size)
+	}
+}
+
+// TestWindowCautiousGrowthAndCeiling: above the size it had, the window
+// grows by one only after GrowRounds full windows of successes, and a size
+// that drew an overload is not tried again before CeilingRetry.
+func TestWindowCautiousGrowthAndCeiling(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newLeaseClock()
+	w := newTestWindows(t, clk, capacity.WindowConfig{Initial: 2, StartTarget: 2, GrowRounds: 2, CeilingRetry: time.Minute})
+	round := func(tag string, size int) {
+		for i := range size {
+			if !winAcquire(t, w, fmt.Sprintf("%s%d", tag, i), capacity.Immediate, 0).Granted {
+				t.Fatalf("%s%d refused at size %d", tag, i, size)
+			}
+		}
+		for i := range size {
+			w.Release(ctx, winScope, fmt.Sprintf("%s%d", tag, i), capacity.Success, "", 0)
+		}
+	}
+	round("a", 2)
+	if st := winState(t, w); st.Size != 2 {
+		t.Fatalf("after one full round: size %d, want 2", st.Size)
+	}
+	round("b", 2)
+	if st := winState(t, w); st.Size != 3 {
+		t.Fatalf("after two full rounds: size %d, want 3", st.Size)
+	}
+	// 3 draws an overload: back to 2, and 3 is not tried for a minute.
+	for i := range 3 {
+		winAcquire(t, w, fmt.Sprintf("c%d", i), capacity.Immediate, 0)
+	}
+	w.Release(ctx, winScope, "c2", capacity.Overload, "429", 0)
+	w.Release(ctx, winScope, "c0", capacity.Success, "", 0)
+	w.Release(ctx, winScope, "c1", capacity.Success, "", 0)
+	for i := range 10 {
+		round(fmt.Sprintf("d%d-", i), 2)
+	}
+	if st := winState(t, w); st.Size != 2 {
+		t.Fatalf("within the ceiling's retry: size %d, want 2", st.Size)
+	}
+	clk.Advance(61 * time.Second)
+	round("e", 2)
+	round("f", 2)
+	if st := winState(t, w); st.Size != 3 {
+		t.Fatalf("after the retry: size %d, want 3 tried again", st.Size)
+	}
+}
+
+// TestWindowImmediateBeforeBatch: batch work leaves the immediate share
+// free, and a free slot goes to a waiting immediate recording before
+// batch ones that waited longer.
+func TestWindowImmediateBeforeBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newLeaseClock()
+	w := newTestWindows(t, clk, capacity.WindowConfig{Initial: 4, StartTarget: 4, ImmediateShare: 0.25})
+	if got := fill(t, w, "b", capacity.BatchLane, 0); got != 3 {
+		t.Fatalf("batch took %d slots of 4, want 3 (one kept for the immediate lane)", got)
+	}
+	if !winAcquire(t, w, "i0", capacity.Immediate, 0).Granted {
+		t.Fatal("the immediate lane's slot was taken")
+	}
+	// Full: queue batch b3 (refused in fill) then immediate i1.
+	if winAcquire(t, w, "i1", capacity.Immediate, 0).Granted {
+		t.Fatal("i1 granted in a full window")
+	}
+	w.Release(ctx, winScope, "b0", capacity.Success, "", 0)
+	// b3 asks first, but i1 is present and ahead of it.
+	if g := winAcquire(t, w, "b3", capacity.BatchLane, 0); g.Granted {
+		t.Fatalf("b3 (batch) took the slot while an immediate recording waited: %+v", g)
+	}
+	if !winAcquire(t, w, "i1", capacity.Immediate, 0).Granted {
+		t.Fatal("i1 refused a free slot")
+	}
+}
+
+// TestWindowWaitsSpreadInOrder: refused requests are told to wait in
+// proportion to their place in the queue, and a deferred scope's waiters
+// come back after its deadline, spread, earliest deadline first.
+func TestWindowWaitsSpreadInOrder(t *testing.T) {
+	t.Parallel()
+	clk := newLeaseClock()
+	w := newTestWindows(t, clk, capacity.WindowConfig{Initial: 2, StartTarget: 2, Hold: time.Second})
+	nb := clk.Now().Add(5 * time.Second)
+	var waits []time.Duration
+	for i := range 6 {
+		g := w.Acquire(context.Background(), capacity.WindowRequest{Scope: winScope, Holder: fmt.Sprintf("d%d", i),
+			Deadline: clk.Now().Add(time.Duration(i+1) * time.Minute), NotBefore: nb})
+		if g.Granted {
+			t.Fatalf("d%d granted before the scope's deadline", i)
+		}
+		waits = append(waits, g.Wait)
+	}
+	for i, wt := range waits {
+		if wt < 5*time.Second {
+			t.Errorf("d%d told to wait %v, before the deadline", i, wt)
+		}
+		if i > 0 && wt <= waits[i-1] {
+			t.Errorf("waits not spread in deadline order: %v", waits)
+		}
+	}
+}
+
+// TestWindowLapsedSlotAndRestart: a crashed holder's slot lapses after the
+// lease; the window lives in Redis, so a new process sees it as it was.
+func TestWindowLapsedSlotAndRestart(t *testing.T) {
+	t.Parallel()
+	clk := newLeaseClock()
+	rdb := testredis.Client(t)
+	cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Redis: rdb, KeyPrefix: testredis.Prefix(t, rdb, "window"),
+		Initial: 1, StartTarget: 1, Lease: 2 * time.Second}, millis(clk))
+	w1, _ := capacity.NewWindows(cfg)
+	if !winAcquire(t, w1, "crashed", capacity.Immediate, 0).Granted {
+		t.Fatal("first acquire refused")
+	}
+	w2, _ := capacity.NewWindows(cfg) // another process, or this one restarted
+	if winAcquire(t, w2, "other", capacity.Immediate, 0).Granted {
+		t.Fatal("a second slot granted in a window of 1")
+	}
+	clk.Advance(3 * time.Second)
+	if !winAcquire(t, w2, "other", capacity.Immediate, 0).Granted {
+		t.Fatal("the crashed holder's slot did not lapse")
+	}
+	scopes, err := w2.Scopes(context.Background())
+	if err != nil || len(scopes) != 1 || scopes[0] != winScope {
+		t.Fatalf("Scopes = %v, %v", scopes, err)
+	}
+}
+
+// TestWindowConcurrentProcesses: goroutines of several Windows (one per
+// process) never hold more slots than the window at once.
+func TestWindowConcurrentProcesses(t *testing.T) {
+	t.Parallel()
+	rdb := testredis.Client(t)
+	prefix := testredis.Prefix(t, rdb, "window")
+	var inFlight, peak, granted atomic.Int64
+	var wg sync.WaitGroup
+	for p := range 3 {
+		w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix, Initial: 3, StartTarget: 3,
+			MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, OpTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 15 {
+					h := fmt.Sprintf("p%d-g%d-%d", p, g, i)
+					for !w.Acquire(context.Background(), capacity.WindowRequest{Scope: winScope, Holder: h}).Granted {
+						time.Sleep(time.Millisecond)
+					}
+					n := inFlight.Add(1)
+					for {
+						old := peak.Load()
+						if n <= old || peak.CompareAndSwap(old, n) {
+							break
+						}
+					}
+					granted.Add(1)
+					time.Sleep(time.Millisecond)
+					inFlight.Add(-1)
+					w.Release(context.Background(), winScope, h, capacity.Neutral, "", 0)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if peak.Load() > 3 || granted.Load() != 3*8*15 {
+		t.Fatalf("peak %d in flight (want ≤ 3), %d granted (want %d)", peak.Load(), granted.Load(), 3*8*15)
+	}
+}
