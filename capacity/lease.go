@@ -235,6 +235,11 @@ type Request struct {
 	Kind     string // KindSTT or KindTTS
 	Holder   string // the call id or job id, for operators reading Redis
 	Lane     Lane
+	// ID, when set, is the lease's id instead of a random one: a holder
+	// that must find its lease again from another process or after a
+	// restart (the pipeline keys its leases by recording). Asking again
+	// for an ID already held grants it again and renews it.
+	ID string
 }
 
 // Lease is one slot held. The zero Lease (refused) may be released.
@@ -269,6 +274,9 @@ type Grant struct {
 	// provider/kind with no configured limit.
 	Uncounted bool
 }
+
+// LeaseLength is how long a lease of kind lives without a refresh.
+func (l *Leases) LeaseLength(kind string) time.Duration { return l.leaseLen(kind) }
 
 func (l *Leases) leaseLen(kind string) time.Duration {
 	if kind == KindTTS {
@@ -311,7 +319,11 @@ func newLeaseID(holder string) string {
 // Config.OpTimeout.
 func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 	tag := l.tag(req.Provider, req.Kind)
-	lease := Lease{ID: newLeaseID(req.Holder), Provider: req.Provider, Kind: req.Kind, Holder: req.Holder}
+	lease := Lease{ID: req.ID, Provider: req.Provider, Kind: req.Kind, Holder: req.Holder}
+	keyed := "1"
+	if lease.ID == "" {
+		lease.ID, keyed = newLeaseID(req.Holder), "0"
+	}
 	length := l.leaseLen(req.Kind)
 	pl, ok := l.cfg.Limits[tag]
 	if !ok {
@@ -329,7 +341,7 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 	defer cancel()
 	res, err := acquireScript.Run(octx, l.rdb,
 		[]string{l.leasesKey(tag), l.limitKey(tag), l.peakKey(tag)},
-		l.nowArg(), lease.ID, length.Milliseconds(), pl.Limit, reserve, l.cfg.PeakRetention.Milliseconds()).Int64Slice()
+		l.nowArg(), lease.ID, length.Milliseconds(), pl.Limit, reserve, l.cfg.PeakRetention.Milliseconds(), keyed).Int64Slice()
 	if err != nil {
 		l.fail.Note("acquire "+tag, err)
 		lease.Expires = l.cfg.Clock.Now().Add(length)

@@ -130,3 +130,22 @@ func (l *Leases) RefreshHeld(ctx context.Context) RefreshResult {
 	}
 	return out
 }
+
+// Extend keeps the lease with id of provider/kind alive for d from now
+// (Redis time), for work a vendor accepted and is still processing: the
+// holder asks again at each poll. It reports whether the lease was still
+// held; Redis failures are noted (fail open) and reported as held.
+func (l *Leases) Extend(ctx context.Context, provider, kind, id string, d time.Duration) bool {
+	tag := l.tag(provider, kind)
+	if _, ok := l.cfg.Limits[tag]; !ok {
+		return true
+	}
+	octx, cancel := l.opCtx(ctx)
+	defer cancel()
+	res, err := refreshScript.Run(octx, l.rdb, []string{l.leasesKey(tag)}, l.nowArg(), d.Milliseconds(), id).Int64Slice()
+	if err != nil {
+		l.fail.Note("extend "+tag, err)
+		return true
+	}
+	return len(res) == 1
+}

@@ -14,12 +14,17 @@ local eff = tonumber(lim[1]) or tonumber(lim[2]) or tonumber(ARGV[%d])
 
 // acquireScript: KEYS leases zset, limit hash, peak hash; ARGV now, lease
 // id, lease ms, configured limit, reserve (lane cap = eff − reserve), peak
-// retention ms. Returns {granted, in use, effective limit, expiry ms}.
+// retention ms, keyed ("1": an id already held is granted again, its
+// expiry renewed). Returns {granted, in use, effective limit, expiry ms}.
 var acquireScript = NowScript(fmt.Sprintf(luaEffective, 2, 4) + `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local n = redis.call('ZCARD', KEYS[1])
 local granted = 0
 local exp = now + tonumber(ARGV[3])
+if ARGV[7] == '1' and redis.call('ZSCORE', KEYS[1], ARGV[2]) then
+  redis.call('ZADD', KEYS[1], 'XX', exp, ARGV[2])
+  return {1, n, eff, exp}
+end
 if n < eff - tonumber(ARGV[5]) then
   redis.call('ZADD', KEYS[1], exp, ARGV[2])
   n = n + 1

@@ -65,6 +65,16 @@ const (
 	Overload
 )
 
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Overload:
+		return "overload"
+	}
+	return "neutral"
+}
+
 // WindowConfig configures NewWindows.
 type WindowConfig struct {
 	// Redis is the client. Required.

@@ -31,6 +31,7 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 			return next, err
 		}
 	}
+	p.settle(ctx, s, a)
 	switch resp.Outcome {
 	case stt.OutcomeCompleted:
 		return next, p.transcribed(ctx, s, resp)
@@ -117,6 +118,9 @@ func (p *Pipeline) throttled(ctx context.Context, s *stepCtx, resp stt.Response,
 		return err
 	}
 	notBefore := res.NotBefore
+	if !s.observeOnly && notBefore.After(p.cfg.Clock.Now()) {
+		p.cooldown(ctx, s, fmt.Sprintf("HTTP %d %s", resp.HTTPStatus, resp.Class))
+	}
 	log.Info("vendor throttled; scope deferred", slog.String("scope", scope), slog.Time("not_before", notBefore), slog.Any("decision", res.Decision))
 	_, err = p.move(ctx, s.rec, ledger.StateRetryWait, "throttled: "+resp.Class, func(tr *ledger.Transition) {
 		tr.ResponseClass, tr.RetryAfter, tr.NotBefore = resp.Class, res.Extension.RetryAfter, &notBefore

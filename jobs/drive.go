@@ -76,6 +76,8 @@ type stepCtx struct {
 	// observeOnly: the tenant's scope runs in observe-only mode.
 	observeOnly bool
 	log         *slog.Logger
+	// held: the slots taken for this step's submission.
+	held held
 }
 
 // load reads the recording and resolves its tenant for one step.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/extract"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -33,6 +34,8 @@ type Pipeline struct {
 	extractor     crm.Extractor
 	slots         Slots
 	slotWait      time.Duration
+	window        *capacity.Windows
+	planLimitOf   func(provider string) int
 }
 
 // CommitFunc commits a validated recording's actions: its action set, the
@@ -63,6 +66,16 @@ type Deps struct {
 	// SlotWait is how long a job without a slot snoozes before asking
 	// again. Default 0: CapacityWaitDefault.
 	SlotWait time.Duration
+	// Window, when set, is the scopes' concurrency windows shared by every
+	// process (capacity.Windows): each submission takes a slot of its
+	// scope's window, waits in line for one, and gives it back with what
+	// the vendor answered. Default nil: no window (admission is the
+	// scope's deadline and probe only).
+	Window *capacity.Windows
+	// PlanLimit returns the configured plan limit of a provider's
+	// transcriptions (0: none); a scope's window never grows above it.
+	// Default nil: none.
+	PlanLimit func(provider string) int
 }
 
 // New builds a pipeline on pool and l. Its River workers, queues and
@@ -78,7 +91,8 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline
 		return nil, err
 	}
 	p := &Pipeline{cfg: cfg, db: pool, ledger: l, audio: deps.Store, providers: map[string]stt.Provider{}, log: cfg.Logger,
-		commitActions: deps.Commit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait}
+		commitActions: deps.Commit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait,
+		window: deps.Window, planLimitOf: deps.PlanLimit}
 	if p.extractor == nil {
 		p.extractor = extract.RuleExtractor{}
 	}

@@ -13,25 +13,39 @@ const CapacityWaitDefault = 2 * time.Second
 // Slots is the vendor concurrency the pipeline shares with live calls (a
 // capacity.Leases in production). The pipeline takes a slot of its
 // provider before each submission, as batch work (it may use the limit
-// minus the reserve kept for live traffic), and gives it back when the
-// answer arrives. The pipeline takes them when Deps.Slots is set.
+// minus the reserve kept for live traffic), keyed by the recording so that
+// any process can find it again; it gives the slot back when the vendor's
+// answer arrives, and keeps it while the vendor processes work it accepted
+// (202) until the result arrives. The pipeline takes them when Deps.Slots
+// is set.
 type Slots interface {
-	// AcquireBatch takes one STT slot of provider for holder. granted false:
-	// no room now. release is called once the vendor answered.
-	AcquireBatch(ctx context.Context, provider, holder string) (release func(), granted bool)
+	// AcquireBatch takes one STT slot of provider for holder (asking again
+	// for a slot holder already has grants it again). granted false: no
+	// room now. inUse is how many slots of provider are held, this one
+	// included.
+	AcquireBatch(ctx context.Context, provider, holder string) (inUse int, granted bool)
+	// Release gives holder's slot back; a holder without one is a no-op.
+	Release(ctx context.Context, provider, holder string)
+	// Extend keeps holder's slot for d more (the vendor is processing it).
+	Extend(ctx context.Context, provider, holder string, d time.Duration)
+	// ReportRefusal says the vendor refused a request of provider for its
+	// concurrency limit while inUse slots were held (capacity lowers its
+	// learned limit when inUse is below it).
+	ReportRefusal(ctx context.Context, provider string, inUse int)
 }
 
 // takeSlot asks for a slot; without one the job snoozes (no River attempt
 // used) with waiting_for "provider capacity".
-func (p *Pipeline) takeSlot(ctx context.Context, provider, holder string) (release func(), o outcome) {
+func (p *Pipeline) takeSlot(ctx context.Context, s *stepCtx) outcome {
 	if p.slots == nil {
-		return func() {}, next
+		return next
 	}
-	release, ok := p.slots.AcquireBatch(ctx, provider, holder)
+	inUse, ok := p.slots.AcquireBatch(ctx, s.prov.Name(), s.rec.ID.String())
 	if !ok {
-		p.log.Debug("no vendor slot: waiting", slog.String("waiting_for", "provider capacity"), slog.String("provider", provider),
-			slog.String("recording", holder))
-		return nil, snoozeFor(p.slotWait)
+		p.log.Debug("no vendor slot: waiting", slog.String("waiting_for", "provider capacity"), slog.String("provider", s.prov.Name()),
+			slog.String("recording", s.rec.ID.String()))
+		return snoozeFor(p.slotWait)
 	}
-	return release, next
+	s.held.slotInUse, s.held.slot = inUse, true
+	return next
 }

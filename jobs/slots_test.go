@@ -13,20 +13,30 @@ import (
 	"github.com/callscribe/callscribe/ledger"
 )
 
-// countingSlots is a fixed number of slots, recording the most ever held.
+// countingSlots is a fixed number of slots keyed by holder, recording the
+// most ever held.
 type countingSlots struct {
-	mu          sync.Mutex
-	limit, held int
-	maxHeld     int
-	refused     int
-	refusedBy   map[string]int // refusals per holder (recording)
+	mu        sync.Mutex
+	limit     int
+	holders   map[string]bool
+	held      int
+	maxHeld   int
+	refused   int
+	refusedBy map[string]int // refusals per holder (recording)
+	refusals  int            // concurrency refusals reported
 	// refusal fires after a refusal; values coalesce.
 	refusal chan struct{}
 }
 
-func (s *countingSlots) AcquireBatch(_ context.Context, _, holder string) (func(), bool) {
+func (s *countingSlots) AcquireBatch(_ context.Context, _, holder string) (int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.holders == nil {
+		s.holders = map[string]bool{}
+	}
+	if s.holders[holder] {
+		return s.held, true
+	}
 	if s.held >= s.limit {
 		s.refused++
 		if s.refusedBy == nil {
@@ -37,15 +47,29 @@ func (s *countingSlots) AcquireBatch(_ context.Context, _, holder string) (func(
 		case s.refusal <- struct{}{}:
 		default:
 		}
-		return nil, false
+		return s.held, false
 	}
+	s.holders[holder] = true
 	s.held++
 	s.maxHeld = max(s.maxHeld, s.held)
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
+	return s.held, true
+}
+
+func (s *countingSlots) Release(_ context.Context, _, holder string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holders[holder] {
+		delete(s.holders, holder)
 		s.held--
-	}, true
+	}
+}
+
+func (s *countingSlots) Extend(context.Context, string, string, time.Duration) {}
+
+func (s *countingSlots) ReportRefusal(context.Context, string, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusals++
 }
 
 func (s *countingSlots) setLimit(n int) {

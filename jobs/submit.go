@@ -9,6 +9,7 @@ import (
 	"path"
 	"time"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
@@ -35,9 +36,10 @@ func (p *Pipeline) resubmit(ctx context.Context, s *stepCtx, why string) (outcom
 }
 
 // send is every submission: give up after MaxSubmissions; ask the scope
-// (snooze while it is deferred or paused) and the vendor's capacity (snooze
-// without a slot); record the submission with record (probe: this request
-// is the scope's probe); submit.
+// (wait in line while it is deferred or paused), its window (wait in line
+// while it is full) and the vendor's capacity (snooze without a slot);
+// record the submission with record (probe: this request is the scope's
+// probe); submit. The answer settles the slots (settle).
 func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool) (ledger.Recording, error)) (outcome, error) {
 	if s.rec.Attempt >= p.cfg.MaxSubmissions {
 		_, err := p.move(ctx, s.rec, ledger.StateFailed, fmt.Sprintf("gave up after %d submissions", s.rec.Attempt),
@@ -55,14 +57,23 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool)
 		return next, err
 	}
 	if !a.Admitted() {
-		return snoozeFor(a.Wait), nil
+		return p.waitInLine(ctx, s, a), nil
 	}
-	release, o := p.takeSlot(ctx, s.prov.Name(), s.rec.ID.String())
-	if o.kind == stepSnooze {
+	probe := a.Verdict == ledger.VerdictProbe
+	if o := p.takeWindow(ctx, s, probe); o.kind == stepSnooze {
 		return o, nil
 	}
-	defer release()
-	probe := a.Verdict == ledger.VerdictProbe
+	if o := p.takeSlot(ctx, s); o.kind == stepSnooze {
+		p.release(ctx, s, capacity.Neutral, "")
+		return o, nil
+	}
+	// Whatever ends this step without an answer (an error, a cancelled
+	// context) gives the slots back.
+	defer func() {
+		if !s.held.settled {
+			p.release(ctx, s, capacity.Neutral, "")
+		}
+	}()
 	rec, err := record(probe)
 	if err != nil {
 		return next, err

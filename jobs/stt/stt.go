@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/callscribe/callscribe/internal/vendorhttp"
@@ -225,3 +226,15 @@ var (
 	// ErrInvalidArgument: a required argument is empty.
 	ErrInvalidArgument = errors.New("stt: invalid argument")
 )
+
+// ConcurrencyRefusal reports whether r is a throttled answer that says the
+// vendor's concurrency limit was reached ("too many concurrent requests"),
+// rather than a rate or quota: the vendor's real concurrency is below what
+// was in flight.
+func (r Response) ConcurrencyRefusal() bool {
+	if r.Outcome != OutcomeThrottled {
+		return false
+	}
+	m := strings.ToLower(r.Message)
+	return strings.Contains(m, "concurren") || strings.Contains(m, "in flight") || strings.Contains(m, "in-flight")
+}

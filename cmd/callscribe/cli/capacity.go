@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -38,21 +39,66 @@ func (a *app) openLeases() (*capacity.Leases, *redis.Client, error) {
 }
 
 // leaseSlots lends the pipeline STT slots from the shared counters, as
-// batch work. A provider with no configured limit is not counted.
+// batch work, keyed by recording ("pipeline:<recording id>") so that
+// whichever process polls the vendor's result can give the slot back. A
+// provider with no configured limit is not counted.
 type leaseSlots struct {
 	leases *capacity.Leases
 	limits map[string]CapacityLimit
 }
 
-func (s leaseSlots) AcquireBatch(ctx context.Context, provider, holder string) (func(), bool) {
-	if _, ok := s.limits[provider+"/"+capacity.KindSTT]; !ok {
-		return func() {}, true
+func pipelineLeaseID(holder string) string { return "pipeline:" + holder }
+
+func (s leaseSlots) counted(provider string) bool {
+	_, ok := s.limits[provider+"/"+capacity.KindSTT]
+	return ok
+}
+
+func (s leaseSlots) AcquireBatch(ctx context.Context, provider, holder string) (int, bool) {
+	if !s.counted(provider) {
+		return 0, true
 	}
-	lease, g := s.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: holder, Lane: capacity.Batch})
-	if !g.Granted {
-		return nil, false
+	_, g := s.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: holder, Lane: capacity.Batch,
+		ID: pipelineLeaseID(holder)})
+	return g.InUse, g.Granted
+}
+
+func (s leaseSlots) Release(ctx context.Context, provider, holder string) {
+	if !s.counted(provider) {
+		return
 	}
-	return func() { s.leases.Release(context.WithoutCancel(ctx), lease) }, true
+	s.leases.Release(ctx, s.leases.Restore(capacity.Lease{ID: pipelineLeaseID(holder), Provider: provider, Kind: capacity.KindSTT, Holder: holder}, true))
+}
+
+func (s leaseSlots) Extend(ctx context.Context, provider, holder string, d time.Duration) {
+	if s.counted(provider) {
+		s.leases.Extend(ctx, provider, capacity.KindSTT, pipelineLeaseID(holder), s.leases.LeaseLength(capacity.KindSTT)+d)
+	}
+}
+
+func (s leaseSlots) ReportRefusal(ctx context.Context, provider string, inUse int) {
+	s.leases.ReportRefusal(ctx, provider, capacity.KindSTT, inUse)
+}
+
+// openWindows builds the scopes' concurrency windows on rdb, or nil when
+// capacity.window.disabled is set.
+func (a *app) openWindows(rdb redis.UniversalClient) (*capacity.Windows, error) {
+	c := a.config.Capacity.Window
+	if c.Disabled || rdb == nil {
+		return nil, nil
+	}
+	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, ImmediateShare: c.ImmediateShare, StartTarget: c.StartTarget,
+		GrowRounds: c.GrowRounds, Strikes: c.Strikes, CeilingRetry: c.CeilingRetry, Logger: a.logger})
+	if err != nil {
+		return nil, fmt.Errorf("capacity.window: %w", err)
+	}
+	return w, nil
+}
+
+// planLimit is the configured limit of a provider's transcriptions (0:
+// none), the cap of its scopes' windows.
+func (a *app) planLimit(provider string) int {
+	return a.config.Capacity.Limits[provider+"/"+capacity.KindSTT].Limit
 }
 
 func (a *app) capacityCommand() *cobra.Command {

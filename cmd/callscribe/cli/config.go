@@ -107,6 +107,32 @@ type CapacityConfig struct {
 	// Agents: each agent's providers, primary first, then fallbacks, used
 	// by `callscribe serve` for POST /v1/calls/{id}/transcriber. Default none.
 	Agents map[string]CapacityAgent `yaml:"agents"`
+	// Window: the adaptive concurrency window of each throttling scope
+	// (kept in Redis, shared by every worker).
+	Window CapacityWindow `yaml:"window"`
+}
+
+// CapacityWindow tunes the scopes' concurrency windows. Zero fields take
+// capacity's defaults.
+type CapacityWindow struct {
+	// Disabled: no window; admission is the scope's deadline and probe
+	// only. Default false.
+	Disabled bool `yaml:"disabled"`
+	// ImmediateShare: the share of a window batch work may not take.
+	// Default 0.25; negative: none.
+	ImmediateShare float64 `yaml:"immediate_share"`
+	// StartTarget: where a new scope's slow start stops when its provider
+	// has no configured limit. Default 4.
+	StartTarget int `yaml:"start_target"`
+	// GrowRounds: full windows of successes before growing by one above
+	// the size it had. Default 4.
+	GrowRounds int `yaml:"grow_rounds"`
+	// Strikes: overloads in a row at a level that had succeeded before it
+	// shrinks. Default 3.
+	Strikes int `yaml:"strikes"`
+	// CeilingRetry: how long a size that drew an overload is not tried
+	// again (doubling while it keeps failing). Default 30s.
+	CeilingRetry time.Duration `yaml:"ceiling_retry"`
 }
 
 // CapacityAgent is one agent's speech providers, primary first.

@@ -197,7 +197,11 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		a.config.RetryAfter.MaxBackoff = 5 * time.Second
 		a.config.RetryAfter.MaxDelay = time.Minute
 	}
-	e, err := a.pipelineOn(ctx, svc.Pool, nil)
+	windows, err := a.openWindows(svc.Redis)
+	if err != nil {
+		return err
+	}
+	e, err := a.pipelineOn(ctx, svc.Pool, pipelineCaps{windows: windows})
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func (a *app) ingestCommand() *cobra.Command {
 				}
 				one.Deadline = d
 			}
-			e, err := a.openPipeline(ctx, nil)
+			e, err := a.openPipeline(ctx, pipelineCaps{})
 			if err != nil {
 				return err
 			}

@@ -30,7 +30,7 @@ func (a *app) jobsCommand() *cobra.Command {
 			if tenant == "" || call == "" {
 				return errors.New("give --tenant and --call")
 			}
-			e, err := a.openPipeline(cmd.Context(), nil)
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ func (a *app) jobsCommand() *cobra.Command {
 			if state != "" && !ledger.State(state).Valid() {
 				return fmt.Errorf("--state %q is not a state (one of %v)", state, ledger.States())
 			}
-			e, err := a.openPipeline(cmd.Context(), nil)
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}
@@ -143,7 +143,7 @@ func (a *app) scopesCommand() *cobra.Command {
 		Short: "List every scope that was ever deferred or paused",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.openPipeline(cmd.Context(), nil)
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}
@@ -180,7 +180,7 @@ func (a *app) scopesCommand() *cobra.Command {
 		Short: "Let a paused scope (for example, after a quota top-up) admit again, starting with one probe",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.openPipeline(cmd.Context(), nil)
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}
@@ -229,7 +229,7 @@ func (a *app) redriveCommand(use, short, defaultReason string,
 			if err != nil {
 				return fmt.Errorf("recording id %q: %w", args[0], err)
 			}
-			e, err := a.openPipeline(cmd.Context(), nil)
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}

@@ -26,7 +26,7 @@ func (a *app) outboxCommand() *cobra.Command {
 			default:
 				return fmt.Errorf("--state %q: want pending, delivered or dead", state)
 			}
-			e, err := a.openPipeline(cmd.Context(), nil)
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}
@@ -73,7 +73,7 @@ func (a *app) outboxCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("outbox id %q: %w", args[0], err)
 			}
-			e, err := a.openPipeline(cmd.Context(), nil)
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
@@ -39,10 +40,18 @@ func (e *pipelineEnv) Close() {
 	}
 }
 
+// pipelineCaps is the shared capacity a pipeline works with; the zero
+// value is none.
+type pipelineCaps struct {
+	// slots: the vendor concurrency shared with live calls.
+	slots jobs.Slots
+	// windows: the scopes' concurrency windows.
+	windows *capacity.Windows
+}
+
 // openPipeline connects to the configured (lasting) database and builds
-// the pipeline, the outbox and a River client running both. slots, when
-// not nil, is the vendor concurrency the pipeline shares.
-func (a *app) openPipeline(ctx context.Context, slots jobs.Slots) (*pipelineEnv, error) {
+// the pipeline, the outbox and a River client running both, with caps.
+func (a *app) openPipeline(ctx context.Context, caps pipelineCaps) (*pipelineEnv, error) {
 	if a.config.DatabaseURL == "" {
 		return nil, errNoDatabase
 	}
@@ -50,13 +59,13 @@ func (a *app) openPipeline(ctx context.Context, slots jobs.Slots) (*pipelineEnv,
 	if err != nil {
 		return nil, err
 	}
-	return a.pipelineOn(ctx, pool, slots)
+	return a.pipelineOn(ctx, pool, caps)
 }
 
 // pipelineOn wires the pipeline's parts on pool: the ledger, the
 // recordings store, the outbox with each tenant's CRM, the pipeline, and
 // the River client that runs the workers of both.
-func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, slots jobs.Slots) (*pipelineEnv, error) {
+func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineCaps) (*pipelineEnv, error) {
 	e := &pipelineEnv{pool: pool}
 	ok := false
 	defer func() {
@@ -91,7 +100,8 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, slots jobs.Slo
 	}
 	e.outbox = outbox.New(outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
 		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout}, pool, e.ledger)
-	e.pipeline, err = jobs.New(pool, e.ledger, cfg, jobs.Deps{Store: e.store, Commit: commitThrough(e.outbox), Slots: slots})
+	e.pipeline, err = jobs.New(pool, e.ledger, cfg, jobs.Deps{Store: e.store, Commit: commitThrough(e.outbox), Slots: caps.slots,
+		Window: caps.windows, PlanLimit: a.planLimit})
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.`,
 			if err != nil {
 				return fmt.Errorf("crm_targets.%s: %w", targetName, err)
 			}
-			e, err := a.openPipeline(cmd.Context(), nil)
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}

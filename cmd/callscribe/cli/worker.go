@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
-	"github.com/callscribe/callscribe/jobs"
 )
 
 func (a *app) workerCommand() *cobra.Command {
@@ -21,19 +20,26 @@ func (a *app) workerCommand() *cobra.Command {
 			if a.config.DatabaseURL == "" {
 				return errNoDatabase
 			}
-			var slots jobs.Slots
-			if a.config.RedisURL != "" && len(a.config.Capacity.Limits) > 0 {
+			var caps pipelineCaps
+			if a.config.RedisURL != "" {
 				leases, rdb, err := a.openLeases()
 				if err != nil {
 					return err
 				}
 				defer func() { _ = rdb.Close() }()
-				hb := leases.StartHeartbeat(context.WithoutCancel(ctx), capacity.HeartbeatConfig{})
-				defer hb.Stop()
-				slots = leaseSlots{leases: leases, limits: a.config.Capacity.Limits}
-				a.logger.Info("vendor slots shared through Redis", slog.Int("limits", len(a.config.Capacity.Limits)))
+				if len(a.config.Capacity.Limits) > 0 {
+					hb := leases.StartHeartbeat(context.WithoutCancel(ctx), capacity.HeartbeatConfig{})
+					defer hb.Stop()
+					caps.slots = leaseSlots{leases: leases, limits: a.config.Capacity.Limits}
+					a.logger.Info("vendor slots shared through Redis", slog.Int("limits", len(a.config.Capacity.Limits)))
+				}
+				if caps.windows, err = a.openWindows(rdb); err != nil {
+					return err
+				}
+			} else {
+				a.logger.Warn("no Redis URL: scopes have no shared concurrency window (admission is the scope's deadline and probe only)")
 			}
-			e, err := a.openPipeline(ctx, slots)
+			e, err := a.openPipeline(ctx, caps)
 			if err != nil {
 				return err
 			}

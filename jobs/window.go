@@ -1,0 +1,160 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/jobs/stt"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// held is what one step holds for its recording's submission: a slot of
+// the scope's window and a slot of the vendor's capacity, both keyed by the
+// recording, until the vendor's answer settles them.
+type held struct {
+	window, slot bool
+	slotInUse    int
+	// settled: the answer released or kept them.
+	settled bool
+}
+
+func (p *Pipeline) windowed(s *stepCtx) bool { return p.window != nil && !s.observeOnly }
+
+func (p *Pipeline) planLimit(s *stepCtx) int {
+	if p.planLimitOf == nil {
+		return 0
+	}
+	return p.planLimitOf(s.prov.Name())
+}
+
+func windowLane(l ledger.Lane) capacity.WindowLane {
+	if l == ledger.LaneImmediate {
+		return capacity.Immediate
+	}
+	return capacity.BatchLane
+}
+
+func (p *Pipeline) windowRequest(s *stepCtx) capacity.WindowRequest {
+	return capacity.WindowRequest{Scope: s.tenant.Scope, Holder: s.rec.ID.String(), Lane: windowLane(s.rec.Lane),
+		Deadline: s.rec.Deadline, Max: p.planLimit(s)}
+}
+
+// takeWindow asks the scope's window for a slot (the probe always gets
+// one); refused, the job snoozes for as long as its place in the queue
+// says.
+func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) outcome {
+	if !p.windowed(s) {
+		return next
+	}
+	req := p.windowRequest(s)
+	req.Probe = probe
+	g := p.window.Acquire(ctx, req)
+	if !g.Granted {
+		s.log.Debug("scope window full: waiting in line", slog.String("waiting_for", "scope window"), slog.String("scope", s.tenant.Scope),
+			slog.Int("window", g.Size), slog.Int("in_flight", g.InFlight), slog.Int("place", g.Rank), slog.Duration("wait", g.Wait))
+		return snoozeFor(g.Wait)
+	}
+	s.held.window = true
+	return next
+}
+
+// waitInLine is the wait of a job the scope refused (deferred, or a probe
+// is out): with a window, the job takes its place in the scope's queue and
+// comes back when its place says, after the deadline, so the scope's jobs
+// wake in order (immediate lane first, then by deadline) instead of all at
+// the deadline.
+func (p *Pipeline) waitInLine(ctx context.Context, s *stepCtx, a ledger.Admission) outcome {
+	if !p.windowed(s) || a.Verdict == ledger.VerdictPaused || a.Until.IsZero() {
+		return snoozeFor(a.Wait)
+	}
+	req := p.windowRequest(s)
+	req.NotBefore = a.Until
+	g := p.window.Acquire(ctx, req)
+	if g.Granted || g.Uncounted {
+		// Only without Redis: fall back to the ledger's jittered wait.
+		return snoozeFor(a.Wait)
+	}
+	return snoozeFor(g.Wait)
+}
+
+// settle releases or keeps what the recording holds after the vendor's
+// answer a: a real answer releases (the window grows on success); an
+// overload answer to a submission releases and shrinks it; accepted work
+// (202) and answers to polls that say nothing keep the slots until the
+// result arrives. It acts by the recording, so a poll in a later step
+// releases what the submission took.
+func (p *Pipeline) settle(ctx context.Context, s *stepCtx, a answer) {
+	s.held.settled = true
+	resp := a.resp
+	switch resp.Outcome {
+	case stt.OutcomeCompleted, stt.OutcomePermanent:
+		p.release(ctx, s, capacity.Success, "")
+	case stt.OutcomePending:
+		p.keep(ctx, s, a)
+	case stt.OutcomeThrottled:
+		if a.op != "submit" {
+			p.keep(ctx, s, a)
+			return
+		}
+		if resp.ConcurrencyRefusal() && p.slots != nil && s.held.slot {
+			p.slots.ReportRefusal(ctx, s.prov.Name(), s.held.slotInUse)
+		}
+		p.release(ctx, s, capacity.Overload, "HTTP "+strconv.Itoa(resp.HTTPStatus)+" "+resp.Class)
+	case stt.OutcomeTransient:
+		if a.op != "submit" {
+			p.keep(ctx, s, a)
+			return
+		}
+		p.release(ctx, s, capacity.Neutral, "")
+	default:
+		p.release(ctx, s, capacity.Neutral, "")
+	}
+}
+
+// release gives back the recording's window slot (with what the answer
+// said) and its vendor slot.
+func (p *Pipeline) release(ctx context.Context, s *stepCtx, o capacity.Outcome, reason string) {
+	ctx = context.WithoutCancel(ctx)
+	holder := s.rec.ID.String()
+	if p.windowed(s) {
+		r := p.window.Release(ctx, s.tenant.Scope, holder, o, reason, p.planLimit(s))
+		if r.Released && r.After != r.Before {
+			s.log.Info("scope window changed", slog.String("scope", s.tenant.Scope), slog.Int("from", r.Before), slog.Int("to", r.After),
+				slog.String("cause", o.String()))
+		}
+	}
+	if p.slots != nil && s.prov != nil {
+		p.slots.Release(ctx, s.prov.Name(), holder)
+	}
+	s.held = held{settled: true}
+}
+
+// keep holds the recording's slots while the vendor processes it.
+func (p *Pipeline) keep(ctx context.Context, s *stepCtx, a answer) {
+	extra := 2 * p.cfg.PollInterval
+	if a.resp.PollAfter != nil {
+		if d := p.cfg.RetryAfter.Decide(*a.resp.PollAfter, true, 0); d.Delay > 0 {
+			extra = max(extra, 2*d.Delay)
+		}
+	}
+	holder := s.rec.ID.String()
+	if p.windowed(s) {
+		p.window.Refresh(ctx, s.tenant.Scope, holder, extra)
+	}
+	if p.slots != nil {
+		p.slots.Extend(ctx, s.prov.Name(), holder, extra)
+	}
+}
+
+// cooldown restarts the scope's window from its probe: the vendor
+// announced a cooldown.
+func (p *Pipeline) cooldown(ctx context.Context, s *stepCtx, reason string) {
+	if p.windowed(s) {
+		p.window.Cooldown(context.WithoutCancel(ctx), s.tenant.Scope, reason, p.planLimit(s))
+	}
+}
+
+// Windows reads the scopes' windows (for operators); nil without one.
+func (p *Pipeline) Windows() *capacity.Windows { return p.window }
