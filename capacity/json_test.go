@@ -16,4 +16,7 @@ func TestJSONFieldNames(t *testing.T) {
 	jsonkeys.Check(t, capacity.ProviderStatus{},
 		"provider", "kind", "in_use", "configured_limit", "effective_limit", "learned", "peak_per_minute")
 	jsonkeys.Check(t, capacity.MinutePeak{}, "minute", "peak")
+	jsonkeys.Check(t, capacity.WindowState{}, "scope", "size", "target", "ceiling", "ceiling_at", "proven", "in_flight", "waiting",
+		"hold_ms", "phase", "updated_at")
+	jsonkeys.Check(t, capacity.WindowEvent{}, "at", "kind", "from", "to", "reason")
 }

@@ -386,13 +386,14 @@ type WindowState struct {
 	// has not succeeded since (0: none); not tried again before
 	// CeilingAt plus the retry.
 	Ceiling   int       `json:"ceiling"`
-	CeilingAt time.Time `json:"ceiling_at,omitzero"`
+	CeilingAt time.Time `json:"ceiling_at"`
 	// Proven is the most requests seen in flight with a success.
 	Proven   int `json:"proven"`
 	InFlight int `json:"in_flight"`
 	Waiting  int `json:"waiting"`
-	// Hold is the measured time a slot is held (moving average).
-	Hold time.Duration `json:"hold"`
+	// HoldMS is the measured time a slot is held, in milliseconds (a
+	// moving average); it sizes the waits.
+	HoldMS int64 `json:"hold_ms"`
 	// Phase: "slow-start", "steady" or "probe" (restarted by a cooldown).
 	Phase     string    `json:"phase"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -417,7 +418,7 @@ func (w *Windows) State(ctx context.Context, scope string) (WindowState, error) 
 	}
 	phase, _ := vals[8].(string)
 	s := WindowState{Scope: scope, Size: int(num(0)), Target: int(num(1)), Ceiling: int(num(2)), Proven: int(num(4)),
-		InFlight: int(num(5)), Waiting: int(num(6)), Hold: time.Duration(num(7)) * time.Millisecond, Phase: phase,
+		InFlight: int(num(5)), Waiting: int(num(6)), HoldMS: num(7), Phase: phase,
 		UpdatedAt: time.UnixMilli(num(9)).UTC()}
 	if at := num(3); at > 0 {
 		s.CeilingAt = time.UnixMilli(at).UTC()

@@ -95,6 +95,25 @@ func (a *app) openWindows(rdb redis.UniversalClient) (*capacity.Windows, error) 
 	return w, nil
 }
 
+// readWindows opens the scopes' windows for an operator command: nil (and
+// a no-op close) when no Redis URL is configured.
+func (a *app) readWindows() (*capacity.Windows, func(), error) {
+	if a.config.RedisURL == "" {
+		return nil, func() {}, nil
+	}
+	opts, err := redis.ParseURL(a.config.RedisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis_url %s: %w", redactURL(a.config.RedisURL), err)
+	}
+	rdb := redis.NewClient(opts)
+	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return w, func() { _ = rdb.Close() }, nil
+}
+
 // planLimit is the configured limit of a provider's transcriptions (0:
 // none), the cap of its scopes' windows.
 func (a *app) planLimit(provider string) int {

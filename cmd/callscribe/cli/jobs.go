@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -137,10 +139,10 @@ func (a *app) jobsCommand() *cobra.Command {
 }
 
 func (a *app) scopesCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "scopes", Short: "Throttling scopes: deadlines, probes, pauses"}
+	cmd := &cobra.Command{Use: "scopes", Short: "Throttling scopes: deadlines, probes, pauses, concurrency windows"}
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List every scope that was ever deferred or paused",
+		Short: "List every scope that was ever deferred, paused or windowed, with its window",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
@@ -152,10 +154,41 @@ func (a *app) scopesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			w, closeW, err := a.readWindows()
+			if err != nil {
+				return err
+			}
+			defer closeW()
+			windows := map[string]capacity.WindowState{}
+			if w != nil {
+				scopes, err := w.Scopes(cmd.Context())
+				if err != nil {
+					return err
+				}
+				for _, sc := range scopes {
+					if windows[sc], err = w.State(cmd.Context(), sc); err != nil {
+						return err
+					}
+				}
+			}
+			byScope := map[string]ledger.Deferral{}
+			names := []string{}
+			for _, d := range ds {
+				byScope[d.Scope] = d
+				names = append(names, d.Scope)
+			}
+			for sc := range windows {
+				if _, ok := byScope[sc]; !ok {
+					byScope[sc] = ledger.Deferral{Scope: sc}
+					names = append(names, sc)
+				}
+			}
+			slices.Sort(names)
 			now := time.Now()
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SCOPE\tSTATUS\tNOT BEFORE\tPROBE")
-			for _, d := range ds {
+			fmt.Fprintln(tw, "SCOPE\tSTATUS\tNOT BEFORE\tPROBE\tWINDOW (IN FLIGHT/SIZE→TARGET, WAITING, PHASE)")
+			for _, name := range names {
+				d := byScope[name]
 				status := "open"
 				switch {
 				case d.Paused:
@@ -170,11 +203,69 @@ func (a *app) scopesCommand() *cobra.Command {
 						probe = fmt.Sprintf("out (job %d)", d.ProbeJobID)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Scope, status, fmtTime(d.NotBefore), probe)
+				win := "-"
+				if ws, ok := windows[name]; ok {
+					win = fmt.Sprintf("%d/%d→%d, %d waiting, %s", ws.InFlight, ws.Size, ws.Target, ws.Waiting, ws.Phase)
+					if ws.Ceiling > 0 {
+						win += fmt.Sprintf(", %d refused", ws.Ceiling)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Scope, status, fmtTime(d.NotBefore), probe, win)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if w == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), "(no Redis URL configured: scope windows not shown)")
+			}
+			return nil
+		},
+	}
+	var asJSON bool
+	window := &cobra.Command{
+		Use:   "window SCOPE [--json]",
+		Short: "A scope's concurrency window (size, target, in flight, waiting) and its changes with their causes, newest first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, closeW, err := a.readWindows()
+			if err != nil {
+				return err
+			}
+			defer closeW()
+			if w == nil {
+				return errors.New(EnvRedisURL + " is not set (nor redis_url in --config): scope windows live in Redis")
+			}
+			st, err := w.State(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			evs, err := w.Events(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(struct {
+					Window capacity.WindowState   `json:"window"`
+					Events []capacity.WindowEvent `json:"events"`
+				}{st, evs})
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "scope %s: window %d (slow start target %d), %d in flight, %d waiting, phase %s, hold ≈ %s\n",
+				st.Scope, st.Size, st.Target, st.InFlight, st.Waiting, st.Phase, time.Duration(st.HoldMS)*time.Millisecond)
+			if st.Ceiling > 0 {
+				fmt.Fprintf(out, "  %d in flight drew an overload at %s; not tried again until the retry passes\n", st.Ceiling, fmtTime(st.CeilingAt))
+			}
+			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AT\tCHANGE\tFROM\tTO\tCAUSE")
+			for _, e := range evs {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", e.At.Format(time.RFC3339Nano), e.Kind, e.From, e.To, e.Reason)
 			}
 			return tw.Flush()
 		},
 	}
+	window.Flags().BoolVar(&asJSON, "json", false, "print the window and its events as JSON")
 	resume := &cobra.Command{
 		Use:   "resume SCOPE",
 		Short: "Let a paused scope (for example, after a quota top-up) admit again, starting with one probe",
@@ -192,7 +283,7 @@ func (a *app) scopesCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, resume)
+	cmd.AddCommand(list, window, resume)
 	return cmd
 }
 
