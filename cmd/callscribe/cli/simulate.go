@@ -17,7 +17,7 @@ func (a *app) simulateCommand() *cobra.Command {
 	var form string
 	stt := &cobra.Command{
 		Use:   "stt --addr 127.0.0.1:8090",
-		Short: "Serve stt-http/v1 with realistic trouble (429s, 503s, latency, async answers, dropped connections)",
+		Short: "Serve stt-http/v1 with realistic trouble (429s, a concurrency limit, 503s, latency, async answers, dropped connections)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.RetryAfterForm = sttsim.RetryAfterForm(form)
@@ -33,8 +33,8 @@ func (a *app) simulateCommand() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "stt-http/v1 simulator on http://%s (API key %q); Ctrl-C stops\n", ln.Addr(), sttsim.APIKeyDefault)
 			err = srv.Serve(cmd.Context(), ln)
 			st := srv.Stats()
-			fmt.Fprintf(cmd.OutOrStdout(), "submissions %d, accepted %d, 429s %d, 503s %d, 5xx %d, drops %d, cooldowns %d, violations %d\n",
-				st.Submissions, st.Accepted, st.RateLimited, st.Unavailable, st.ServerErrors, st.Drops, len(st.Cooldowns), len(st.Violations))
+			fmt.Fprintf(cmd.OutOrStdout(), "submissions %d, accepted %d, 429s %d (%d over the in-flight limit), 503s %d, 5xx %d, drops %d, cooldowns %d, violations %d\n",
+				st.Submissions, st.Accepted, st.RateLimited, st.OverLimit, st.Unavailable, st.ServerErrors, st.Drops, len(st.Cooldowns), len(st.Violations))
 			return err
 		},
 	}
@@ -43,6 +43,8 @@ func (a *app) simulateCommand() *cobra.Command {
 	f.Float64Var(&cfg.RateLimitShare, "rate-limit-share", 0, "share of submissions refused with 429 (each starts a cooldown)")
 	f.DurationVar(&cfg.Cooldown, "cooldown", 2*time.Second, "cooldown announced with each 429")
 	f.StringVar(&form, "retry-after-form", "seconds", "seconds, imf-fixdate, rfc850, asctime, none, malformed or mixed")
+	f.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "most submissions in flight per API key and model, async ones until ready; more get 429, no cooldown (0: unlimited)")
+	f.DurationVar(&cfg.InFlightRetryAfter, "in-flight-retry-after", sttsim.InFlightRetryAfterDefault, "Retry-After of a 429 over --max-in-flight")
 	f.Float64Var(&cfg.UnavailableShare, "unavailable-share", 0, "share answered 503")
 	f.Float64Var(&cfg.ServerErrorShare, "server-error-share", 0, "share answered 500/502/504")
 	f.DurationVar(&cfg.Latency, "latency", 0, "added before each answer")

@@ -1,6 +1,7 @@
 package sttsim
 
 import (
+	"context"
 	"crypto/sha256"
 	"net/http"
 	"time"
@@ -33,20 +34,18 @@ type batchBody struct {
 	Items []submitBody `json:"items"`
 }
 
-// handleBatchSubmit answers POST /v1/batches. The batch is throttled like a
-// single submission, as one submission of its scope. Once admitted, each
-// item stands on its own: an item whose key already created a
-// transcription refers to it and is not transcribed again; an item that
-// cannot be accepted (bad fields, unreadable audio, key reused with other
-// content) is failed with its reason while the others go on.
-func (s *Server) handleBatchSubmit(r *http.Request, apiKey string) reply {
+// readBatchSubmit reads POST /v1/batches as far as its scope. The batch is
+// throttled like a single submission, as one submission of its scope.
+// Once admitted, each item stands on its own (see submitBatch).
+func (s *Server) readBatchSubmit(r *http.Request, apiKey string) (incoming, *reply) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
-		return errorReply(http.StatusBadRequest, errInvalidRequest, "the Idempotency-Key header (the manifest's key) is required")
+		rep := errorReply(http.StatusBadRequest, errInvalidRequest, "the Idempotency-Key header (the manifest's key) is required")
+		return incoming{}, &rep
 	}
 	var in batchBody
 	if rep := decodeBody(r, maxBatchBodyBytes, &in); rep != nil {
-		return *rep
+		return incoming{}, rep
 	}
 	if in.Model == "" {
 		in.Model = ModelDefault
@@ -54,15 +53,13 @@ func (s *Server) handleBatchSubmit(r *http.Request, apiKey string) reply {
 	for i := range in.Items {
 		in.Items[i].Model = in.Model
 	}
-	arrival, refusal := s.admit(Scope{APIKey: apiKey, Model: in.Model}, key, true, r.Header.Get("X-Admitted-At"))
-	var rep reply
-	if refusal != nil {
-		rep = *refusal
-	} else {
-		rep = s.submitBatch(key, in)
-	}
-	s.finish(arrival, rep)
-	return rep
+	return incoming{
+		scope:    Scope{APIKey: apiKey, Model: in.Model},
+		key:      key,
+		batch:    true,
+		admitted: r.Header.Get("X-Admitted-At"),
+		handle:   func(context.Context) reply { return s.submitBatch(key, in) },
+	}, nil
 }
 
 // itemIntake is an item after the checks that need no lock.
@@ -72,7 +69,11 @@ type itemIntake struct {
 	failure     *apiError
 }
 
-// submitBatch accepts or replays one admitted batch.
+// submitBatch accepts or replays one admitted batch: an item whose key
+// already created a transcription refers to it and is not transcribed
+// again; an item that cannot be accepted (bad fields, unreadable audio, key
+// reused with other content) is failed with its reason while the others go
+// on.
 func (s *Server) submitBatch(key string, in batchBody) reply {
 	switch {
 	case len(in.Items) == 0:
@@ -151,11 +152,17 @@ func (s *Server) submitBatch(key string, in batchBody) reply {
 	if s.cfg.OnAccept != nil {
 		s.cfg.OnAccept(key)
 	}
+	var pendingUntil time.Time // the batch is one piece of work until its last new item is ready
+	if len(fresh) > 0 {
+		pendingUntil = b.items[fresh[len(fresh)-1]].t.readyAt
+	}
 	if drop {
 		s.dropped(key)
-		return reply{drop: true}
+		return reply{drop: true, pendingUntil: pendingUntil}
 	}
-	return s.batchReply(b, nil, http.StatusAccepted)
+	rep := s.batchReply(b, nil, http.StatusAccepted)
+	rep.pendingUntil = pendingUntil
+	return rep
 }
 
 // batchFingerprint identifies a batch's content: its model and its items'

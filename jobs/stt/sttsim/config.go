@@ -21,6 +21,8 @@ const (
 	ModelDefault = "general"
 	// CooldownDefault is Config.Cooldown when left zero.
 	CooldownDefault = 2 * time.Second
+	// InFlightRetryAfterDefault is Config.InFlightRetryAfter when left zero.
+	InFlightRetryAfterDefault = time.Second
 	// MaxAudioBytesDefault is Config.MaxAudioBytes when left zero: 25 MiB.
 	MaxAudioBytesDefault int64 = 25 << 20
 	// ConfidenceDefault is the confidence of the default transcriber.
@@ -105,8 +107,9 @@ type Config struct {
 	Cooldown time.Duration
 
 	// RetryAfterForm is how 429 and 503 answers state the remaining
-	// cooldown. Default (""): FormSeconds. Only the four parseable forms
-	// announce a cooldown (see Cooldown.AnnouncedAt).
+	// cooldown (or InFlightRetryAfter, for a 429 over MaxInFlight). Default
+	// (""): FormSeconds. Only the four parseable forms announce a cooldown
+	// (see Cooldown.AnnouncedAt).
 	RetryAfterForm RetryAfterForm
 
 	// UnavailableShare is the probability, in [0, 1], that a request (any
@@ -119,10 +122,34 @@ type Config struct {
 	// route) is answered 500, 502 or 504 with a server_error body. Default 0.
 	ServerErrorShare float64
 
+	// MaxInFlight is how many submissions of one scope may be in flight at
+	// once; a submission that arrives outside a cooldown while its scope
+	// already has MaxInFlight in flight is answered 429 rate_limited ("too
+	// many concurrent requests") with a Retry-After of InFlightRetryAfter
+	// in RetryAfterForm. That refuses only the request: it starts no
+	// cooldown. The check comes after the cooldown's and before the
+	// random trouble knobs, which draw nothing for a refused request.
+	//
+	// In flight are, per scope: the submissions (a single or a batch POST,
+	// one each) the server is handling, from when their body has been
+	// read, before Latency, until their answer; plus the asynchronous work
+	// accepted with 202 and not yet ready by Clock: each single
+	// transcription until its ready time, each batch (as one) until its
+	// last new item's. Polls and reconciles never count and are never
+	// refused by it. Stats.MaxInFlightSeen keeps each scope's peak, also
+	// when MaxInFlight is 0. Default 0: unlimited; negative is refused.
+	MaxInFlight int
+
+	// InFlightRetryAfter is the delay the Retry-After of a 429 over
+	// MaxInFlight states. Default InFlightRetryAfterDefault (1s); zero
+	// means the default; negative is refused.
+	InFlightRetryAfter time.Duration
+
 	// Latency is waited before every request is handled, plus a uniform
-	// random part in [0, LatencyJitter). A client that gives up meanwhile
-	// ends the wait: nothing is recorded but Stats.Cancelled. Defaults 0;
-	// negative is refused.
+	// random part in [0, LatencyJitter); a submission waits after its body
+	// is read, and counts as in flight meanwhile (see MaxInFlight). A
+	// client that gives up meanwhile ends the wait: nothing is recorded but
+	// Stats.Cancelled. Defaults 0; negative is refused.
 	Latency       time.Duration
 	LatencyJitter time.Duration
 
@@ -202,6 +229,9 @@ func (c Config) WithDefaults() Config {
 	if c.RetryAfterForm == "" {
 		c.RetryAfterForm = FormSeconds
 	}
+	if c.InFlightRetryAfter == 0 {
+		c.InFlightRetryAfter = InFlightRetryAfterDefault
+	}
 	if c.MaxAudioBytes == 0 {
 		c.MaxAudioBytes = MaxAudioBytesDefault
 	}
@@ -244,6 +274,7 @@ func (c Config) validate() error {
 		v    time.Duration
 	}{
 		{"Cooldown", c.Cooldown},
+		{"InFlightRetryAfter", c.InFlightRetryAfter},
 		{"Latency", c.Latency},
 		{"LatencyJitter", c.LatencyJitter},
 		{"ProcessingTime", c.ProcessingTime},
@@ -255,6 +286,9 @@ func (c Config) validate() error {
 	}
 	if !c.RetryAfterForm.valid() {
 		return fmt.Errorf("sttsim: Config.RetryAfterForm is %q, want one of seconds, imf-fixdate, rfc850, asctime, none, malformed, mixed", c.RetryAfterForm)
+	}
+	if c.MaxInFlight < 0 {
+		return fmt.Errorf("sttsim: Config.MaxInFlight is %d, want >= 0 (0: unlimited)", c.MaxInFlight)
 	}
 	if c.MaxAudioBytes < 0 {
 		return errors.New("sttsim: Config.MaxAudioBytes is negative")

@@ -14,6 +14,7 @@ func TestConfigDefaults(t *testing.T) {
 	c := Config{}.WithDefaults()
 	if len(c.APIKeys) != 1 || c.APIKeys[0] != APIKeyDefault || c.Cooldown != CooldownDefault ||
 		c.RetryAfterForm != FormSeconds || c.MaxAudioBytes != MaxAudioBytesDefault ||
+		c.InFlightRetryAfter != InFlightRetryAfterDefault || c.MaxInFlight != 0 ||
 		c.Clock == nil || c.Rand == nil || c.Logger == nil || c.Transcribe == nil {
 		t.Errorf("defaults %+v", c)
 	}
@@ -28,8 +29,10 @@ func TestConfigDefaults(t *testing.T) {
 	if now := sim.now(); now.Location() != time.UTC || time.Since(now) > time.Minute {
 		t.Errorf("default clock says %v", now)
 	}
-	kept := Config{APIKeys: []string{"a"}, Cooldown: time.Minute, RetryAfterForm: FormMixed, MaxAudioBytes: 10}.WithDefaults()
-	if kept.APIKeys[0] != "a" || kept.Cooldown != time.Minute || kept.RetryAfterForm != FormMixed || kept.MaxAudioBytes != 10 {
+	kept := Config{APIKeys: []string{"a"}, Cooldown: time.Minute, RetryAfterForm: FormMixed, MaxAudioBytes: 10,
+		MaxInFlight: 4, InFlightRetryAfter: 5 * time.Second}.WithDefaults()
+	if kept.APIKeys[0] != "a" || kept.Cooldown != time.Minute || kept.RetryAfterForm != FormMixed || kept.MaxAudioBytes != 10 ||
+		kept.MaxInFlight != 4 || kept.InFlightRetryAfter != 5*time.Second {
 		t.Errorf("set fields were overwritten: %+v", kept)
 	}
 }
@@ -53,6 +56,8 @@ func TestConfigValidate(t *testing.T) {
 		{"ProcessingTime", Config{ProcessingTime: -1}},
 		{"RetryAfterForm", Config{RetryAfterForm: "http-date"}},
 		{"MaxAudioBytes", Config{MaxAudioBytes: -1}},
+		{"MaxInFlight", Config{MaxInFlight: -1}},
+		{"InFlightRetryAfter", Config{InFlightRetryAfter: -time.Second}},
 	}
 	for _, c := range cases {
 		_, err := New(c.cfg)
@@ -60,7 +65,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: got %v, want an error naming Config.%s", c.field, err, c.field)
 		}
 	}
-	if _, err := New(Config{RateLimitShare: 1, RetryAfterForm: FormMixed, Latency: time.Millisecond}); err != nil {
+	if _, err := New(Config{RateLimitShare: 1, RetryAfterForm: FormMixed, Latency: time.Millisecond, MaxInFlight: 1}); err != nil {
 		t.Errorf("a valid Config was refused: %v", err)
 	}
 }

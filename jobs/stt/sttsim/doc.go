@@ -19,12 +19,13 @@
 // Every request needs Authorization: Bearer with one of Config.APIKeys
 // (else 401 unauthorized). A submission is checked in this order:
 // Idempotency-Key present (400) and a JSON body (400); then its scope is
-// known and throttling applies (429, 503, 5xx: see below), even to a
-// replay; then the fields (400 when missing, 422 when malformed: an
-// audio_url that is not file, http or https, an audio_sha256 that is not
-// 64 hex digits), the model (403 outside Config.Models), the key's history
-// (the original transcription for the same content, 422
-// idempotency_key_reused for other content), and file:// audio (404
+// known and throttling applies (429 in a cooldown or over the in-flight
+// limit, 503, 5xx: see below), even to a replay; then the fields (400
+// when missing, 422 when malformed: an audio_url that is not file, http
+// or https, an audio_sha256 that is not 64 hex digits), the model (403
+// outside Config.Models), the key's history (the original transcription
+// for the same content, 422 idempotency_key_reused for other content),
+// and file:// audio (404
 // unreadable, 413 over Config.MaxAudioBytes, 415 not a WAVE file). The
 // same key and content are never transcribed twice, even by concurrent
 // submissions: the later ones wait for the first. A transcriber error
@@ -48,6 +49,16 @@
 // scopes are unaffected. Retry-After values err late: a client that
 // honours one arrives at or after the deadline.
 //
+// Config.MaxInFlight caps the submissions of a scope in flight at once:
+// those being handled (counted from when their body is read, through
+// Config.Latency, to their answer) and the asynchronous work accepted with
+// 202 and not yet ready (a single transcription, or a whole batch as one).
+// Outside a cooldown, a submission that arrives while its scope is full is
+// answered 429 rate_limited "too many concurrent requests" with a
+// Retry-After of Config.InFlightRetryAfter; that refuses only the request
+// and starts no cooldown. The limit is checked after the cooldown and
+// before the random trouble knobs. Polls and reconciles never count.
+//
 // A cooldown is announced by its first answer whose header a client can
 // read (delay-seconds or an HTTP-date). A submission that arrives after
 // the announcement and before the deadline was either already in flight
@@ -56,7 +67,9 @@
 // after it, or without saying when). Stats reports every arrival,
 // cooldown and violation, and Transcriptions how often each key was
 // transcribed: the evidence that a client respected Retry-After and
-// never transcribed a recording twice.
+// never transcribed a recording twice. Stats.OverLimit, Arrival.OverLimit,
+// Stats.MaxInFlightSeen and Stats.OverLimitAfterCooldowns are the evidence
+// that it kept to the in-flight limit, also right after a cooldown.
 //
 // Config.DropAfterAcceptShare accepts and records a submission, calls
 // Config.OnAccept, then resets the connection: the client must reconcile

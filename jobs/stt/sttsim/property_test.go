@@ -26,6 +26,11 @@ import (
 //   - a rogue request admitted after the announcement of the current
 //     cooldown (or that does not say when), arriving before its deadline,
 //     is always exactly one violation.
+//
+// Along the way a model of the scope's cooldown and in-flight count
+// (asynchronous transcriptions until ready, against Config.MaxInFlight)
+// predicts every answer's status, which arrivals are over the limit, the
+// in-flight count and its peak.
 func TestPropertyViolations(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
@@ -33,12 +38,80 @@ func TestPropertyViolations(t *testing.T) {
 		src := newScriptedSource()
 		form := rapid.SampledFrom([]RetryAfterForm{FormSeconds, FormIMFFixdate, FormRFC850, FormASCTime, FormNone, FormMalformed, FormMixed}).Draw(rt, "form")
 		cooldown := time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(10*time.Second)).Draw(rt, "cooldown"))
+		maxInFlight := rapid.IntRange(0, 3).Draw(rt, "maxInFlight")
+		processing := time.Duration(rapid.Int64Range(0, int64(10*time.Second)).Draw(rt, "processing"))
+		inFlightRetry := time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(5*time.Second)).Draw(rt, "inFlightRetryAfter"))
 		sim, err := New(Config{
 			Clock: clock, Rand: rand.New(src), RetryAfterForm: form, Cooldown: cooldown,
-			RateLimitShare: 0.5, UnavailableShare: 0.5,
+			RateLimitShare: 0.5, UnavailableShare: 0.5, AsyncShare: 0.5, ProcessingTime: processing,
+			MaxInFlight: maxInFlight, InFlightRetryAfter: inFlightRetry,
 		})
 		if err != nil {
 			rt.Fatal(err)
+		}
+		scope := Scope{APIKey: APIKeyDefault, Model: ModelDefault}
+
+		// The model of the scope, from the server's side.
+		var (
+			cooldownUntil time.Time   // the deadline of the scope's cooldown
+			readyAt       []time.Time // asynchronous transcriptions in flight
+			overLimit     int
+			peak          int
+		)
+		// expect predicts the answer to a submission arriving now whose
+		// random draws, if the server makes them, come out as decision
+		// (0: 429, 1: 503, 2: 200, 3: 202), and returns whether it is
+		// over the limit and the status; settle updates the model with
+		// the answer.
+		expect := func(decision int) (bool, int) {
+			now := clock.Now()
+			live := readyAt[:0]
+			for _, r := range readyAt {
+				if now.Before(r) {
+					live = append(live, r)
+				}
+			}
+			readyAt = live
+			over := maxInFlight > 0 && len(readyAt) >= maxInFlight
+			if !over {
+				peak = max(peak, len(readyAt)+1)
+			}
+			switch {
+			case now.Before(cooldownUntil):
+				return false, http.StatusTooManyRequests
+			case over:
+				return true, http.StatusTooManyRequests
+			}
+			return false, []int{http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusOK, http.StatusAccepted}[decision]
+		}
+		settle := func(rt *rapid.T, rec *httptest.ResponseRecorder, over bool, status int) {
+			now := clock.Now()
+			if rec.Code != status {
+				rt.Fatalf("answered %d, want %d (over the limit: %v): %s", rec.Code, status, over, rec.Body)
+			}
+			switch {
+			case over:
+				overLimit++
+			case !now.Before(cooldownUntil) && (status == http.StatusTooManyRequests ||
+				status == http.StatusServiceUnavailable && rec.Header().Get("Retry-After") != ""):
+				cooldownUntil = now.Add(cooldown)
+			case status == http.StatusAccepted && processing > 0:
+				readyAt = append(readyAt, now.Add(processing))
+			}
+			st := sim.Stats()
+			if a := st.Arrivals[len(st.Arrivals)-1]; a.OverLimit != over {
+				rt.Fatalf("arrival %+v, want over the limit: %v", a, over)
+			}
+			if st.OverLimit != overLimit || st.MaxInFlightSeen[scope] != peak || st.InFlight[scope] != len(readyAt) {
+				rt.Fatalf("over the limit %d, peak %d, in flight %d; want %d, %d, %d",
+					st.OverLimit, st.MaxInFlightSeen[scope], st.InFlight[scope], overLimit, peak, len(readyAt))
+			}
+			if maxInFlight > 0 && peak > maxInFlight {
+				rt.Fatalf("peak %d over the limit %d", peak, maxInFlight)
+			}
+			if len(st.Cooldowns) > 0 && !st.Cooldowns[len(st.Cooldowns)-1].Deadline.Equal(cooldownUntil) {
+				rt.Fatalf("cooldown %+v, the model's deadline %v", st.Cooldowns[len(st.Cooldowns)-1], cooldownUntil)
+			}
 		}
 
 		type pending struct {
@@ -97,18 +170,24 @@ func TestPropertyViolations(t *testing.T) {
 				i := rapid.IntRange(0, len(inFlight)-1).Draw(rt, "which")
 				p := inFlight[i]
 				inFlight = append(inFlight[:i], inFlight[i+1:]...)
-				// What the server decides if it draws: 429, 503 or accept.
-				switch rapid.IntRange(0, 2).Draw(rt, "decision") {
+				// What the server decides if it draws: 429, 503, accept
+				// (200) or accept asynchronously (202).
+				decision := rapid.IntRange(0, 3).Draw(rt, "decision")
+				switch decision {
 				case 0:
 					src.Push(yes)
 				case 1:
 					src.Push(no, yes)
+				case 3:
+					src.Push(no, no, yes)
 				}
+				over, status := expect(decision)
 				before := len(sim.Stats().Violations)
 				rec := send(p.key, p.admittedAt.Format(time.RFC3339Nano))
 				if after := sim.Stats().Violations; len(after) != before {
 					rt.Fatalf("honest %s admitted at %v is a violation: %+v", p.key, p.admittedAt, after[before:])
 				}
+				settle(rt, rec, over, status)
 				learn(rec)
 			},
 			"rogue": func(rt *rapid.T) {
@@ -129,10 +208,12 @@ func TestPropertyViolations(t *testing.T) {
 				}
 				seq++
 				key := "rogue-" + strconv.Itoa(seq)
+				over, status := expect(2)
 				rec := send(key, header)
 				if rec.Code != http.StatusTooManyRequests {
 					rt.Fatalf("rogue answered %d during a cooldown", rec.Code)
 				}
+				settle(rt, rec, over, status)
 				after := sim.Stats().Violations
 				if len(after) != len(st.Violations)+1 {
 					rt.Fatalf("rogue admitted at %v (announced %v, deadline %v) made %d violations, want 1",

@@ -30,9 +30,11 @@ type Server struct {
 	byKey         map[string]*transcription
 	batches       map[string]*batch
 	batchByKey    map[string]*batch
-	cooldownOf    map[Scope]int // index in st.Cooldowns of the scope's latest cooldown
-	formTurn      int           // next form of the FormMixed rotation
-	malformedTurn int           // next of malformedValues
+	cooldownOf    map[Scope]int         // index in st.Cooldowns of the scope's latest cooldown
+	handling      map[Scope]int         // submissions being handled that hold a slot (see enter)
+	pending       map[Scope][]time.Time // ready times of the asynchronous work answered 202
+	formTurn      int                   // next form of the FormMixed rotation
+	malformedTurn int                   // next of malformedValues
 	st            Stats
 }
 
@@ -52,9 +54,12 @@ func New(cfg Config) (*Server, error) {
 		batches:    map[string]*batch{},
 		batchByKey: map[string]*batch{},
 		cooldownOf: map[Scope]int{},
+		handling:   map[Scope]int{},
+		pending:    map[Scope][]time.Time{},
 		st: Stats{
 			SubmissionsByScope: map[Scope]int{},
 			Transcriptions:     map[string]int{},
+			MaxInFlightSeen:    map[Scope]int{},
 		},
 	}
 	s.keys = simserver.NewCredentials(cfg.APIKeys)
@@ -65,10 +70,10 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/transcriptions", s.route(s.handleSubmit))
+	mux.Handle("POST /v1/transcriptions", s.routeSubmission(s.readSubmit))
 	mux.Handle("GET /v1/transcriptions", s.route(s.handleReconcile))
 	mux.Handle("GET /v1/transcriptions/{id}", s.route(s.handlePoll))
-	mux.Handle("POST /v1/batches", s.route(s.handleBatchSubmit))
+	mux.Handle("POST /v1/batches", s.routeSubmission(s.readBatchSubmit))
 	mux.Handle("GET /v1/batches/{id}", s.route(s.handleBatchPoll))
 	mux.Handle("/", s.route(s.handleUnrouted))
 	s.handler = mux
@@ -104,14 +109,19 @@ type reply struct {
 	header     http.Header // further headers
 	drop       bool        // reset the connection instead of answering
 	abandoned  bool        // the client went away: write nothing
+	// pendingUntil is when the asynchronous work this answer accepted
+	// (a new 202 transcription, a new batch) is ready: it stays in flight
+	// until then. Zero for anything else.
+	pendingUntil time.Time
 }
 
 func errorReply(status int, typ, format string, args ...any) reply {
 	return reply{status: status, body: errorBody{Error: apiError{Type: typ, Message: fmt.Sprintf(format, args...)}}}
 }
 
-// route wraps a handler with what every request gets: latency, then
-// authentication, then the answer.
+// route wraps a handler with what every request but a submission gets:
+// latency, then authentication, then the answer. Submissions go through
+// routeSubmission.
 func (s *Server) route(h func(r *http.Request, apiKey string) reply) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.delay(r.Context()) {
@@ -122,18 +132,28 @@ func (s *Server) route(h func(r *http.Request, apiKey string) reply) http.Handle
 		if key, ok := s.authenticate(r); ok {
 			rep = h(r, key)
 		} else {
-			rep = errorReply(http.StatusUnauthorized, errUnauthorized, "missing or unknown API key: send Authorization: Bearer <key>")
-			rep.header = http.Header{"Www-Authenticate": {`Bearer realm="stt-http"`}}
+			rep = unauthorized()
 		}
-		if rep.abandoned {
-			s.cancelled()
-			return
-		}
-		s.log.LogAttrs(r.Context(), slog.LevelDebug, "sttsim: answered",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rep.status), slog.Bool("dropped", rep.drop))
-		s.write(w, rep)
+		s.respond(w, r, rep)
 	})
+}
+
+func unauthorized() reply {
+	rep := errorReply(http.StatusUnauthorized, errUnauthorized, "missing or unknown API key: send Authorization: Bearer <key>")
+	rep.header = http.Header{"Www-Authenticate": {`Bearer realm="stt-http"`}}
+	return rep
+}
+
+// respond logs and writes rep, or counts a client that went away.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, rep reply) {
+	if rep.abandoned {
+		s.cancelled()
+		return
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelDebug, "sttsim: answered",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", rep.status), slog.Bool("dropped", rep.drop))
+	s.write(w, rep)
 }
 
 // delay waits Config.Latency plus jitter, or until ctx is done; it reports

@@ -56,7 +56,9 @@ type Arrival struct {
 	Scope          Scope
 	IdempotencyKey string // a batch's manifest key for a batch
 	Batch          bool
-	ArrivedAt      time.Time
+	// ArrivedAt is when the server took the submission up, by Config.Clock:
+	// after Config.Latency.
+	ArrivedAt time.Time
 	// AdmittedAt is the X-Admitted-At header, zero when it was absent or
 	// not RFC 3339; AdmittedAtHeader is its raw value.
 	AdmittedAt       time.Time
@@ -67,6 +69,11 @@ type Arrival struct {
 	// and was admitted after the announcement, or did not say when.
 	InFlight  bool
 	Violation bool
+	// OverLimit is set when the submission was answered 429 because its
+	// scope had Config.MaxInFlight in flight when its body was read (before
+	// Config.Latency), and no cooldown refused it first. It is unrelated to
+	// InFlight above.
+	OverLimit bool
 	// Status is the HTTP status answered; 0 when the connection was
 	// dropped (Dropped) or the client went away first.
 	Status  int
@@ -97,9 +104,23 @@ type Stats struct {
 	SubmissionsByScope map[Scope]int
 	Batches            int
 
-	RateLimited  int // 429 answers
+	// RateLimited counts every 429 answer: those that start a cooldown,
+	// those during one, and those over Config.MaxInFlight. OverLimit counts
+	// the last kind alone (a subset of RateLimited); they start no
+	// cooldown, so RateLimited-OverLimit is the 429s of cooldowns.
+	RateLimited  int
+	OverLimit    int
 	Unavailable  int // 503 answers, any route
 	ServerErrors int // 500, 502 and 504 answers, any route
+
+	// MaxInFlightSeen is, per scope, the most submissions and
+	// asynchronous work in flight at once (see Config.MaxInFlight), counted
+	// whether or not MaxInFlight is set: never above MaxInFlight when it
+	// is, since the server refuses the rest (OverLimit says how often a
+	// client tried). InFlight is the count of each scope that has any at
+	// the time of the snapshot.
+	MaxInFlightSeen map[Scope]int
+	InFlight        map[Scope]int
 
 	// Accepted counts new transcriptions: accepted singles and batch items
 	// that were not already known. Replays counts submissions (singles and
@@ -130,6 +151,8 @@ func (s *Stats) clone() Stats {
 	c.Cooldowns = slices.Clone(s.Cooldowns)
 	c.Violations = slices.Clone(s.Violations)
 	c.Arrivals = slices.Clone(s.Arrivals)
+	c.MaxInFlightSeen = maps.Clone(s.MaxInFlightSeen)
+	c.InFlight = maps.Clone(s.InFlight)
 	return c
 }
 
@@ -138,7 +161,34 @@ func (s *Stats) clone() Stats {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.st.clone()
+	c := s.st.clone()
+	c.InFlight = s.inFlightAllLocked(s.now())
+	return c
+}
+
+// OverLimitAfterCooldowns counts the 429s over Config.MaxInFlight that
+// arrived soon after a cooldown ended, the mark of clients that all resume
+// at the deadline at once. For each cooldown in s.Cooldowns (started by a
+// 429 or a 503) it counts the arrivals of the cooldown's scope with
+// OverLimit set whose ArrivedAt (taken after Config.Latency) is in
+// [Deadline, Deadline+window); total is the sum of those counts (an
+// arrival within the windows of two cooldowns of its scope counts for
+// each), perCooldown is total divided by the number of cooldowns, 0 when
+// there were none. Over-limit 429s at other times, and 429s of cooldowns,
+// are not counted.
+func (s Stats) OverLimitAfterCooldowns(window time.Duration) (perCooldown float64, total int) {
+	if len(s.Cooldowns) == 0 {
+		return 0, 0
+	}
+	for _, cd := range s.Cooldowns {
+		end := cd.Deadline.Add(window)
+		for _, a := range s.Arrivals {
+			if a.OverLimit && a.Scope == cd.Scope && !a.ArrivedAt.Before(cd.Deadline) && a.ArrivedAt.Before(end) {
+				total++
+			}
+		}
+	}
+	return float64(total) / float64(len(s.Cooldowns)), total
 }
 
 // Transcriptions reports how many times the transcriber ran for the

@@ -70,33 +70,32 @@ type submitBody struct {
 	Metadata       json.RawMessage `json:"metadata,omitempty"`
 }
 
-// handleSubmit answers POST /v1/transcriptions. The order of the checks is
-// the order a client meets them in: credentials, Idempotency-Key, a JSON
-// body; then the scope is known and throttling applies (a cooldown refuses
-// everything, even a replay); then the fields, the model, the key's
-// history, and the audio.
-func (s *Server) handleSubmit(r *http.Request, apiKey string) reply {
+// readSubmit reads POST /v1/transcriptions as far as its scope. The order
+// of the checks is the order a client meets them in: credentials (see
+// routeSubmission), Idempotency-Key, a JSON body; then the scope is known
+// and throttling applies (a cooldown refuses everything, even a replay);
+// then, in submit, the fields, the model, the key's history, and the
+// audio.
+func (s *Server) readSubmit(r *http.Request, apiKey string) (incoming, *reply) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
-		return errorReply(http.StatusBadRequest, errInvalidRequest, "the Idempotency-Key header is required")
+		rep := errorReply(http.StatusBadRequest, errInvalidRequest, "the Idempotency-Key header is required")
+		return incoming{}, &rep
 	}
 	var in submitBody
 	if rep := decodeBody(r, maxBodyBytes, &in); rep != nil {
-		return *rep
+		return incoming{}, rep
 	}
 	in.IdempotencyKey = ""
 	if in.Model == "" {
 		in.Model = ModelDefault
 	}
-	arrival, refusal := s.admit(Scope{APIKey: apiKey, Model: in.Model}, key, false, r.Header.Get("X-Admitted-At"))
-	var rep reply
-	if refusal != nil {
-		rep = *refusal
-	} else {
-		rep = s.submit(r.Context(), key, in)
-	}
-	s.finish(arrival, rep)
-	return rep
+	return incoming{
+		scope:    Scope{APIKey: apiKey, Model: in.Model},
+		key:      key,
+		admitted: r.Header.Get("X-Admitted-At"),
+		handle:   func(ctx context.Context) reply { return s.submit(ctx, key, in) },
+	}, nil
 }
 
 // submit accepts or replays one admitted submission.
@@ -136,14 +135,18 @@ func (s *Server) submit(ctx context.Context, key string, in submitBody) reply {
 	if s.cfg.OnAccept != nil {
 		s.cfg.OnAccept(key)
 	}
+	var pendingUntil time.Time
+	if async {
+		pendingUntil = readyAt
+	}
 	if drop {
 		s.dropped(key)
-		return reply{drop: true}
+		return reply{drop: true, pendingUntil: pendingUntil}
 	}
 	if async {
 		v := s.view(t)
 		v.Status = statusQueued // the first answer of an asynchronous one, whatever the clock says
-		return reply{status: http.StatusAccepted, body: v, retryAfter: s.cfg.PollRetryAfter}
+		return reply{status: http.StatusAccepted, body: v, retryAfter: s.cfg.PollRetryAfter, pendingUntil: pendingUntil}
 	}
 	return s.answer(t)
 }

@@ -9,14 +9,16 @@ import (
 
 // admit records the arrival of a submission of scope and decides whether
 // it is refused before anything else is looked at: during a cooldown of
-// its scope it is answered 429 with the remaining time; otherwise the
-// trouble knobs may refuse it (429 starting a cooldown, 503, 5xx). It
-// returns the arrival's index (for finish) and the refusal, if any.
+// its scope it is answered 429 with the remaining time; otherwise, when
+// enter found its scope full (over), 429 over the in-flight limit, which
+// starts no cooldown; otherwise the trouble knobs may refuse it (429
+// starting a cooldown, 503, 5xx). It returns the arrival's index (for
+// finish) and the refusal, if any.
 //
 // An arrival during an announced cooldown is in flight when its
 // X-Admitted-At is not after the announcement, and a violation when it is
 // after, absent or unreadable.
-func (s *Server) admit(scope Scope, key string, batch bool, admittedHeader string) (int, *reply) {
+func (s *Server) admit(scope Scope, key string, batch bool, admittedHeader string, over bool) (int, *reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -50,6 +52,9 @@ func (s *Server) admit(scope Scope, key string, batch bool, admittedHeader strin
 			}
 		}
 		rep = s.refuseInCooldown(cd, now)
+	} else if over {
+		a.OverLimit = true
+		rep = s.refuseOverLimit(scope, key, now)
 	} else {
 		rep = s.trouble(scope, now)
 	}
@@ -57,10 +62,12 @@ func (s *Server) admit(scope Scope, key string, batch bool, admittedHeader strin
 	return idx, rep
 }
 
-// finish records the answer of arrival idx.
-func (s *Server) finish(idx int, rep reply) {
+// finish records the answer of arrival idx and gives back its slot,
+// keeping the asynchronous work the answer accepted in flight.
+func (s *Server) finish(idx int, sl slot, rep reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.releaseLocked(sl, rep.pendingUntil, s.now())
 	a := &s.st.Arrivals[idx]
 	switch {
 	case rep.drop:
@@ -84,6 +91,26 @@ func (s *Server) refuseInCooldown(cd *Cooldown, now time.Time) *reply {
 	}
 	s.st.RateLimited++
 	rep := errorReply(http.StatusTooManyRequests, errRateLimited, "rate limit exceeded for this API key and model")
+	rep.retryAfter = value
+	return &rep
+}
+
+// refuseOverLimit answers 429 to a submission that arrived while its scope
+// had Config.MaxInFlight in flight, with a Retry-After of
+// Config.InFlightRetryAfter in the next form. It starts no cooldown.
+// Callers hold mu.
+func (s *Server) refuseOverLimit(scope Scope, key string, now time.Time) *reply {
+	f := s.nextForm()
+	value, _ := retryAfterValue(f, now, now.Add(s.cfg.InFlightRetryAfter), s.malformedTurn)
+	if f == FormMalformed {
+		s.malformedTurn++
+	}
+	s.st.RateLimited++
+	s.st.OverLimit++
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "sttsim: submission over the in-flight limit",
+		slog.String("scope", scope.String()), slog.String("idempotency_key", key),
+		slog.Int("max_in_flight", s.cfg.MaxInFlight), slog.String("retry_after", value))
+	rep := errorReply(http.StatusTooManyRequests, errRateLimited, "too many concurrent requests")
 	rep.retryAfter = value
 	return &rep
 }
