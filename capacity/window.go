@@ -21,7 +21,7 @@ const (
 	WindowStartTargetDefault  = 4
 	WindowGrowRoundsDefault   = 4
 	WindowStrikesDefault      = 3
-	WindowCeilingRetryDefault = 30 * time.Second
+	WindowCeilingRetryDefault = 5 * time.Second
 	WindowCeilingRetryMax     = time.Hour
 	WindowImmediateShare      = 0.25
 	WindowLeaseDefault        = 90 * time.Second
@@ -97,7 +97,7 @@ type WindowConfig struct {
 	Strikes int
 	// CeilingRetry is how long a size that drew an overload is not tried
 	// again; it doubles each time the same size draws one again, up to
-	// WindowCeilingRetryMax. Default WindowCeilingRetryDefault (30s).
+	// WindowCeilingRetryMax. Default WindowCeilingRetryDefault (5s).
 	CeilingRetry time.Duration
 	// ImmediateShare is the share of the window batch work may not take,
 	// kept for the immediate lane. Default 0: WindowImmediateShare (0.25);
@@ -181,7 +181,8 @@ func (c WindowConfig) WithDefaults() WindowConfig {
 // The window adapts to the vendor's answers. It opens at Initial and grows
 // by slow start (one more slot per success, so it doubles per round) to
 // the plan limit or StartTarget. An overload answer at an in-flight level
-// never seen to succeed shrinks it to that level minus one, and that level
+// never seen to succeed (above one: a single request cannot be over a
+// concurrency limit) shrinks it to that level minus one, and that level
 // is not tried again for CeilingRetry (doubling while it keeps failing);
 // at a level that had succeeded, Strikes overloads in a row are needed, so
 // random throttling does not shrink a window the vendor can take. Above

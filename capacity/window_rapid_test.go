@@ -184,7 +184,7 @@ func (m *windowModel) release(now int64, holder string, o capacity.Outcome) {
 		}
 	case capacity.Overload:
 		m.acks = 0
-		shrink := n > m.proven
+		shrink := n > m.proven && n > 1
 		if !shrink {
 			m.strikes++
 			if m.strikeN == 0 || n < m.strikeN {

@@ -177,7 +177,7 @@ if outcome == 1 then
   end
 elseif outcome == 2 then
   acks = 0
-  local shrink = n > proven
+  local shrink = n > proven and n > 1
   if not shrink then
     strikes = strikes + 1
     if strike_n == 0 or n < strike_n then strike_n = n end

@@ -15,8 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testredis"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -45,6 +47,7 @@ const (
 	workerMaxBackoffEnv   = "CALLSCRIBE_TEST_MAX_BACKOFF"   // retry_after.max_backoff
 	workerClientIDEnv     = "CALLSCRIBE_TEST_WORKER_ID"     // the River client's ID (river_job.attempted_by)
 	workerCRMURLEnv       = "CALLSCRIBE_TEST_CRM_URL"       // a crm-webhook/v1 receiver: commit and deliver through the outbox
+	workerWindowPrefixEnv = "CALLSCRIBE_TEST_WINDOW_PREFIX" // scope windows in the test Redis under this key prefix
 )
 
 // workerReady is printed on stdout once the worker's River client started.
@@ -84,6 +87,17 @@ func runWorkerProcess() int {
 		return 1
 	}
 	deps := jobs.Deps{Store: store}
+	if prefix := os.Getenv(workerWindowPrefixEnv); prefix != "" {
+		rdb, err := testredis.Dial(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if deps.Window, err = capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	var ob *outbox.Outbox
 	if u := os.Getenv(workerCRMURLEnv); u != "" {
 		tgt, err := connector.New(connector.Config{Kind: "webhook", BaseURL: u, Token: "crm-token"})

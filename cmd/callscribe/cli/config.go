@@ -131,7 +131,7 @@ type CapacityWindow struct {
 	// shrinks. Default 3.
 	Strikes int `yaml:"strikes"`
 	// CeilingRetry: how long a size that drew an overload is not tried
-	// again (doubling while it keeps failing). Default 30s.
+	// again (doubling while it keeps failing). Default 5s.
 	CeilingRetry time.Duration `yaml:"ceiling_retry"`
 }
 
