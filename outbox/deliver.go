@@ -37,15 +37,19 @@ type Row struct {
 	NotBefore      time.Time `json:"not_before"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
-	TenantID       string    `json:"tenant_id"`
-	CallID         string    `json:"call_id"`
+	// Deadline: a row still pending then goes to dead. Fixed at commit
+	// (commit time + the target's DeliveryDeadline), renewed by Retry.
+	Deadline time.Time `json:"deadline"`
+	TenantID string    `json:"tenant_id"`
+	CallID   string    `json:"call_id"`
 }
 
 // rowFrom converts an outbox row joined with its action set.
 func rowFrom(r dbsqlc.OutboxGetRow) Row {
 	return Row{ID: r.ID, ActionSetID: r.ActionSetID, Target: r.Target, Scope: r.Scope, IdempotencyKey: r.IdempotencyKey,
 		State: r.State, Attempts: int(r.Attempts), CRMID: r.CrmID, LastClass: r.LastClass,
-		NotBefore: timeOf(r.NotBefore), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), TenantID: r.TenantID, CallID: r.CallID}
+		NotBefore: timeOf(r.NotBefore), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Deadline: r.Deadline.UTC(),
+		TenantID: r.TenantID, CallID: r.CallID}
 }
 
 // Rows lists outbox rows, oldest first; state "" = any.
@@ -101,13 +105,26 @@ func (o *Outbox) Events(ctx context.Context, id int64) ([]Event, error) {
 	return out, nil
 }
 
-// Retry moves a dead row back to pending and enqueues its delivery with
-// client, with an event saying so.
+// Retry moves a dead row back to pending with a fresh deadline (now + its
+// target's DeliveryDeadline; DeliveryDeadlineDefault for a tenant no longer
+// configured) and enqueues its delivery with client, with an event saying
+// so. The delivery keeps its idempotency key: a CRM that had applied the
+// set answers the new try with a replay.
 func (o *Outbox) Retry(ctx context.Context, client *river.Client[pgx.Tx], id int64) error {
 	now := dbTime(o.cfg.Clock.Now())
 	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		_, err := o.queries.OutboxSettle(ctx, tx, dbsqlc.OutboxSettleParams{ID: id, FromState: StateDead, State: StatePending,
-			LastClass: "operator", At: now, Outcome: "retry", Reason: "operator retry"})
+		r, err := o.queries.OutboxGet(ctx, tx, id)
+		if err != nil {
+			return fmt.Errorf("reading outbox row %d: %w", id, translate(err))
+		}
+		window := DeliveryDeadlineDefault
+		if dest, ok := o.cfg.Destinations[r.TenantID]; ok {
+			window = dest.DeliveryDeadline
+		}
+		deadline := now.Add(window)
+		_, err = o.queries.OutboxSettle(ctx, tx, dbsqlc.OutboxSettleParams{ID: id, FromState: StateDead, State: StatePending,
+			LastClass: "operator", At: now, Deadline: &deadline, Outcome: "retry",
+			Reason: fmt.Sprintf("operator retry; new delivery deadline %s (%s)", deadline.Format(time.RFC3339), shortDuration(window))})
 		if err = translate(err); errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("outbox row %d is not dead: %w", id, ErrNotDead)
 		}
@@ -143,8 +160,14 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 
 // settle records a try's outcome and the row's new state in one statement.
 func (o *Outbox) settle(ctx context.Context, r Row, state string, res connector.Result, notBefore *time.Time, reason string) error {
+	return o.settleAs(ctx, r, state, "", res, notBefore, reason)
+}
+
+// settleAs is settle with the row's last class set to rowClass ("": the
+// answer's class, as the event records it).
+func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
 	_, err := o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
-		CrmID: res.CRMID, LastClass: res.Class, At: dbTime(o.cfg.Clock.Now()), NotBefore: dbTimePtr(notBefore),
+		CrmID: res.CRMID, LastClass: res.Class, RowClass: rowClass, At: dbTime(o.cfg.Clock.Now()), NotBefore: dbTimePtr(notBefore),
 		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason})
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return nil // settled meanwhile by another try
@@ -166,8 +189,13 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		return nil
 	}
 	now := o.cfg.Clock.Now()
+	if !now.Before(r.Deadline) {
+		// Due at or after its deadline: no more tries; the job ends.
+		_, err := o.expire(ctx, r, now, "")
+		return err
+	}
 	if wait := r.NotBefore.Sub(now); wait > 0 {
-		return river.JobSnooze(wait)
+		return river.JobSnooze(untilDeadline(r, now, wait))
 	}
 	dest, ok := o.cfg.Destinations[r.TenantID]
 	if !ok || dest.Target == nil {
@@ -180,7 +208,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		return err
 	}
 	if !adm.Admitted() {
-		return river.JobSnooze(adm.Wait)
+		return river.JobSnooze(untilDeadline(r, now, adm.Wait))
 	}
 	set, err := o.actionSet(ctx, r.ActionSetID)
 	if err != nil {
@@ -225,10 +253,14 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 			return err
 		}
 		log.Info("CRM throttled; its scope is deferred", slog.String("scope", r.Scope), slog.Time("not_before", out.NotBefore))
+		if !out.NotBefore.Before(r.Deadline) {
+			return o.settleTooLate(ctx, r, res, out.NotBefore, log)
+		}
 		if err := o.settle(ctx, r, StatePending, res, &out.NotBefore, "throttled: "+out.Decision.String()); err != nil {
 			return err
 		}
-		return river.JobSnooze(out.NotBefore.Sub(o.cfg.Clock.Now()))
+		at := o.cfg.Clock.Now()
+		return river.JobSnooze(untilDeadline(r, at, out.NotBefore.Sub(at)))
 	}
 	// Transient: this row backs off alone.
 	if attempt >= o.cfg.MaxAttempts {
@@ -239,10 +271,13 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		d = o.cfg.RetryAfter.Decide(*res.RetryAfter, true, attempt-1)
 	}
 	nb := d.NotBefore
+	if !nb.Before(r.Deadline) {
+		return o.settleTooLate(ctx, r, res, nb, log)
+	}
 	if err := o.settle(ctx, r, StatePending, res, &nb, "transient: backing off "+d.Delay.String()); err != nil {
 		return err
 	}
-	return river.JobSnooze(d.Delay)
+	return river.JobSnooze(untilDeadline(r, o.cfg.Clock.Now(), d.Delay))
 }
 
 // throttleSignal is the timing signal of a CRM's throttled answer to try

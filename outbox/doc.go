@@ -7,7 +7,7 @@
 // dispatcher delivers the set through package crm/connector with the
 // idempotency key tenant_id:call_id:action_version and the try's number;
 // Redeliver sends committed sets again with their original keys for
-// replays into staging; Retry re-drives a dead row.
+// replays into staging; Retry re-drives a dead row with a fresh deadline.
 //
 // # What it guarantees
 //
@@ -20,6 +20,14 @@
 //     pending -> delivered or pending -> dead, and only an operator's retry
 //     moves dead back to pending. Action sets and outbox events are never
 //     updated or deleted (the database refuses it).
+//   - No delivery is pending forever. Each row has a deadline, fixed at
+//     commit (commit time + its Destination's DeliveryDeadline, default
+//     24h) and renewed only by Retry (retry time + DeliveryDeadline). A try
+//     due at or after it, or a CRM answer that puts the next try at or
+//     after it, moves the row to dead with a reason saying so, and its job
+//     ends; a job never snoozes past its row's deadline. The periodic
+//     sweep (PeriodicJobs, Sweep) ends rows whose job is gone, once they
+//     are SweepGrace past their deadline.
 //   - A CRM's throttling (429, and 503 with Retry-After) defers the tenant's
 //     CRM integration scope in the ledger, exactly like a speech vendor's:
 //     deliveries to that CRM wait, the pipeline does not. Transient failures

@@ -29,6 +29,13 @@ const Queue = "crm"
 const (
 	MaxAttemptsDefault = 25
 	WorkersDefault     = 10
+	// DeliveryDeadlineDefault is Destination.DeliveryDeadline when left
+	// zero: a delivery still pending a day after its commit is dead.
+	DeliveryDeadlineDefault = 24 * time.Hour
+	// SweepIntervalDefault is Config.SweepInterval when left zero.
+	SweepIntervalDefault = time.Minute
+	// SweepGraceDefault is Config.SweepGrace when left zero.
+	SweepGraceDefault = 5 * time.Minute
 )
 
 // CounterDuplicateKeyConflicts counts commits that met an action set another
@@ -43,6 +50,13 @@ type Destination struct {
 	// 429 pauses deliveries to it, not the pipeline.
 	Scope  string
 	Target connector.Target
+	// DeliveryDeadline: how long a delivery to this target may stay
+	// pending. Each outbox row's deadline is fixed when it is committed
+	// (commit time + DeliveryDeadline) and renewed by an operator's Retry
+	// (retry time + DeliveryDeadline); a row still pending at its
+	// deadline goes to dead, whatever the CRM keeps answering. Default
+	// (0): DeliveryDeadlineDefault (24h). Negative panics in New.
+	DeliveryDeadline time.Duration
 }
 
 // Config configures the outbox.
@@ -54,6 +68,15 @@ type Config struct {
 	MaxAttempts int
 	// Workers: River MaxWorkers of the crm queue. Default 10.
 	Workers int
+	// SweepInterval: how often the deadline sweep (PeriodicJobs) moves
+	// pending rows past their deadline to dead. Default 1m.
+	SweepInterval time.Duration
+	// SweepGrace: the sweep leaves a pending row alone until this long
+	// after its deadline, so that a try begun just before the deadline
+	// (bounded by River's JobTimeout) can record the CRM's answer. The
+	// dispatcher ends the rows of its live jobs at their deadline; the
+	// sweep catches rows whose job is gone. Default 5m.
+	SweepGrace time.Duration
 	// ProbeTimeout, ProbeWait: as for speech vendors (ledger.ScopeAdmit).
 	ProbeTimeout, ProbeWait time.Duration
 	// RetryAfter turns the CRM's timing signals into deadlines.
@@ -73,6 +96,22 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Workers == 0 {
 		c.Workers = WorkersDefault
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = SweepIntervalDefault
+	}
+	if c.SweepGrace == 0 {
+		c.SweepGrace = SweepGraceDefault
+	}
+	if c.Destinations != nil {
+		dests := make(map[string]Destination, len(c.Destinations))
+		for id, d := range c.Destinations {
+			if d.DeliveryDeadline == 0 {
+				d.DeliveryDeadline = DeliveryDeadlineDefault
+			}
+			dests[id] = d
+		}
+		c.Destinations = dests
 	}
 	if c.ProbeTimeout == 0 {
 		c.ProbeTimeout = ledger.ProbeTimeoutDefault
@@ -101,22 +140,46 @@ type Outbox struct {
 	queries *dbsqlc.Queries
 }
 
-// New returns an Outbox. Its dispatcher and queue are added to a River
-// client by the caller (AddWorkers, Queues); what inserts jobs (Commit,
-// Retry) is given that client.
+// New returns an Outbox. Its dispatcher, queue and deadline sweep are
+// added to a River client by the caller (AddWorkers, Queues,
+// PeriodicJobs); what inserts jobs (Commit, Retry) is given that client.
+// A negative duration in cfg is a programmer's error (callscribe's
+// configuration refuses one): New panics, naming the field.
 func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) *Outbox {
-	return &Outbox{cfg: cfg.WithDefaults(), pool: pool, ledger: l, queries: dbsqlc.New()}
+	cfg = cfg.WithDefaults()
+	for id, d := range cfg.Destinations {
+		if d.DeliveryDeadline < 0 {
+			panic(fmt.Sprintf("outbox.New: Destinations[%q].DeliveryDeadline is %s, want > 0", id, d.DeliveryDeadline))
+		}
+	}
+	if cfg.SweepInterval < 0 || cfg.SweepGrace < 0 {
+		panic(fmt.Sprintf("outbox.New: SweepInterval %s and SweepGrace %s must not be negative", cfg.SweepInterval, cfg.SweepGrace))
+	}
+	return &Outbox{cfg: cfg, pool: pool, ledger: l, queries: dbsqlc.New()}
 }
 
 // Config returns the configuration, defaults applied.
 func (o *Outbox) Config() Config { return o.cfg }
 
-// AddWorkers registers the dispatcher.
-func (o *Outbox) AddWorkers(w *river.Workers) { river.AddWorker(w, &deliverWorker{o: o}) }
+// AddWorkers registers the dispatcher and the deadline sweep.
+func (o *Outbox) AddWorkers(w *river.Workers) {
+	river.AddWorker(w, &deliverWorker{o: o})
+	river.AddWorker(w, &sweepWorker{o: o})
+}
 
 // Queues is the dispatcher's River queue with its MaxWorkers (Workers).
 func (o *Outbox) Queues() map[string]river.QueueConfig {
 	return map[string]river.QueueConfig{Queue: {MaxWorkers: o.cfg.Workers}}
+}
+
+// PeriodicJobs are the outbox's periodic jobs: the deadline sweep every
+// SweepInterval, also on start.
+func (o *Outbox) PeriodicJobs() []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(o.cfg.SweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+	}
 }
 
 // DeliverArgs delivers one outbox row.
@@ -211,6 +274,7 @@ func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 	if dest, ok := o.cfg.Destinations[rec.TenantID]; ok {
 		oid, err := o.queries.OutboxInsert(ctx, tx, dbsqlc.OutboxInsertParams{
 			ActionSetID: id, Target: dest.Name, Scope: dest.Scope, IdempotencyKey: set.IdempotencyKey(), At: now,
+			Deadline: now.Add(dest.DeliveryDeadline),
 		})
 		if err != nil {
 			return res, fmt.Errorf("storing outbox row: %w", translate(err))

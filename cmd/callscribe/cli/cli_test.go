@@ -159,7 +159,7 @@ func TestConfigDocumented(t *testing.T) {
 		"embedded_postgres.run_as_user", "ledger.retention", "retry_after.base_backoff",
 		"retry_after.max_backoff", "retry_after.max_delay", cli.EnvDatabaseURL, cli.EnvRedisURL,
 		"audio.root", "audio.max_bytes", "pipeline.tenants.<id>.provider", "pipeline.tenants.<id>.crm.kind",
-		"pipeline.tenants.<id>.time_zone", "crm_targets.<name>", "pipeline.observe_only_scopes", "pipeline.sweep_interval",
+		"pipeline.tenants.<id>.time_zone", "pipeline.tenants.<id>.crm.delivery_deadline", "crm_targets.<name>", "pipeline.observe_only_scopes", "pipeline.sweep_interval",
 		"capacity.limits.<provider>/<kind>", "capacity.orgs.<org>", "capacity.agents.<agent>",
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
@@ -260,7 +260,7 @@ func TestTenantCRMConfig(t *testing.T) {
     acme:
       provider: generic-http
       api_key: k
-      crm: {kind: salesforce, base_url: "https://acme.example", token: tok, sobject: Event, production: true}
+      crm: {kind: salesforce, base_url: "https://acme.example", token: tok, sobject: Event, production: true, delivery_deadline: 6h}
 crm_targets:
   staging: {kind: webhook, base_url: "http://127.0.0.1:1", token: s}
 `)
@@ -269,7 +269,8 @@ crm_targets:
 		t.Fatal(err)
 	}
 	crm := c.Pipeline.Tenants["acme"].CRM
-	if crm.Kind != "salesforce" || crm.BaseURL != "https://acme.example" || crm.Token != "tok" || crm.SObject != "Event" || !crm.Production {
+	if crm.Kind != "salesforce" || crm.BaseURL != "https://acme.example" || crm.Token != "tok" || crm.SObject != "Event" || !crm.Production ||
+		crm.DeliveryDeadline != 6*time.Hour {
 		t.Errorf("tenant crm = %v", crm)
 	}
 	if p := c.PipelineConfig(); p.Tenants["acme"].Provider != "generic-http" || p.SweepInterval != 2*time.Minute {
@@ -282,6 +283,8 @@ crm_targets:
 		{"crmkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: webhook, tokn: x}}\n", "field tokn not found"},
 		{"crmkind.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: fax}}\n", "pipeline.tenants.acme.crm.kind"},
 		{"tenantkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, mdl: x}\n", "field mdl not found"},
+		{"deadline.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: webhook, delivery_deadline: -1h}}\n", "pipeline.tenants.acme.crm.delivery_deadline"},
+		{"targetdeadline.yaml", "crm_targets:\n  staging: {kind: webhook, delivery_deadline: 1h}\n", "crm_targets.staging.delivery_deadline"},
 	} {
 		code, _, stderr := run(t, context.Background(), nil, "--config", write(tt.file, tt.body), "migrate", "status")
 		if code == 0 || !strings.Contains(stderr, tt.want) {

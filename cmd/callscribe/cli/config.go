@@ -78,13 +78,18 @@ type TenantConfig struct {
 	CRM CRMConfig `yaml:"crm"`
 }
 
-// CRMConfig is a CRM target (see crm/connector.Config) and the throttling
-// scope of its integration.
+// CRMConfig is a CRM target (see crm/connector.Config), the throttling
+// scope of its integration and how long a delivery to it may stay pending.
 type CRMConfig struct {
 	connector.Config `yaml:",inline"`
 	// Scope of the CRM integration's throttling. Default
 	// crm:<tenant>:<kind> for a tenant's CRM.
 	Scope string `yaml:"scope"`
+	// DeliveryDeadline: a delivery to a tenant's CRM still pending this
+	// long after its commit (or after an operator's `outbox retry`) goes
+	// to dead. Default 0: outbox.DeliveryDeadlineDefault (24h). Must not
+	// be negative; crm_targets (replay) do not take it.
+	DeliveryDeadline time.Duration `yaml:"delivery_deadline"`
 }
 
 // CapacityConfig configures the vendor slot counters.
@@ -293,13 +298,26 @@ func (c Config) validate() error {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		if k := c.Pipeline.Tenants[id].CRM.Kind; k != "" && !slices.Contains(connector.Kinds(), k) {
+		crm := c.Pipeline.Tenants[id].CRM
+		if k := crm.Kind; k != "" && !slices.Contains(connector.Kinds(), k) {
 			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, k, connector.Kinds()))
 		}
+		if crm.DeliveryDeadline < 0 {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.delivery_deadline: %s must be positive", id, crm.DeliveryDeadline))
+		}
 	}
-	for name, t := range c.CRMTargets {
+	names := make([]string, 0, len(c.CRMTargets))
+	for name := range c.CRMTargets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := c.CRMTargets[name]
 		if !slices.Contains(connector.Kinds(), t.Kind) {
 			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, connector.Kinds()))
+		}
+		if t.DeliveryDeadline != 0 {
+			errs = append(errs, fmt.Errorf("crm_targets.%s.delivery_deadline: replay targets take no delivery deadline (a tenant's crm does)", name))
 		}
 	}
 	return errors.Join(errs...)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,34 +32,37 @@ func (a *app) outboxCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			rows, err := e.outbox.Rows(cmd.Context(), state, 1000)
+			l, err := e.outbox.List(cmd.Context(), state, 1000)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return json.NewEncoder(out).Encode(rows)
+				return json.NewEncoder(out).Encode(l)
 			}
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tKEY\tTARGET\tSTATE\tTRIES\tLAST CLASS\tCRM ID")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.IdempotencyKey, r.Target, r.State, r.Attempts, orDash(r.LastClass), orDash(r.CRMID))
+			fmt.Fprintln(tw, "ID\tKEY\tTARGET\tSTATE\tTRIES\tLAST CLASS\tCRM ID\tDEADLINE")
+			for _, r := range l.Rows {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.IdempotencyKey, r.Target, r.State, r.Attempts,
+					orDash(r.LastClass), orDash(r.CRMID), r.Deadline.Format(time.RFC3339))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			counters, err := e.outbox.Counters(cmd.Context())
-			if err != nil {
-				return err
-			}
-			names := make([]string, 0, len(counters))
-			for n := range counters {
+			names := make([]string, 0, len(l.Counters))
+			for n := range l.Counters {
 				names = append(names, n)
 			}
 			sort.Strings(names)
 			for _, n := range names {
-				fmt.Fprintf(out, "%s %d\n", n, counters[n])
+				fmt.Fprintf(out, "%s %d\n", n, l.Counters[n])
 			}
+			fmt.Fprintf(out, "pending %d\n", l.Pending)
+			age := ""
+			if l.Pending > 0 {
+				age = fmt.Sprintf(" (%s)", time.Duration(l.OldestPendingAgeSeconds)*time.Second)
+			}
+			fmt.Fprintf(out, "oldest_pending_age_seconds %d%s\n", l.OldestPendingAgeSeconds, age)
 			return nil
 		},
 	}
@@ -66,7 +70,7 @@ func (a *app) outboxCommand() *cobra.Command {
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	retry := &cobra.Command{
 		Use:   "retry ID",
-		Short: "Send a dead delivery again (same idempotency key), recorded as its own event",
+		Short: "Send a dead delivery again (same idempotency key, fresh delivery deadline), recorded as its own event",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)

@@ -96,10 +96,15 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 		if err != nil {
 			return nil, fmt.Errorf("pipeline.tenants.%s.crm: %w", id, err)
 		}
-		dests[id] = outbox.Destination{Name: c.Kind, Scope: c.Scope, Target: tgt}
+		dests[id] = outbox.Destination{Name: c.Kind, Scope: c.Scope, Target: tgt, DeliveryDeadline: c.DeliveryDeadline}
 	}
+	// The outbox's deadline sweep runs as often as the pipeline's, and
+	// leaves a row alone for a job run's limit after its deadline, so that
+	// a try begun before it can record the CRM's answer.
+	timing := cfg.WithDefaults()
 	e.outbox = outbox.New(outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
-		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout}, pool, e.ledger)
+		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout,
+		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout}, pool, e.ledger)
 	e.pipeline, err = jobs.New(pool, e.ledger, cfg, jobs.Deps{Store: e.store, Commit: commitThrough(e.outbox), Slots: caps.slots,
 		Window: caps.windows, PlanLimit: a.planLimit})
 	if err != nil {
@@ -135,7 +140,7 @@ func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:               queues,
 		Workers:              workers,
-		PeriodicJobs:         p.PeriodicJobs(),
+		PeriodicJobs:         append(p.PeriodicJobs(), o.PeriodicJobs()...),
 		Logger:               slog.New(quietInfo{log.Handler()}),
 		FetchCooldown:        20 * time.Millisecond,
 		FetchPollInterval:    250 * time.Millisecond,

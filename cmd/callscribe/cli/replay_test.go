@@ -66,9 +66,11 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	delivered := func(n int) func() bool {
 		return func() bool {
 			_, out, _ := c("outbox", "list", "--state", "delivered", "--json")
-			var rows []map[string]any
-			_ = json.Unmarshal([]byte(out), &rows)
-			return len(rows) == n
+			var l struct {
+				Rows []map[string]any `json:"rows"`
+			}
+			_ = json.Unmarshal([]byte(out), &l)
+			return len(l.Rows) == n
 		}
 	}
 	if !testwait.Until(60*time.Second, changes, delivered(2)) {
@@ -77,9 +79,35 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	if prod.Stats().Applied != 2 {
 		t.Fatalf("the tenant's CRM holds %d sets", prod.Stats().Applied)
 	}
+	// Every row has its deadline, the default day after its commit; with
+	// nothing pending the oldest pending age is 0.
+	_, listed, _ := c("outbox", "list", "--json")
+	var l struct {
+		Pending                 *int64 `json:"pending"`
+		OldestPendingAgeSeconds *int64 `json:"oldest_pending_age_seconds"`
+		Rows                    []struct {
+			CreatedAt time.Time `json:"created_at"`
+			Deadline  time.Time `json:"deadline"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(listed), &l); err != nil || l.Pending == nil || *l.Pending != 0 ||
+		l.OldestPendingAgeSeconds == nil || *l.OldestPendingAgeSeconds != 0 || len(l.Rows) != 2 {
+		t.Fatalf("outbox list --json: %v\n%s", err, listed)
+	}
+	for _, r := range l.Rows {
+		if r.Deadline.Sub(r.CreatedAt) != 24*time.Hour {
+			t.Fatalf("row committed %s has deadline %s, want a day later", r.CreatedAt, r.Deadline)
+		}
+	}
+	_, text, _ := c("outbox", "list")
+	for _, want := range []string{"DEADLINE", "pending 0\n", "oldest_pending_age_seconds 0\n", l.Rows[0].Deadline.Format(time.RFC3339)} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("outbox list lacks %q:\n%s", want, text)
+		}
+	}
 
 	// Revalidate one: a second action version is committed and delivered.
-	_, listed, _ := c("jobs", "list", "--json")
+	_, listed, _ = c("jobs", "list", "--json")
 	var recs []map[string]any
 	if err := json.Unmarshal([]byte(listed), &recs); err != nil || len(recs) != 2 {
 		t.Fatalf("jobs list: %v %s", err, listed)

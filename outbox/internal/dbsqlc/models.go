@@ -39,6 +39,7 @@ type Outbox struct {
 	NotBefore      *time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	Deadline       time.Time
 }
 
 type OutboxEvent struct {

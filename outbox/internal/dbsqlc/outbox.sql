@@ -1,19 +1,19 @@
 -- Outbox rows: one delivery per committed action set and target.
 
 -- name: OutboxInsert :one
-INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at)
-VALUES (@action_set_id, @target, @scope, @idempotency_key, @at, @at)
+INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at, deadline)
+VALUES (@action_set_id, @target, @scope, @idempotency_key, @at, @at, @deadline)
 RETURNING id;
 
 -- name: OutboxGet :one
 SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
-       o.not_before, o.created_at, o.updated_at, s.tenant_id, s.call_id
+       o.not_before, o.created_at, o.updated_at, o.deadline, s.tenant_id, s.call_id
 FROM outbox o JOIN action_sets s ON s.id = o.action_set_id
 WHERE o.id = @id;
 
 -- name: OutboxList :many
 SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
-       o.not_before, o.created_at, o.updated_at, s.tenant_id, s.call_id
+       o.not_before, o.created_at, o.updated_at, o.deadline, s.tenant_id, s.call_id
 FROM outbox o JOIN action_sets s ON s.id = o.action_set_id
 WHERE (@state::text = '' OR o.state = @state::text)
 ORDER BY o.id
@@ -28,11 +28,18 @@ RETURNING attempts;
 
 -- name: OutboxSettle :one
 -- Moves a row from from_state to state with the event that records the try.
--- No row: the row was not in from_state (settled meanwhile).
+-- last_class is the answer's class, kept on the row and the event, unless
+-- row_class (empty: last_class) says otherwise for the row (a try whose answer
+-- leaves no time before the deadline: the event keeps the CRM's class, the
+-- row says deadline). A deadline given replaces the row's (an operator's
+-- retry); NULL keeps it. No row: the row was not in from_state (settled
+-- meanwhile).
 WITH upd AS (
     UPDATE outbox
-    SET state = @state::text, crm_id = COALESCE(NULLIF(@crm_id::text, ''), crm_id), last_class = @last_class::text,
-        updated_at = @at::timestamptz, not_before = sqlc.narg(not_before)::timestamptz
+    SET state = @state::text, crm_id = COALESCE(NULLIF(@crm_id::text, ''), crm_id),
+        last_class = COALESCE(NULLIF(@row_class::text, ''), @last_class::text),
+        updated_at = @at::timestamptz, not_before = sqlc.narg(not_before)::timestamptz,
+        deadline = COALESCE(sqlc.narg(deadline)::timestamptz, deadline)
     WHERE outbox.id = @id AND outbox.state = @from_state::text
     RETURNING outbox.id, outbox.attempts
 )
@@ -42,3 +49,18 @@ SELECT upd.id, upd.attempts, @at::timestamptz, @from_state::text, @state::text, 
        @http_status::integer, @crm_id::text, sqlc.narg(retry_after_raw)::text, @reason::text
 FROM upd
 RETURNING outbox_id;
+
+-- name: OutboxOverdue :many
+-- Pending rows whose deadline is at or before cutoff, most overdue first.
+SELECT id FROM outbox
+WHERE state = 'pending' AND deadline <= @cutoff::timestamptz
+ORDER BY deadline, id
+LIMIT @max_rows::bigint;
+
+-- name: OutboxOldestPending :one
+-- The oldest pending row's commit time and how many rows are pending. No
+-- row: none is pending.
+SELECT created_at, count(*) OVER () AS pending
+FROM outbox WHERE state = 'pending'
+ORDER BY created_at
+LIMIT 1;

@@ -12,7 +12,7 @@ import (
 
 const outboxGet = `-- name: OutboxGet :one
 SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
-       o.not_before, o.created_at, o.updated_at, s.tenant_id, s.call_id
+       o.not_before, o.created_at, o.updated_at, o.deadline, s.tenant_id, s.call_id
 FROM outbox o JOIN action_sets s ON s.id = o.action_set_id
 WHERE o.id = $1
 `
@@ -30,6 +30,7 @@ type OutboxGetRow struct {
 	NotBefore      *time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	Deadline       time.Time
 	TenantID       string
 	CallID         string
 }
@@ -50,6 +51,7 @@ func (q *Queries) OutboxGet(ctx context.Context, db DBTX, id int64) (OutboxGetRo
 		&i.NotBefore,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Deadline,
 		&i.TenantID,
 		&i.CallID,
 	)
@@ -58,8 +60,8 @@ func (q *Queries) OutboxGet(ctx context.Context, db DBTX, id int64) (OutboxGetRo
 
 const outboxInsert = `-- name: OutboxInsert :one
 
-INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $5)
+INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at, deadline)
+VALUES ($1, $2, $3, $4, $5, $5, $6)
 RETURNING id
 `
 
@@ -69,6 +71,7 @@ type OutboxInsertParams struct {
 	Scope          string
 	IdempotencyKey string
 	At             time.Time
+	Deadline       time.Time
 }
 
 // Outbox rows: one delivery per committed action set and target.
@@ -79,6 +82,7 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 		arg.Scope,
 		arg.IdempotencyKey,
 		arg.At,
+		arg.Deadline,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -87,7 +91,7 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 
 const outboxList = `-- name: OutboxList :many
 SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
-       o.not_before, o.created_at, o.updated_at, s.tenant_id, s.call_id
+       o.not_before, o.created_at, o.updated_at, o.deadline, s.tenant_id, s.call_id
 FROM outbox o JOIN action_sets s ON s.id = o.action_set_id
 WHERE ($1::text = '' OR o.state = $1::text)
 ORDER BY o.id
@@ -112,6 +116,7 @@ type OutboxListRow struct {
 	NotBefore      *time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	Deadline       time.Time
 	TenantID       string
 	CallID         string
 }
@@ -138,6 +143,7 @@ func (q *Queries) OutboxList(ctx context.Context, db DBTX, arg OutboxListParams)
 			&i.NotBefore,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Deadline,
 			&i.TenantID,
 			&i.CallID,
 		); err != nil {
@@ -151,12 +157,68 @@ func (q *Queries) OutboxList(ctx context.Context, db DBTX, arg OutboxListParams)
 	return items, nil
 }
 
+const outboxOldestPending = `-- name: OutboxOldestPending :one
+SELECT created_at, count(*) OVER () AS pending
+FROM outbox WHERE state = 'pending'
+ORDER BY created_at
+LIMIT 1
+`
+
+type OutboxOldestPendingRow struct {
+	CreatedAt time.Time
+	Pending   int64
+}
+
+// The oldest pending row's commit time and how many rows are pending. No
+// row: none is pending.
+func (q *Queries) OutboxOldestPending(ctx context.Context, db DBTX) (OutboxOldestPendingRow, error) {
+	row := db.QueryRow(ctx, outboxOldestPending)
+	var i OutboxOldestPendingRow
+	err := row.Scan(&i.CreatedAt, &i.Pending)
+	return i, err
+}
+
+const outboxOverdue = `-- name: OutboxOverdue :many
+SELECT id FROM outbox
+WHERE state = 'pending' AND deadline <= $1::timestamptz
+ORDER BY deadline, id
+LIMIT $2::bigint
+`
+
+type OutboxOverdueParams struct {
+	Cutoff  time.Time
+	MaxRows int64
+}
+
+// Pending rows whose deadline is at or before cutoff, most overdue first.
+func (q *Queries) OutboxOverdue(ctx context.Context, db DBTX, arg OutboxOverdueParams) ([]int64, error) {
+	rows, err := db.Query(ctx, outboxOverdue, arg.Cutoff, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxSettle = `-- name: OutboxSettle :one
 WITH upd AS (
     UPDATE outbox
-    SET state = $3::text, crm_id = COALESCE(NULLIF($7::text, ''), crm_id), last_class = $5::text,
-        updated_at = $1::timestamptz, not_before = $10::timestamptz
-    WHERE outbox.id = $11 AND outbox.state = $2::text
+    SET state = $3::text, crm_id = COALESCE(NULLIF($7::text, ''), crm_id),
+        last_class = COALESCE(NULLIF($10::text, ''), $5::text),
+        updated_at = $1::timestamptz, not_before = $11::timestamptz,
+        deadline = COALESCE($12::timestamptz, deadline)
+    WHERE outbox.id = $13 AND outbox.state = $2::text
     RETURNING outbox.id, outbox.attempts
 )
 INSERT INTO outbox_events (outbox_id, attempt, at, prior_state, new_state, outcome, response_class, http_status, crm_id,
@@ -177,12 +239,19 @@ type OutboxSettleParams struct {
 	CrmID         string
 	RetryAfterRaw *string
 	Reason        string
+	RowClass      string
 	NotBefore     *time.Time
+	Deadline      *time.Time
 	ID            int64
 }
 
 // Moves a row from from_state to state with the event that records the try.
-// No row: the row was not in from_state (settled meanwhile).
+// last_class is the answer's class, kept on the row and the event, unless
+// row_class (empty: last_class) says otherwise for the row (a try whose answer
+// leaves no time before the deadline: the event keeps the CRM's class, the
+// row says deadline). A deadline given replaces the row's (an operator's
+// retry); NULL keeps it. No row: the row was not in from_state (settled
+// meanwhile).
 func (q *Queries) OutboxSettle(ctx context.Context, db DBTX, arg OutboxSettleParams) (int64, error) {
 	row := db.QueryRow(ctx, outboxSettle,
 		arg.At,
@@ -194,7 +263,9 @@ func (q *Queries) OutboxSettle(ctx context.Context, db DBTX, arg OutboxSettlePar
 		arg.CrmID,
 		arg.RetryAfterRaw,
 		arg.Reason,
+		arg.RowClass,
 		arg.NotBefore,
+		arg.Deadline,
 		arg.ID,
 	)
 	var outbox_id int64

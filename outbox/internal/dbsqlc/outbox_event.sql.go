@@ -27,6 +27,30 @@ func (q *Queries) OutboxAuditCount(ctx context.Context, db DBTX) (OutboxAuditCou
 	return i, err
 }
 
+const outboxEventLastOutcome = `-- name: OutboxEventLastOutcome :one
+SELECT outcome FROM outbox_events WHERE outbox_id = $1 ORDER BY id DESC LIMIT 1
+`
+
+// The outcome of a row's newest event. No row: it has none.
+func (q *Queries) OutboxEventLastOutcome(ctx context.Context, db DBTX, outboxID int64) (string, error) {
+	row := db.QueryRow(ctx, outboxEventLastOutcome, outboxID)
+	var outcome string
+	err := row.Scan(&outcome)
+	return outcome, err
+}
+
+const outboxEventLastRetry = `-- name: OutboxEventLastRetry :one
+SELECT at FROM outbox_events WHERE outbox_id = $1 AND outcome = 'retry' ORDER BY id DESC LIMIT 1
+`
+
+// When an operator last retried a row. No row: never.
+func (q *Queries) OutboxEventLastRetry(ctx context.Context, db DBTX, outboxID int64) (time.Time, error) {
+	row := db.QueryRow(ctx, outboxEventLastRetry, outboxID)
+	var at time.Time
+	err := row.Scan(&at)
+	return at, err
+}
+
 const outboxEventList = `-- name: OutboxEventList :many
 
 SELECT attempt, at, prior_state, new_state, outcome, response_class, http_status, crm_id, retry_after_raw, reason
