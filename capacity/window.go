@@ -25,7 +25,7 @@ const (
 	WindowCeilingRetryMax     = time.Hour
 	WindowImmediateShare      = 0.25
 	WindowLeaseDefault        = 90 * time.Second
-	WindowHoldDefault         = time.Second
+	WindowHoldDefault         = 250 * time.Millisecond
 	WindowMinWaitDefault      = 50 * time.Millisecond
 	WindowMaxWaitDefault      = time.Minute
 	WindowLateDefault         = 300 * time.Millisecond
@@ -107,7 +107,7 @@ type WindowConfig struct {
 	// slot lapses after it). Default WindowLeaseDefault (90s).
 	Lease time.Duration
 	// Hold is the first estimate of how long a slot is held, which sizes
-	// the waits. Default WindowHoldDefault (1s).
+	// the waits. Default WindowHoldDefault (250ms).
 	Hold time.Duration
 	// MinWait and MaxWait bound how long a refused request waits before
 	// asking again. Defaults WindowMinWaitDefault, WindowMaxWaitDefault.
@@ -192,9 +192,11 @@ func (c WindowConfig) WithDefaults() WindowConfig {
 // limit of the request.
 //
 // Waiters are ordered immediate lane first, then by deadline; a free slot
-// goes to the first waiter present, and a refused request is told how
-// long to wait from its place in the queue and the measured hold time, so
-// waiters wake in order rather than all at once.
+// goes to the first waiter present. A refused request is told how long to
+// wait from its place in the queue and the measured hold time, and when a
+// slot frees, the first waiters asleep are called (their River jobs are
+// returned to be woken), so waiters wake in order, one per free slot,
+// rather than all at once or by polling.
 //
 // Like Leases, Windows fails open: when Redis is unreachable a request is
 // granted uncounted.
@@ -248,6 +250,9 @@ type WindowRequest struct {
 	Probe bool
 	// Max is the plan limit (0: none): the window never grows above it.
 	Max int
+	// JobID is the River job that will ask again (0: none): when a slot
+	// frees while it sleeps in line, the releaser is told to wake it.
+	JobID int64
 }
 
 // WindowGrant is Acquire's answer.
@@ -264,12 +269,15 @@ type WindowGrant struct {
 	Wait time.Duration
 	// Uncounted: granted without Redis (fail open).
 	Uncounted bool
+	// Wake are River jobs of waiters called to the slots this grant left
+	// free: the caller makes them available now.
+	Wake []int64
 }
 
 func (w *Windows) keys(scope string) []string {
 	tag := "win/" + scope
 	k := func(part string) string { return Key(w.cfg.KeyPrefix, tag, part) }
-	return []string{k("state"), k("inflight"), k("meta"), k("wait"), k("due"), k("wexp"), k("events")}
+	return []string{k("state"), k("inflight"), k("meta"), k("wait"), k("due"), k("wexp"), k("events"), k("wjob")}
 }
 
 func (w *Windows) registryKey() string { return Key(w.cfg.KeyPrefix, "win", "scopes") }
@@ -309,14 +317,14 @@ func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
 	octx, cancel := w.opCtx(ctx)
 	defer cancel()
 	res, err := windowAcquireScript.Run(octx, w.rdb, w.keys(req.Scope), w.nowArg(), w.args, req.Max,
-		req.Holder, int(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe).Int64Slice()
+		req.Holder, int(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID).Int64Slice()
 	if err != nil {
 		w.fail.Note("window acquire "+req.Scope, err)
 		return WindowGrant{Granted: true, Uncounted: true}
 	}
 	w.register(octx, req.Scope)
 	return WindowGrant{Granted: res[0] == 1, InFlight: int(res[1]), Size: int(res[2]), Rank: int(res[3]),
-		Wait: time.Duration(res[4]) * time.Millisecond}
+		Wait: time.Duration(res[4]) * time.Millisecond, Wake: res[5:]}
 }
 
 func (w *Windows) register(ctx context.Context, scope string) {
@@ -331,6 +339,10 @@ type WindowRelease struct {
 	Released bool
 	// Before and After are the window's size around the release.
 	Before, After int
+	// Wake are River jobs of waiters called to the freed slots, first in
+	// line first: the caller makes them available now, so the line drains
+	// at the vendor's pace without anyone polling.
+	Wake []int64
 }
 
 // Release gives holder's slot of scope back with what the vendor's answer
@@ -344,7 +356,7 @@ func (w *Windows) Release(ctx context.Context, scope, holder string, o Outcome, 
 		w.fail.Note("window release "+scope, err)
 		return WindowRelease{}
 	}
-	return WindowRelease{Released: res[0] == 1, Before: int(res[1]), After: int(res[2])}
+	return WindowRelease{Released: res[0] == 1, Before: int(res[1]), After: int(res[2]), Wake: res[4:]}
 }
 
 // Cooldown tells the window that the scope's vendor announced a cooldown

@@ -26,7 +26,7 @@ type windowModel struct {
 	ceilingAt, retry, hold                   int64
 	phase                                    string
 	inflight                                 map[string]*windowSlot
-	waitOrder, waitDue, waitExp              map[string]int64
+	waitOrder, waitDue, waitExp, waitJob     map[string]int64
 	lease, minW, maxW, late, retry0, retryMx int64
 	share                                    int
 }
@@ -40,7 +40,7 @@ type windowSlot struct {
 func newWindowModel(cfg capacity.WindowConfig, max int) *windowModel {
 	cfg = cfg.WithDefaults()
 	return &windowModel{cfg: cfg, max: max, fresh: true, inflight: map[string]*windowSlot{},
-		waitOrder: map[string]int64{}, waitDue: map[string]int64{}, waitExp: map[string]int64{},
+		waitOrder: map[string]int64{}, waitDue: map[string]int64{}, waitExp: map[string]int64{}, waitJob: map[string]int64{},
 		lease: cfg.Lease.Milliseconds(), minW: cfg.MinWait.Milliseconds(), maxW: cfg.MaxWait.Milliseconds(),
 		late: cfg.Late.Milliseconds(), retry0: cfg.CeilingRetry.Milliseconds(), retryMx: capacity.WindowCeilingRetryMax.Milliseconds(),
 		share: int(math.Round(cfg.ImmediateShare * 1000))}
@@ -74,19 +74,13 @@ func (m *windowModel) load(now int64) {
 			delete(m.waitExp, h)
 			delete(m.waitOrder, h)
 			delete(m.waitDue, h)
+			delete(m.waitJob, h)
 		}
 	}
 }
 
-func (m *windowModel) laneCap(l capacity.WindowLane) int {
-	if l == capacity.BatchLane && m.share > 0 {
-		return max(1, m.size-int(math.Ceil(float64(m.size*m.share)/1000)))
-	}
-	return m.size
-}
-
-// rank is the holder's place among the waiters (order, then holder).
-func (m *windowModel) ahead(holder string) []string {
+// sorted is the waiters in line order (order, then holder).
+func (m *windowModel) sorted() []string {
 	all := make([]string, 0, len(m.waitOrder))
 	for h := range m.waitOrder {
 		all = append(all, h)
@@ -97,6 +91,38 @@ func (m *windowModel) ahead(holder string) []string {
 		}
 		return all[i] < all[j]
 	})
+	return all
+}
+
+// wake calls the first free waiters asleep and returns their jobs.
+func (m *windowModel) wake(now int64, free int) []int64 {
+	var out []int64
+	if free <= 0 {
+		return out
+	}
+	all := m.sorted()
+	for _, h := range all[:min(free, len(all))] {
+		if d, ok := m.waitDue[h]; ok && d > now+m.late {
+			m.waitDue[h] = now
+			m.waitExp[h] = now + 5000 + m.late*8
+			if j, ok := m.waitJob[h]; ok {
+				out = append(out, j)
+			}
+		}
+	}
+	return out
+}
+
+func (m *windowModel) laneCap(l capacity.WindowLane) int {
+	if l == capacity.BatchLane && m.share > 0 {
+		return max(1, m.size-int(math.Ceil(float64(m.size*m.share)/1000)))
+	}
+	return m.size
+}
+
+// ahead is the waiters before holder in line.
+func (m *windowModel) ahead(holder string) []string {
+	all := m.sorted()
 	for i, h := range all {
 		if h == holder {
 			return all[:i]
@@ -105,18 +131,21 @@ func (m *windowModel) ahead(holder string) []string {
 	return nil
 }
 
-func (m *windowModel) acquire(now int64, holder string, lane capacity.WindowLane, order, nb int64, probe bool) (bool, int64) {
+func (m *windowModel) acquire(now int64, holder string, lane capacity.WindowLane, order, nb int64, probe bool, job int64) (bool, int64, []int64) {
 	m.load(now)
 	n := len(m.inflight)
 	if s, ok := m.inflight[holder]; ok {
 		s.exp = now + m.lease
-		return true, 0
+		return true, 0, nil
 	}
 	m.waitOrder[holder] = order
 	ahead := m.ahead(holder)
 	r := len(ahead)
 	present := 0
 	for _, h := range ahead {
+		if lane != capacity.BatchLane || m.waitOrder[h] >= 1e13 {
+			continue // only immediate waiters hold a batch request back
+		}
 		d, ok := m.waitDue[h]
 		if !ok || (d <= now+m.late && d >= now-m.late*8) {
 			present++
@@ -128,8 +157,16 @@ func (m *windowModel) acquire(now int64, holder string, lane capacity.WindowLane
 		delete(m.waitOrder, holder)
 		delete(m.waitDue, holder)
 		delete(m.waitExp, holder)
+		delete(m.waitJob, holder)
 		m.inflight[holder] = &windowSlot{exp: now + m.lease, at: now, n: n + 1, epoch: m.epoch, lane: lane}
-		return true, 0
+		var wakes []int64
+		if nb <= now {
+			wakes = m.wake(now, m.size-n-1)
+		}
+		return true, 0, wakes
+	}
+	if job > 0 {
+		m.waitJob[holder] = job
 	}
 	var wait int64
 	if nb > now {
@@ -142,16 +179,22 @@ func (m *windowModel) acquire(now int64, holder string, lane capacity.WindowLane
 	}
 	m.waitDue[holder] = now + wait
 	m.waitExp[holder] = now + wait + max(wait, 5000) + m.late*8
-	return false, wait
+	return false, wait, nil
 }
 
-func (m *windowModel) release(now int64, holder string, o capacity.Outcome) {
+func (m *windowModel) release(now int64, holder string, o capacity.Outcome) []int64 {
 	m.load(now)
 	s, ok := m.inflight[holder]
 	if !ok {
-		return
+		return nil
 	}
 	delete(m.inflight, holder)
+	m.releaseOutcome(now, s, o)
+	return m.wake(now, m.size-len(m.inflight))
+}
+
+// releaseOutcome adapts the window to what the answer to s said.
+func (m *windowModel) releaseOutcome(now int64, s *windowSlot, o capacity.Outcome) {
 	n, current := s.n, s.epoch == m.epoch
 	switch o {
 	case capacity.Success:
@@ -278,22 +321,25 @@ func TestWindowScriptsProperty(t *testing.T) {
 					nb = clk.Now().Add(time.Duration(rapid.IntRange(1, 3000).Draw(rt, "nb_ms")) * time.Millisecond)
 				}
 				probe := rapid.IntRange(0, 9).Draw(rt, "probe") == 0
-				g := w.Acquire(ctx, capacity.WindowRequest{Scope: scope, Holder: h, Lane: lane, Deadline: dl, NotBefore: nb, Probe: probe, Max: planMax})
+				g := w.Acquire(ctx, capacity.WindowRequest{Scope: scope, Holder: h, Lane: lane, Deadline: dl, NotBefore: nb, Probe: probe, Max: planMax,
+					JobID: jobOf(h)})
 				nbMs := int64(0)
 				if !nb.IsZero() {
 					nbMs = nb.UnixMilli()
 				}
-				ok, wait := m.acquire(clk.Now().UnixMilli(), h, lane, int64(lane)*1e13+dl.UnixMilli(), nbMs, probe)
-				if g.Granted != ok || (!ok && g.Wait != time.Duration(wait)*time.Millisecond) {
-					rt.Fatalf("acquire %s lane %v: redis granted %v wait %v, model %v wait %dms", h, lane, g.Granted, g.Wait, ok, wait)
+				ok, wait, wakes := m.acquire(clk.Now().UnixMilli(), h, lane, int64(lane)*1e13+dl.UnixMilli(), nbMs, probe, jobOf(h))
+				if g.Granted != ok || (!ok && g.Wait != time.Duration(wait)*time.Millisecond) || fmt.Sprint(g.Wake) != fmt.Sprint(orEmpty(wakes)) {
+					rt.Fatalf("acquire %s lane %v: redis granted %v wait %v wake %v, model %v wait %dms wake %v", h, lane, g.Granted, g.Wait, g.Wake, ok, wait, wakes)
 				}
 				check("acquire " + h)
 			},
 			"release": func(rt *rapid.T) {
 				h := rapid.SampledFrom(holders).Draw(rt, "holder")
 				o := capacity.Outcome(rapid.IntRange(0, 2).Draw(rt, "outcome"))
-				w.Release(ctx, scope, h, o, "429", planMax)
-				m.release(clk.Now().UnixMilli(), h, o)
+				r := w.Release(ctx, scope, h, o, "429", planMax)
+				if wakes := m.release(clk.Now().UnixMilli(), h, o); fmt.Sprint(r.Wake) != fmt.Sprint(orEmpty(wakes)) {
+					rt.Fatalf("release %s: redis wakes %v, model %v", h, r.Wake, wakes)
+				}
 				check("release " + h)
 			},
 			"cooldown": func(rt *rapid.T) {
@@ -309,4 +355,14 @@ func TestWindowScriptsProperty(t *testing.T) {
 			},
 		})
 	})
+}
+
+// jobOf is holder h's River job id in the property test.
+func jobOf(h string) int64 { return int64(h[0]-'a') + 1 }
+
+func orEmpty(s []int64) []int64 {
+	if s == nil {
+		return []int64{}
+	}
+	return s
 }

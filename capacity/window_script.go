@@ -8,12 +8,12 @@ package capacity
 // KEYS: 1 state hash, 2 in-flight zset (holder → expiry), 3 lease meta hash
 // (holder → JSON {lane, n, at, epoch}), 4 waiters zset (holder → order), 5
 // waiters' due zset (holder → when it will ask again), 6 waiters' expiry
-// zset, 7 events list.
+// zset, 7 events list, 8 waiters' River jobs hash (holder → job id).
 //
 // ARGV: 1 now; 2 the configuration as JSON (windowArgs); 3 the plan limit
 // (0: none).
 const luaWindowLoad = `
-local S, INF, META, WAIT, DUE, WEXP, EV = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local S, INF, META, WAIT, DUE, WEXP, EV, WJOB = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local cfg = cjson.decode(ARGV[2])
 local c_initial, c_start, c_rounds, c_retry, c_retrymax = cfg.initial, cfg.start, cfg.rounds, cfg.retry, cfg.retry_max
 local c_strikes, c_share, c_lease, c_hold0 = cfg.strikes, cfg.share, cfg.lease, cfg.hold
@@ -63,6 +63,7 @@ if #gone > 0 then
   for _, m in ipairs(gone) do
     redis.call('ZREM', WAIT, m)
     redis.call('ZREM', DUE, m)
+    redis.call('HDEL', WJOB, m)
   end
   redis.call('ZREMRANGEBYSCORE', WEXP, '-inf', now)
 end
@@ -71,6 +72,22 @@ local function save()
   redis.call('HSET', S, 'size', size, 'target', target, 'ceiling', ceiling, 'ceiling_at', ceiling_at,
     'proven', proven, 'acks', acks, 'epoch', epoch, 'hold', hold, 'phase', phase, 'updated_at', now,
     'retry', retry, 'strikes', strikes, 'strike_n', strike_n)
+end
+-- wake calls the first free waiters that are asleep (due later): they are
+-- due now, and their River jobs are returned for the caller to wake.
+local function wake(free)
+  local out = {}
+  if free <= 0 then return out end
+  for _, m in ipairs(redis.call('ZRANGE', WAIT, 0, free - 1)) do
+    local d = tonumber(redis.call('ZSCORE', DUE, m))
+    if d and d > now + c_late then
+      redis.call('ZADD', DUE, now, m)
+      redis.call('ZADD', WEXP, now + 5000 + c_late * 8, m)
+      local j = tonumber(redis.call('HGET', WJOB, m))
+      if j then out[#out + 1] = j end
+    end
+  end
+  return out
 end
 local function lanecap(lane)
   if lane == 1 and c_share > 0 then
@@ -82,13 +99,17 @@ end
 
 // windowAcquireScript: ARGV 4 holder, 5 lane (0 immediate, 1 batch), 6
 // order score, 7 not before ms (0: none), 8 probe (1: the scope's single
-// probe after a cooldown, granted whatever the window). A holder already in flight is
+// probe after a cooldown, granted whatever the window), 9 the holder's
+// River job (0: none), woken when a slot frees. A holder already in flight is
 // granted again (its slot refreshed). Otherwise the holder joins the
-// waiters and is granted when the scope is open, its lane has a free slot
-// and fewer waiters ordered before it are present (due now, not late) than
-// there are free slots. Returns {granted, in flight, size, rank, wait ms}.
+// waiters and is granted when the scope is open and its lane has a free
+// slot; a batch request also needs more free slots than immediate waiters
+// present (due now, not late). Within a lane the first to ask is served:
+// the order of the line is kept by when each is told to come back and by
+// who is woken when a slot frees. Returns {granted, in flight, size, rank, wait ms,
+// jobs to wake...}: a grant that leaves slots free wakes the next waiters.
 var windowAcquireScript = NowScript(luaWindowLoad + `
-local holder, lane, order, nb, probe = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
+local holder, lane, order, nb, probe, job = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
 local n = redis.call('ZCARD', INF)
 if redis.call('ZSCORE', INF, holder) then
   redis.call('ZADD', INF, 'XX', now + c_lease, holder)
@@ -98,8 +119,8 @@ end
 redis.call('ZADD', WAIT, order, holder)
 local r = redis.call('ZRANK', WAIT, holder)
 local present = 0
-if r > 0 then
-  for _, m in ipairs(redis.call('ZRANGE', WAIT, 0, r - 1)) do
+if r > 0 and lane == 1 then
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', WAIT, '-inf', '(' .. 10000000000000)) do
     local d = tonumber(redis.call('ZSCORE', DUE, m))
     if (not d) or (d <= now + c_late and d >= now - c_late * 8) then present = present + 1 end
   end
@@ -110,11 +131,17 @@ if probe or (nb <= now and free > 0 and present < free) then
   redis.call('ZREM', WAIT, holder)
   redis.call('ZREM', DUE, holder)
   redis.call('ZREM', WEXP, holder)
+  redis.call('HDEL', WJOB, holder)
   redis.call('ZADD', INF, now + c_lease, holder)
   redis.call('HSET', META, holder, cjson.encode({lane = lane, n = n + 1, at = now, epoch = epoch}))
   save()
-  return {1, n + 1, size, 0, 0}
+  local out = {1, n + 1, size, 0, 0}
+  if nb <= now then
+    for _, j in ipairs(wake(size - n - 1)) do out[#out + 1] = j end
+  end
+  return out
 end
+if job and job > 0 then redis.call('HSET', WJOB, holder, job) end
 local wait
 local slots = math.max(1, cap)
 if nb > now then
@@ -133,7 +160,8 @@ return {0, n, size, r, wait}
 
 // windowReleaseScript: ARGV 4 holder, 5 outcome (0 neutral, 1 success, 2
 // overload), 6 reason. Frees the holder's slot and adapts the window.
-// Returns {released 0/1, size before, size after, in flight after}.
+// Returns {released 0/1, size before, size after, in flight after, jobs to
+// wake...}: the first waiters asleep, one per free slot, are called now.
 var windowReleaseScript = NowScript(luaWindowLoad + `
 local holder, outcome, reason = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local before = size
@@ -197,7 +225,10 @@ elseif outcome == 2 then
   end
 end
 save()
-return {1, before, size, redis.call('ZCARD', INF)}
+local left = redis.call('ZCARD', INF)
+local out = {1, before, size, left}
+for _, j in ipairs(wake(size - left)) do out[#out + 1] = j end
+return out
 `)
 
 // windowCooldownScript: ARGV 4 reason. A cooldown began: the window

@@ -2,8 +2,12 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/jobs/stt"
@@ -38,7 +42,7 @@ func windowLane(l ledger.Lane) capacity.WindowLane {
 
 func (p *Pipeline) windowRequest(s *stepCtx) capacity.WindowRequest {
 	return capacity.WindowRequest{Scope: s.tenant.Scope, Holder: s.rec.ID.String(), Lane: windowLane(s.rec.Lane),
-		Deadline: s.rec.Deadline, Max: p.planLimit(s)}
+		Deadline: s.rec.Deadline, Max: p.planLimit(s), JobID: s.jobID}
 }
 
 // takeWindow asks the scope's window for a slot (the probe always gets
@@ -51,6 +55,7 @@ func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) outco
 	req := p.windowRequest(s)
 	req.Probe = probe
 	g := p.window.Acquire(ctx, req)
+	p.wake(ctx, g.Wake)
 	if !g.Granted {
 		s.log.Debug("scope window full: waiting in line", slog.String("waiting_for", "scope window"), slog.String("scope", s.tenant.Scope),
 			slog.Int("window", g.Size), slog.Int("in_flight", g.InFlight), slog.Int("place", g.Rank), slog.Duration("wait", g.Wait))
@@ -120,6 +125,7 @@ func (p *Pipeline) release(ctx context.Context, s *stepCtx, o capacity.Outcome, 
 	holder := s.rec.ID.String()
 	if p.windowed(s) {
 		r := p.window.Release(ctx, s.tenant.Scope, holder, o, reason, p.planLimit(s))
+		p.wake(ctx, r.Wake)
 		if r.Released && r.After != r.Before {
 			s.log.Info("scope window changed", slog.String("scope", s.tenant.Scope), slog.Int("from", r.Before), slog.Int("to", r.After),
 				slog.String("cause", o.String()))
@@ -153,6 +159,25 @@ func (p *Pipeline) keep(ctx context.Context, s *stepCtx, a answer) {
 func (p *Pipeline) cooldown(ctx context.Context, s *stepCtx, reason string) {
 	if p.windowed(s) {
 		p.window.Cooldown(context.WithoutCancel(ctx), s.tenant.Scope, reason, p.planLimit(s))
+	}
+}
+
+// wake makes the River jobs the window called to free slots available
+// now: they sleep in line, and a freed slot is theirs. A job that is
+// running or gone is left alone; a wake that fails only means the job
+// comes back at its own time.
+func (p *Pipeline) wake(ctx context.Context, jobIDs []int64) {
+	if len(jobIDs) == 0 {
+		return
+	}
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return
+	}
+	for _, id := range jobIDs {
+		if _, err := client.JobRetry(context.WithoutCancel(ctx), id); err != nil && !errors.Is(err, river.ErrNotFound) {
+			p.log.Debug("waking a job called to a free slot", slog.Int64("job", id), slog.Any("error", err))
+		}
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,6 +161,9 @@ func TestWindowNoHerdAfterCooldown(t *testing.T) {
 		st, _ := w.State(ctx, p.Config().Tenants["t1"].Scope)
 		t.Logf("window at the end: %+v; changes: %v", st, kinds)
 	}
+	if testing.Verbose() {
+		logTimeline(t, st, start)
+	}
 	t.Logf("callscribe (window): %s", got)
 	t.Logf("per-worker sleepers: %s", base)
 
@@ -175,5 +180,37 @@ func TestWindowNoHerdAfterCooldown(t *testing.T) {
 		if k != 1 {
 			t.Errorf("%s transcribed %d times, want 1", key, k)
 		}
+	}
+}
+
+// logTimeline logs, per cooldown, when it ended and when the next accepted
+// submission arrived, and the idle time outside cooldowns.
+func logTimeline(t *testing.T, st sttsim.Stats, start time.Time) {
+	var b strings.Builder
+	for _, a := range st.Arrivals {
+		fmt.Fprintf(&b, "%8s %d %s\n", a.ArrivedAt.Sub(start).Round(time.Millisecond), a.Status, a.IdempotencyKey)
+	}
+	_ = os.WriteFile(filepath.Join(os.TempDir(), "herd-arrivals.txt"), []byte(b.String()), 0o644)
+	for i, cd := range st.Cooldowns {
+		var firstOK, firstAny time.Time
+		n := 0
+		for _, a := range st.Arrivals {
+			if a.ArrivedAt.Before(cd.Deadline) {
+				continue
+			}
+			if i+1 < len(st.Cooldowns) && !a.ArrivedAt.Before(st.Cooldowns[i+1].StartedAt) {
+				break
+			}
+			n++
+			if firstAny.IsZero() {
+				firstAny = a.ArrivedAt
+			}
+			if a.Status == 200 && firstOK.IsZero() {
+				firstOK = a.ArrivedAt
+			}
+		}
+		t.Logf("cooldown %2d: started %6s, form %-11s ends %6s; next arrival +%s, next 200 +%s; %d arrivals until the next",
+			i, cd.StartedAt.Sub(start).Round(10*time.Millisecond), cd.Form, cd.Deadline.Sub(start).Round(10*time.Millisecond),
+			firstAny.Sub(cd.Deadline).Round(10*time.Millisecond), firstOK.Sub(cd.Deadline).Round(10*time.Millisecond), n)
 	}
 }
