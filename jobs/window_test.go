@@ -17,7 +17,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
-	"github.com/callscribe/callscribe/jobs/internal/sleepers"
+	"github.com/callscribe/callscribe/jobs/sleepers"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"

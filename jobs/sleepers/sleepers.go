@@ -6,7 +6,7 @@
 // submits again; accepted work is polled until done. It uses callscribe's
 // own speech adapter, so the two differ only in how they admit requests.
 //
-// It is for tests and benchmarks only.
+// It is for tests, benchmarks and the demo's report, not for production.
 package sleepers
 
 import (
