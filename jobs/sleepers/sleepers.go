@@ -26,6 +26,9 @@ type Item struct {
 	Key, TenantID, CallID string
 	AudioURL, AudioSHA256 string
 	AudioBytes            int64
+	// Provider, when set, is this item's speech adapter (its tenant's
+	// account) instead of Config.Provider.
+	Provider stt.Provider
 }
 
 // Config configures Run.
@@ -94,6 +97,9 @@ func Run(ctx context.Context, cfg Config, items []Item) (Result, error) {
 
 // transcribe is one sleeper's loop for one recording.
 func transcribe(ctx context.Context, cfg Config, it Item, subs *atomic.Int64) bool {
+	if it.Provider != nil {
+		cfg.Provider = it.Provider
+	}
 	for try := range cfg.MaxTries {
 		subs.Add(1)
 		resp, err := cfg.Provider.Submit(ctx, stt.Request{IdempotencyKey: it.Key, TenantID: it.TenantID, CallID: it.CallID,

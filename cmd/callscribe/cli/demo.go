@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -36,6 +37,8 @@ type demoOpts struct {
 	verbose    bool
 	sim        sttsim.Config
 	form       string
+	seed       uint64
+	baseline   bool
 }
 
 func (a *app) demoCommand() *cobra.Command {
@@ -66,6 +69,10 @@ that did not reach committed, or an action set applied twice in the CRM.`,
 	f.BoolVar(&o.hold, "hold", false, "after the report, keep the services running until Ctrl-C")
 	f.Float64Var(&o.sim.RateLimitShare, "rate-limit-share", 0.15, "simulator: share of submissions answered 429")
 	f.DurationVar(&o.sim.Cooldown, "cooldown", 1500*time.Millisecond, "simulator: cooldown announced with each 429")
+	f.IntVar(&o.sim.MaxInFlight, "max-in-flight", 3, "simulator: requests each scope may have in flight; 429 above (0: no limit)")
+	f.DurationVar(&o.sim.InFlightRetryAfter, "in-flight-retry-after", time.Second, "simulator: Retry-After of a 429 over the in-flight limit")
+	f.Uint64Var(&o.seed, "seed", 1, "simulator: seed of its trouble, the same for the baseline run")
+	f.BoolVar(&o.baseline, "baseline", true, "after the pipeline, run per-worker sleepers on a fresh simulator with the same seed and report their figures beside callscribe's")
 	f.StringVar(&o.form, "retry-after-form", string(sttsim.FormMixed), "simulator: seconds, imf-fixdate, rfc850, asctime, none, malformed or mixed")
 	f.Float64Var(&o.sim.UnavailableShare, "unavailable-share", 0.05, "simulator: share answered 503")
 	f.Float64Var(&o.sim.ServerErrorShare, "server-error-share", 0.03, "simulator: share answered 500/502/504")
@@ -146,6 +153,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		}
 		expected[sha256Hex(b)] = l.ExpectedText
 	}
+	simCfg.Rand = rand.New(rand.NewPCG(o.seed, o.seed))
 	sim, err := sttsim.New(simCfg)
 	if err != nil {
 		return err
@@ -158,9 +166,9 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	defer stopSim()
 	go func() { _ = sim.Serve(simCtx, ln) }()
 	simURL := "http://" + ln.Addr().String()
-	fmt.Fprintf(out, "  vendor:     stt-http/v1 simulator at %s (429s %.0f%%, 503s %.0f%%, 5xx %.0f%%, async %.0f%%, drops %.0f%%, Retry-After %s)\n",
-		simURL, 100*o.sim.RateLimitShare, 100*o.sim.UnavailableShare, 100*o.sim.ServerErrorShare, 100*o.sim.AsyncShare,
-		100*o.sim.DropAfterAcceptShare, o.form)
+	fmt.Fprintf(out, "  vendor:     stt-http/v1 simulator at %s (%s in flight per scope, 429s %.0f%%, 503s %.0f%%, 5xx %.0f%%, async %.0f%%, drops %.0f%%, Retry-After %s, seed %d)\n",
+		simURL, inFlightLimit(o.sim.MaxInFlight), 100*o.sim.RateLimitShare, 100*o.sim.UnavailableShare, 100*o.sim.ServerErrorShare,
+		100*o.sim.AsyncShare, 100*o.sim.DropAfterAcceptShare, o.form, o.seed)
 
 	if !o.verbose && a.config.Log.Level != "debug" {
 		a.logger = NewLogger(a.env.Stderr, LogConfig{Level: "warn", Format: a.config.Log.Format})
@@ -270,7 +278,17 @@ wait:
 	_ = e.pipeline.Stop(context.WithoutCancel(ctx), e.client)
 	stopSim()
 
-	broken := a.demoReport(context.WithoutCancel(ctx), out, e, sim, crmSim, total, elapsed)
+	var base *vendorFigures
+	if o.baseline && !interrupted {
+		fmt.Fprintf(out, "  baseline:   %d per-worker sleepers on a fresh simulator, same seed…\n",
+			e.pipeline.Config().ImmediateWorkers+e.pipeline.Config().BatchWorkers)
+		b, err := a.runBaseline(ctx, e, simCfg, o.seed, total)
+		if err != nil {
+			return fmt.Errorf("the baseline run: %w", err)
+		}
+		base = &b
+	}
+	broken := a.demoReport(context.WithoutCancel(ctx), out, e, sim, crmSim, total, start, elapsed, base)
 	if interrupted {
 		return errors.New("interrupted before every recording settled")
 	}
@@ -285,7 +303,8 @@ wait:
 }
 
 // demoReport prints the report and returns the invariants that broke.
-func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim *sttsim.Server, crmSim *crmsim.Server, total int, elapsed time.Duration) []string {
+func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim *sttsim.Server, crmSim *crmsim.Server, total int,
+	start time.Time, elapsed time.Duration, base *vendorFigures) []string {
 	var broken []string
 	st := sim.Stats()
 	recs, err := e.ledger.Recordings(ctx, ledger.RecordingFilter{Limit: total + 10})
@@ -297,11 +316,17 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	attempts := 0
 	maxAttempts := 0
 	accurate := 0
+	var lastTranscript time.Time
 	for _, r := range recs {
 		byState[r.State]++
 		evs, err := e.ledger.Events(ctx, r.ID)
 		if err != nil {
 			return []string{err.Error()}
+		}
+		for _, ev := range evs {
+			if ev.New == ledger.StateTranscribed && ev.At.After(lastTranscript) {
+				lastTranscript = ev.At
+			}
 		}
 		if snap, err := ledger.Replay(evs); err != nil || snap != r.Snapshot() {
 			broken = append(broken, fmt.Sprintf("history of %s/%s does not replay (%v)", r.TenantID, r.CallID, err))
@@ -329,6 +354,21 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	fmt.Fprintf(out, "  vendor answers:                 %d submissions, %d × 429, %d × 503, %d × 5xx, %d dropped after accept, %d polls, %d reconciles\n",
 		st.Submissions, st.RateLimited, st.Unavailable, st.ServerErrors, st.Drops, st.Polls, st.Reconciles)
 	fmt.Fprintf(out, "  cooldowns announced:            %d\n", len(st.Cooldowns))
+	ours := figuresFrom(st, lastTranscript.Sub(start))
+	beside := func(f func(vendorFigures) string) string {
+		if base == nil {
+			return ""
+		}
+		return " (per-worker sleepers, same vendor and seed: " + f(*base) + ")"
+	}
+	fmt.Fprintf(out, "  vendor requests per transcript: %.2f%s\n", ours.perTranscript(),
+		beside(func(b vendorFigures) string { return fmt.Sprintf("%.2f", b.perTranscript()) }))
+	fmt.Fprintf(out, "  over-limit 429s after a cooldown: %.2f in the second after each ends%s\n", ours.overLimitAfter,
+		beside(func(b vendorFigures) string { return fmt.Sprintf("%.2f", b.overLimitAfter) }))
+	if !lastTranscript.IsZero() {
+		fmt.Fprintf(out, "  last transcript after:          %s%s\n", ours.elapsed.Round(100*time.Millisecond),
+			beside(func(b vendorFigures) string { return b.elapsed.Round(100 * time.Millisecond).String() }))
+	}
 
 	real, inFlight := 0, 0
 	scopes := map[string]bool{}
@@ -406,7 +446,7 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	}
 	if n := len(latencies); n > 0 {
 		slices.Sort(latencies)
-		fmt.Fprintf(out, "  submissions per transcript:     %.2f on average, %d at most\n", float64(attempts)/float64(n), maxAttempts)
+		fmt.Fprintf(out, "  submissions per recording:      %.2f on average, %d at most (the ledger's count)\n", float64(attempts)/float64(n), maxAttempts)
 		fmt.Fprintf(out, "  receipt → committed latency:    p50 %s, p99 %s\n",
 			latencies[n/2].Round(time.Millisecond), latencies[min(n-1, n*99/100)].Round(time.Millisecond))
 		fmt.Fprintf(out, "  transcripts with text:          %d of %d\n", accurate, n)
