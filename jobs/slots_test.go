@@ -24,6 +24,11 @@ type countingSlots struct {
 	refused   int
 	refusedBy map[string]int // refusals per holder (recording)
 	refusals  int            // concurrency refusals reported
+	// refusalInUse are the in-use counts the refusals reported.
+	refusalInUse []int
+	// extends counts Extend calls for a holder that had a slot; stray
+	// counts those for a holder that had none.
+	extends, stray int
 	// refusal fires after a refusal; values coalesce.
 	refusal chan struct{}
 }
@@ -64,12 +69,21 @@ func (s *countingSlots) Release(_ context.Context, _, holder string) {
 	}
 }
 
-func (s *countingSlots) Extend(context.Context, string, string, time.Duration) {}
+func (s *countingSlots) Extend(_ context.Context, _, holder string, _ time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holders[holder] {
+		s.extends++
+	} else {
+		s.stray++
+	}
+}
 
-func (s *countingSlots) ReportRefusal(context.Context, string, int) {
+func (s *countingSlots) ReportRefusal(_ context.Context, _ string, inUse int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refusals++
+	s.refusalInUse = append(s.refusalInUse, inUse)
 }
 
 func (s *countingSlots) setLimit(n int) {
