@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
@@ -75,7 +76,14 @@ func (c *clocked) start(t *testing.T) {
 // test (the dispatcher's waits are snoozes, never errors).
 func (c *clocked) deliveryJobs(t *testing.T) []*rivertype.JobRow {
 	t.Helper()
-	res, err := c.client.JobList(context.Background(), river.NewJobListParams().Kinds(outbox.DeliverArgs{}.Kind()).First(1000))
+	return deliveryJobs(t, c.client)
+}
+
+// deliveryJobs lists client's crm_deliver jobs; a job that failed fails
+// the test.
+func deliveryJobs(t *testing.T, client *river.Client[pgx.Tx]) []*rivertype.JobRow {
+	t.Helper()
+	res, err := client.JobList(context.Background(), river.NewJobListParams().Kinds(outbox.DeliverArgs{}.Kind()).First(1000))
 	if err != nil {
 		t.Fatal(err)
 	}

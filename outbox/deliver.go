@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
@@ -175,8 +177,10 @@ func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, re
 	return err
 }
 
-// deliver is one try: admission to the CRM's scope, the call holding
-// nothing, and the outcome recorded.
+// deliver is one try: admission to the CRM's scope and a slot of its
+// window (Config.Window), the call holding no transaction or connection,
+// the slot given back with what the CRM answered, and the outcome
+// recorded.
 func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	r, err := o.RowByID(ctx, id)
 	if errors.Is(err, ErrNotFound) {
@@ -208,8 +212,20 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		return err
 	}
 	if !adm.Admitted() {
-		return river.JobSnooze(untilDeadline(r, now, adm.Wait))
+		return river.JobSnooze(untilDeadline(r, now, o.waitInLine(ctx, r, jobID, adm)))
 	}
+	if ok, wait := o.takeWindow(ctx, r, jobID, adm.Verdict == ledger.VerdictProbe); !ok {
+		return river.JobSnooze(untilDeadline(r, now, wait))
+	}
+	// Whatever ends this try before its slot is settled (an error, a row
+	// settled meanwhile) gives the slot back, with what the CRM said if
+	// it answered.
+	answer, why, settled := capacity.Neutral, "", false
+	defer func() {
+		if !settled {
+			o.release(ctx, r, answer, why)
+		}
+	}()
 	set, err := o.actionSet(ctx, r.ActionSetID)
 	if err != nil {
 		return err
@@ -227,6 +243,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		return fmt.Errorf("delivering outbox row %d: %w", r.ID, err)
 	}
 	faultPoint("after_crm_applied")
+	answer, why = windowOutcome(res), "HTTP "+strconv.Itoa(res.HTTPStatus)+" "+res.Class
 	for name, v := range res.Gauges {
 		// The CRM's own usage figures (Sforce-Limit-Info, HubSpot remaining
 		// calls), kept as gauges for operators.
@@ -241,6 +258,12 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 			return err
 		}
 	}
+	if res.Outcome != connector.OutcomeThrottled {
+		// Given back once the scope is open again after a probe, so that
+		// the waiters it wakes are admitted.
+		settled = true
+		o.release(ctx, r, answer, why)
+	}
 	switch res.Outcome {
 	case connector.OutcomeApplied, connector.OutcomeReplayed:
 		return o.settle(ctx, r, StateDelivered, res, nil, "delivered")
@@ -251,6 +274,13 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		out, err := o.ledger.ScopeDeferralFromSignal(ctx, ledger.ThrottlePolicy{RetryAfter: o.cfg.RetryAfter}, throttleSignal(r.Scope, jobID, attempt, res))
 		if err != nil {
 			return err
+		}
+		// Given back once the scope's deferral is recorded, so that the
+		// waiters it wakes are deferred too.
+		settled = true
+		o.release(ctx, r, answer, why)
+		if out.Scope.Moved && out.NotBefore.After(o.cfg.Clock.Now()) {
+			o.cooldown(ctx, r.Scope, why)
 		}
 		log.Info("CRM throttled; its scope is deferred", slog.String("scope", r.Scope), slog.Time("not_before", out.NotBefore))
 		if !out.NotBefore.Before(r.Deadline) {

@@ -32,6 +32,17 @@
 //     CRM integration scope in the ledger, exactly like a speech vendor's:
 //     deliveries to that CRM wait, the pipeline does not. Transient failures
 //     back off; permanent ones go to dead, reviewable.
+//   - With a window (Config.Window, the capacity.Windows the speech
+//     pipeline uses), a CRM scope has at most its window's size of tries in
+//     flight, from every process: a try takes a slot (holder
+//     "outbox:<row id>") after the scope admits it and gives it back on
+//     every way out of the try, with what the CRM said (a real answer
+//     grows the window, throttling shrinks it, a transient failure says
+//     nothing); a throttle that defers the scope restarts the window from
+//     its probe. Tries the window or the scope's deferral refuses wait in
+//     the scope's line, the earliest delivery deadline first, and each
+//     freed slot wakes the next in line (its River job made available),
+//     instead of every waiter waking at once.
 //   - No transaction or pooled connection is held across the call to the
 //     CRM.
 //

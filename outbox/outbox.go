@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
@@ -81,6 +82,16 @@ type Config struct {
 	ProbeTimeout, ProbeWait time.Duration
 	// RetryAfter turns the CRM's timing signals into deadlines.
 	RetryAfter retryafter.Policy
+	// Window, when set, is the scopes' concurrency windows shared by every
+	// process (capacity.Windows, the one the speech pipeline uses): each
+	// try takes a slot of its CRM scope's window (holder "outbox:<row
+	// id>", the earliest delivery deadline first), waits in line for one,
+	// and gives it back with what the CRM answered; a throttled answer that
+	// defers the scope restarts the window from its probe. The window
+	// reads Redis's time: the scope deadlines it is given must be the
+	// system clock's. Default nil: no window (admission is the scope's
+	// deadline and probe only).
+	Window *capacity.Windows
 	// Clock stamps commits and delivery tries (stored in UTC) and measures
 	// snoozes; it is also RetryAfter's clock when that has none. Default
 	// (nil): clock.System.

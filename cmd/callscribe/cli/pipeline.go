@@ -103,7 +103,7 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	// a try begun before it can record the CRM's answer.
 	timing := cfg.WithDefaults()
 	e.outbox = outbox.New(outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
-		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout,
+		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.windows,
 		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout}, pool, e.ledger)
 	e.pipeline, err = jobs.New(pool, e.ledger, cfg, jobs.Deps{Store: e.store, Commit: commitThrough(e.outbox), Slots: caps.slots,
 		Window: caps.windows, PlanLimit: a.planLimit})
