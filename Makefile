@@ -4,7 +4,7 @@ GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 SQLC_VERSION := v1.31.1
 SQLC := bin/sqlc-$(SQLC_VERSION)
 
-.PHONY: help test lint generate demo build fuzz
+.PHONY: help test lint generate demo build fuzz bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger and outbo
 
 build: ## build bin/callscribe
 	go build -o bin/callscribe ./cmd/callscribe
+
+bench: ## the concurrency window against per-worker sleepers on one throttling vendor (figures side by side)
+	go run ./internal/cmd/testenv --install -- go test -run '^$$' -bench Herd -benchtime 1x ./jobs/
 
 fuzz: ## fuzz the Retry-After parser for 60s
 	go test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./ledger/retryafter/

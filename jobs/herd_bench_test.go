@@ -1,0 +1,99 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/testredis"
+	"github.com/callscribe/callscribe/internal/testwait"
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/sleepers"
+	"github.com/callscribe/callscribe/jobs/stt"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/ledger/retryafter"
+)
+
+// BenchmarkHerd runs the herd scenario once per iteration: 120 recordings
+// through one scope of a vendor that takes 3 requests in flight (429
+// above, plus 15% random 429s with every Retry-After form), 60 workers
+// with the scope's window; then 60 per-worker sleepers on a fresh
+// simulator with the same seed. It reports, for both, vendor requests per
+// transcript, over-limit 429s in the second after a cooldown ends (per
+// cooldown), and seconds until the last transcript; ns/op means nothing
+// here.
+//
+//	make bench  (or: go run ./internal/cmd/testenv -- go test -run '^$' -bench Herd -benchtime 1x ./jobs/)
+func BenchmarkHerd(b *testing.B) {
+	for i := range b.N {
+		got, base := runHerd(b, uint64(9+i))
+		b.ReportMetric(got.perTranscript, "requests/transcript")
+		b.ReportMetric(base.perTranscript, "baseline-requests/transcript")
+		b.ReportMetric(got.overLimitPerCooldown, "overlimit429s/cooldown")
+		b.ReportMetric(base.overLimitPerCooldown, "baseline-overlimit429s/cooldown")
+		b.ReportMetric(got.elapsed.Seconds(), "s-to-last-transcript")
+		b.ReportMetric(base.elapsed.Seconds(), "baseline-s-to-last-transcript")
+		b.Logf("callscribe (window): %s", got)
+		b.Logf("per-worker sleepers: %s", base)
+	}
+}
+
+// runHerd runs the herd scenario in this process with 60 workers and the
+// window, then the sleepers, and returns both runs' figures.
+func runHerd(b *testing.B, seed uint64) (got, base herdFigures) {
+	const n = 120
+	rdb := testredis.Client(b)
+	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: testredis.Prefix(b, rdb, "herd-bench")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	e, files := setupWith(b, herdVendor(seed, nil), jobs.Config{BatchWorkers: 60, ProbeWait: 100 * time.Millisecond,
+		RetryAfter: retryafter.Policy{BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}}, n, jobs.Deps{Window: w})
+	ctx := context.Background()
+	var items []sleepers.Item
+	for i, f := range files {
+		rec, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f})
+		if err != nil {
+			b.Fatal(err)
+		}
+		items = append(items, sleepers.Item{Key: rec.Recording.BusinessKey, TenantID: "t1", CallID: rec.Recording.CallID,
+			AudioURL: "file://" + f, AudioSHA256: rec.Recording.AudioSHA256, AudioBytes: rec.Recording.AudioBytes})
+	}
+	b.StartTimer()
+	start := time.Now()
+	if err := e.client.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = e.client.StopAndCancel(context.WithoutCancel(ctx)) }()
+	var counts map[ledger.State]int
+	if !testwait.Until(3*time.Minute, e.changes, func() bool {
+		counts, err = e.ledger.CountByState(ctx)
+		return err == nil && counts[ledger.StateValidated]+counts[ledger.StateFailed]+counts[ledger.StateExpired] == n
+	}) {
+		b.Fatalf("recordings still open after 3m: %v", counts)
+	}
+	got = figuresOf(e.sim.Stats(), time.Since(start))
+	b.StopTimer()
+
+	bsim, err := sttsim.New(herdVendor(seed, nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	bsrv := httptest.NewServer(bsim.Handler())
+	defer bsrv.Close()
+	prov, err := stt.New("generic-http", stt.Config{BaseURL: bsrv.URL, APIKey: "sim-key", Model: "general"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := sleepers.Run(ctx, sleepers.Config{Provider: prov, Workers: 60, PollInterval: 50 * time.Millisecond,
+		RetryAfter: retryafter.Policy{BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}}, items)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return got, figuresOf(bsim.Stats(), res.Elapsed)
+}
