@@ -60,9 +60,14 @@ const (
 	// Success: the vendor took the request (any real answer, even a
 	// permanent refusal of the content).
 	Success
-	// Overload: the vendor refused for load (429, 503, a concurrency
-	// refusal).
+	// Overload: the vendor refused for load (429, 503) without saying
+	// why: it may be random throttling, so only Strikes of them in a row
+	// shrink the window.
 	Overload
+	// Refused: the vendor said its concurrency limit was reached ("too
+	// many concurrent requests"): the window shrinks to the in-flight
+	// count minus one at once.
+	Refused
 )
 
 func (o Outcome) String() string {
@@ -71,6 +76,8 @@ func (o Outcome) String() string {
 		return "success"
 	case Overload:
 		return "overload"
+	case Refused:
+		return "concurrency refusal"
 	}
 	return "neutral"
 }
@@ -87,12 +94,14 @@ type WindowConfig struct {
 	// request names no plan limit (with one, it goes to the plan limit).
 	// Default WindowStartTargetDefault (4).
 	StartTarget int
-	// GrowRounds is how many full windows of successes, with no overload,
-	// the window waits before it grows by one above the size it had.
+	// GrowRounds is how many full windows of successes (counted while the
+	// window is full, since it last grew or shrank) it waits before it
+	// grows by one above the size it had.
 	// Default WindowGrowRoundsDefault (4).
 	GrowRounds int
-	// Strikes is how many overload answers at a level that had already
-	// succeeded shrink the window (a single one is taken for noise).
+	// Strikes is how many overload answers that do not say why (a plain
+	// 429 or 503), in a row with no success at their level between,
+	// shrink the window (a single one is taken for random throttling).
 	// Default WindowStrikesDefault (3).
 	Strikes int
 	// CeilingRetry is how long a size that drew an overload is not tried
@@ -100,8 +109,9 @@ type WindowConfig struct {
 	// WindowCeilingRetryMax. Default WindowCeilingRetryDefault (5s).
 	CeilingRetry time.Duration
 	// ImmediateShare is the share of the window batch work may not take,
-	// kept for the immediate lane. Default 0: WindowImmediateShare (0.25);
-	// negative: none kept.
+	// kept for the immediate lane (rounded down: a small window keeps
+	// none, and immediate work relies on going first in line). Default
+	// 0: WindowImmediateShare (0.25); negative: none kept.
 	ImmediateShare float64
 	// Lease is how long a slot lives without an answer (a crashed worker's
 	// slot lapses after it). Default WindowLeaseDefault (90s).
@@ -180,12 +190,13 @@ func (c WindowConfig) WithDefaults() WindowConfig {
 //
 // The window adapts to the vendor's answers. It opens at Initial and grows
 // by slow start (one more slot per success, so it doubles per round) to
-// the plan limit or StartTarget. An overload answer at an in-flight level
-// never seen to succeed (above one: a single request cannot be over a
-// concurrency limit) shrinks it to that level minus one, and that level
-// is not tried again for CeilingRetry (doubling while it keeps failing);
-// at a level that had succeeded, Strikes overloads in a row are needed, so
-// random throttling does not shrink a window the vendor can take. Above
+// the plan limit or StartTarget. A concurrency refusal with n in flight
+// (above one: a single request cannot be over a concurrency limit)
+// shrinks it to n − 1 at once, and n is not tried again for CeilingRetry
+// (doubling while it keeps failing; a success at n clears it). An
+// overload that does not say why (a plain 429 or 503) may be random
+// throttling: Strikes of them in a row, with no success at that level
+// between, shrink it the same way. Above
 // the size it had, it grows by one only after GrowRounds full windows of
 // successes. A cooldown (Cooldown) restarts it from the single probe, and
 // it grows back by slow start to the size it had. Never above the plan

@@ -115,7 +115,7 @@ func (m *windowModel) wake(now int64, free int) []int64 {
 
 func (m *windowModel) laneCap(l capacity.WindowLane) int {
 	if l == capacity.BatchLane && m.share > 0 {
-		return max(1, m.size-int(math.Ceil(float64(m.size*m.share)/1000)))
+		return max(1, m.size-int(math.Floor(float64(m.size*m.share)/1000)))
 	}
 	return m.size
 }
@@ -225,17 +225,21 @@ func (m *windowModel) releaseOutcome(now int64, s *windowSlot, o capacity.Outcom
 				}
 			}
 		}
-	case capacity.Overload:
-		m.acks = 0
-		shrink := n > m.proven && n > 1
-		if !shrink {
-			m.strikes++
-			if m.strikeN == 0 || n < m.strikeN {
-				m.strikeN = n
+	case capacity.Overload, capacity.Refused:
+		shrink := false
+		if n > 1 {
+			if o == capacity.Refused {
+				shrink = true
+			} else {
+				m.strikes++
+				if m.strikeN == 0 || n < m.strikeN {
+					m.strikeN = n
+				}
+				shrink = m.strikes >= m.cfg.Strikes
 			}
-			shrink = m.strikes >= m.cfg.Strikes
 		}
 		if shrink {
+			m.acks = 0
 			to := max(1, n-1)
 			m.size, m.target = min(m.size, to), min(m.target, to)
 			if m.ceiling == n {
@@ -258,7 +262,7 @@ func (m *windowModel) cooldown(now int64) {
 	m.load(now)
 	if m.phase != "probe" || m.size > 1 {
 		m.target = max(m.target, m.size)
-		m.size, m.acks, m.phase = 1, 0, "probe"
+		m.size, m.phase = 1, "probe"
 		m.epoch++
 	}
 }
@@ -335,7 +339,7 @@ func TestWindowScriptsProperty(t *testing.T) {
 			},
 			"release": func(rt *rapid.T) {
 				h := rapid.SampledFrom(holders).Draw(rt, "holder")
-				o := capacity.Outcome(rapid.IntRange(0, 2).Draw(rt, "outcome"))
+				o := capacity.Outcome(rapid.IntRange(0, 3).Draw(rt, "outcome"))
 				r := w.Release(ctx, scope, h, o, "429", planMax)
 				if wakes := m.release(clk.Now().UnixMilli(), h, o); fmt.Sprint(r.Wake) != fmt.Sprint(orEmpty(wakes)) {
 					rt.Fatalf("release %s: redis wakes %v, model %v", h, r.Wake, wakes)

@@ -91,7 +91,7 @@ local function wake(free)
 end
 local function lanecap(lane)
   if lane == 1 and c_share > 0 then
-    return math.max(1, size - math.ceil(size * c_share / 1000))
+    return math.max(1, size - math.floor(size * c_share / 1000))
   end
   return size
 end
@@ -159,7 +159,7 @@ return {0, n, size, r, wait}
 `)
 
 // windowReleaseScript: ARGV 4 holder, 5 outcome (0 neutral, 1 success, 2
-// overload), 6 reason. Frees the holder's slot and adapts the window.
+// overload, 3 concurrency refusal), 6 reason. Frees the holder's slot and adapts the window.
 // Returns {released 0/1, size before, size after, in flight after, jobs to
 // wake...}: the first waiters asleep, one per free slot, are called now.
 var windowReleaseScript = NowScript(luaWindowLoad + `
@@ -203,15 +203,19 @@ if outcome == 1 then
       end
     end
   end
-elseif outcome == 2 then
-  acks = 0
-  local shrink = n > proven and n > 1
-  if not shrink then
-    strikes = strikes + 1
-    if strike_n == 0 or n < strike_n then strike_n = n end
-    shrink = strikes >= c_strikes
+elseif outcome == 2 or outcome == 3 then
+  local shrink = false
+  if n > 1 then
+    if outcome == 3 then
+      shrink = true
+    else
+      strikes = strikes + 1
+      if strike_n == 0 or n < strike_n then strike_n = n end
+      shrink = strikes >= c_strikes
+    end
   end
   if shrink then
+    acks = 0
     local to = math.max(1, n - 1)
     if to < size then size = to end
     if to < target then target = to end
@@ -220,8 +224,8 @@ elseif outcome == 2 then
     if proven >= n then proven = n - 1 end
     if phase ~= 'probe' then phase = 'steady' end
     event('shrink', before, size, reason .. ' at ' .. n .. ' in flight; ' .. n .. ' not tried again for ' .. math.floor(retry / 1000) .. 's')
-  else
-    event('overload', before, size, reason .. ' at ' .. n .. ' in flight, a level that had succeeded: size kept (' .. strikes .. ' of ' .. c_strikes .. ' before it shrinks)')
+  elseif n > 1 then
+    event('overload', before, size, reason .. ' at ' .. n .. ' in flight: size kept (' .. strikes .. ' of ' .. c_strikes .. ' in a row before it shrinks)')
   end
 end
 save()
@@ -239,7 +243,7 @@ var windowCooldownScript = NowScript(luaWindowLoad + `
 local before = size
 if phase ~= 'probe' or size > 1 then
   if before > target then target = before end
-  size, acks, epoch, phase = 1, 0, epoch + 1, 'probe'
+  size, epoch, phase = 1, epoch + 1, 'probe'
   event('cooldown', before, 1, ARGV[4] .. ': restart from the probe, slow start back to ' .. target)
 end
 save()

@@ -85,7 +85,7 @@ func TestWindowSlowStartAndCooldown(t *testing.T) {
 			t.Fatalf("o%d refused in a window of 4", i)
 		}
 	}
-	w.Release(ctx, winScope, "o3", capacity.Overload, "429", plan)
+	w.Release(ctx, winScope, "o3", capacity.Refused, "429 too many concurrent requests", plan)
 	if st := winState(t, w); st.Size != 3 || st.Ceiling != 4 {
 		t.Fatalf("after an overload at 4 in flight: %+v, want size 3, ceiling 4", st)
 	}
@@ -126,9 +126,10 @@ func TestWindowSlowStartAndCooldown(t *testing.T) {
 	}
 }
 
-// TestWindowNoiseAtAProvenLevel: one overload at a level that had
-// succeeded keeps the window (random throttling); Strikes in a row shrink
-// it (the vendor's limit dropped).
+// TestWindowNoiseAtAProvenLevel: one overload that does not say why (a
+// plain 429) keeps the window (random throttling); Strikes in a row, with
+// no success at that level between, shrink it (the vendor's limit
+// dropped).
 func TestWindowNoiseAtAProvenLevel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -187,7 +188,7 @@ func TestWindowCautiousGrowthAndCeiling(t *testing.T) {
 	for i := range 3 {
 		winAcquire(t, w, fmt.Sprintf("c%d", i), capacity.Immediate, 0)
 	}
-	w.Release(ctx, winScope, "c2", capacity.Overload, "429", 0)
+	w.Release(ctx, winScope, "c2", capacity.Refused, "429 too many concurrent requests", 0)
 	w.Release(ctx, winScope, "c0", capacity.Success, "", 0)
 	w.Release(ctx, winScope, "c1", capacity.Success, "", 0)
 	for i := range 10 {

@@ -31,14 +31,20 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 			return next, err
 		}
 	}
-	p.settle(ctx, s, a)
+	if resp.Outcome != stt.OutcomeThrottled {
+		p.settle(ctx, s, a) // free the slots first: the answer is in
+	}
 	switch resp.Outcome {
 	case stt.OutcomeCompleted:
 		return next, p.transcribed(ctx, s, resp)
 	case stt.OutcomePending:
 		return p.pending(ctx, s, a)
 	case stt.OutcomeThrottled:
-		return next, p.throttled(ctx, s, resp, log)
+		// The scope's deadline is recorded before the slot is given
+		// back, so whoever gets the slot sees the cooldown.
+		err := p.throttled(ctx, s, resp, log)
+		p.settle(ctx, s, a)
+		return next, err
 	case stt.OutcomeQuotaExhausted:
 		return next, p.quotaExhausted(ctx, s, resp, log)
 	case stt.OutcomePermanent:

@@ -35,7 +35,7 @@ func newClient(pool *pgxpool.Pool, p *jobs.Pipeline, ob *outbox.Outbox, adjust f
 		PeriodicJobs:         p.PeriodicJobs(),
 		Logger:               p.Config().Logger,
 		FetchCooldown:        20 * time.Millisecond,
-		FetchPollInterval:    50 * time.Millisecond,
+		FetchPollInterval:    100 * time.Millisecond,
 		JobTimeout:           p.Config().StepTimeout,
 		RescueStuckJobsAfter: p.Config().RescueAfter,
 	}

@@ -93,7 +93,7 @@ func runWorkerProcess() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if deps.Window, err = capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix}); err != nil {
+		if deps.Window, err = capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix, OpTimeout: 2 * time.Second}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -46,13 +46,7 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool)
 			func(t *ledger.Transition) { t.ResponseClass = "max_submissions" })
 		return done, err
 	}
-	// Stamped before asking: a deferral recorded before this instant is
-	// visible to the admission check below.
-	admittedAt := p.cfg.Clock.Now()
-	a, err := p.ledger.ScopeAdmitWait(ctx, s.tenant.Scope, s.jobID, ledger.AdmitPolicy{
-		ProbeTimeout: p.cfg.ProbeTimeout, ProbeWait: p.cfg.ProbeWait, PausedRecheck: p.cfg.PausedRecheck,
-		ObserveOnly: s.observeOnly, Clock: p.cfg.Clock,
-	})
+	admittedAt, a, err := p.admit(ctx, s)
 	if err != nil {
 		return next, err
 	}
@@ -60,8 +54,21 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool)
 		return p.waitInLine(ctx, s, a), nil
 	}
 	probe := a.Verdict == ledger.VerdictProbe
-	if o := p.takeWindow(ctx, s, probe); o.kind == stepSnooze {
+	o, waited := p.takeWindow(ctx, s, probe)
+	if o.kind == stepSnooze {
 		return o, nil
+	}
+	if waited && !probe {
+		// The scope may have been deferred while this job waited for its
+		// slot (the slot it got may be the throttled request's): ask again.
+		if admittedAt, a, err = p.admit(ctx, s); err != nil || !a.Admitted() {
+			p.release(ctx, s, capacity.Neutral, "")
+			if err != nil {
+				return next, err
+			}
+			return p.waitInLine(ctx, s, a), nil
+		}
+		probe = a.Verdict == ledger.VerdictProbe
 	}
 	if o := p.takeSlot(ctx, s); o.kind == stepSnooze {
 		p.release(ctx, s, capacity.Neutral, "")
@@ -80,6 +87,18 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool)
 	}
 	s.rec = rec
 	return p.submit(ctx, s, probe, admittedAt)
+}
+
+// admit asks the ledger whether the recording's scope admits a request
+// now, and returns when it asked: a deferral recorded before that instant
+// is visible to the check (it is sent as X-Admitted-At).
+func (p *Pipeline) admit(ctx context.Context, s *stepCtx) (time.Time, ledger.Admission, error) {
+	at := p.cfg.Clock.Now()
+	a, err := p.ledger.ScopeAdmitWait(ctx, s.tenant.Scope, s.jobID, ledger.AdmitPolicy{
+		ProbeTimeout: p.cfg.ProbeTimeout, ProbeWait: p.cfg.ProbeWait, PausedRecheck: p.cfg.PausedRecheck,
+		ObserveOnly: s.observeOnly, Clock: p.cfg.Clock,
+	})
+	return at, a, err
 }
 
 // resume handles a recording found in submitted: poll what the vendor

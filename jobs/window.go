@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -45,24 +46,59 @@ func (p *Pipeline) windowRequest(s *stepCtx) capacity.WindowRequest {
 		Deadline: s.rec.Deadline, Max: p.planLimit(s), JobID: s.jobID}
 }
 
+// A job told to wait at most frontWait for a window slot waits in its
+// worker, asking again every frontPoll, for up to frontWaitMax in all.
+const (
+	frontWait    = 250 * time.Millisecond
+	frontPoll    = 10 * time.Millisecond
+	frontWaitMax = 2 * time.Second
+)
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // takeWindow asks the scope's window for a slot (the probe always gets
 // one); refused, the job snoozes for as long as its place in the queue
-// says.
-func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) outcome {
+// says. waited reports that it waited in its worker first (the caller
+// asks the scope again: it may have been deferred meanwhile).
+func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) (o outcome, waited bool) {
 	if !p.windowed(s) {
-		return next
+		return next, false
 	}
 	req := p.windowRequest(s)
 	req.Probe = probe
 	g := p.window.Acquire(ctx, req)
 	p.wake(ctx, g.Wake)
+	// Near the front of the line, wait here for the slot (asking Redis
+	// every few milliseconds) rather than through River, whose round trip
+	// would leave the freed slot idle: the handoff then costs
+	// milliseconds, not a fetch poll and a reload.
+	wasWaiting := false
+	for waited := time.Duration(0); !g.Granted && g.Wait <= frontWait && waited < frontWaitMax && ctx.Err() == nil; {
+		d := min(g.Wait, frontPoll)
+		if !sleepCtx(ctx, d) {
+			break
+		}
+		waited += d
+		g = p.window.Acquire(ctx, req)
+		wasWaiting = true
+		p.wake(ctx, g.Wake)
+	}
 	if !g.Granted {
 		s.log.Debug("scope window full: waiting in line", slog.String("waiting_for", "scope window"), slog.String("scope", s.tenant.Scope),
 			slog.Int("window", g.Size), slog.Int("in_flight", g.InFlight), slog.Int("place", g.Rank), slog.Duration("wait", g.Wait))
-		return snoozeFor(g.Wait)
+		return snoozeFor(g.Wait), wasWaiting
 	}
 	s.held.window = true
-	return next
+	return next, wasWaiting
 }
 
 // waitInLine is the wait of a job the scope refused (deferred, or a probe
@@ -103,10 +139,14 @@ func (p *Pipeline) settle(ctx context.Context, s *stepCtx, a answer) {
 			p.keep(ctx, s, a)
 			return
 		}
-		if resp.ConcurrencyRefusal() && p.slots != nil && s.held.slot {
-			p.slots.ReportRefusal(ctx, s.prov.Name(), s.held.slotInUse)
+		o := capacity.Overload
+		if resp.ConcurrencyRefusal() {
+			o = capacity.Refused
+			if p.slots != nil && s.held.slot {
+				p.slots.ReportRefusal(ctx, s.prov.Name(), s.held.slotInUse)
+			}
 		}
-		p.release(ctx, s, capacity.Overload, "HTTP "+strconv.Itoa(resp.HTTPStatus)+" "+resp.Class)
+		p.release(ctx, s, o, "HTTP "+strconv.Itoa(resp.HTTPStatus)+" "+resp.Class)
 	case stt.OutcomeTransient:
 		if a.op != "submit" {
 			p.keep(ctx, s, a)

@@ -38,13 +38,14 @@ type herdFigures struct {
 	perTranscript            float64
 	overLimitPerCooldown     float64
 	overLimit, cooldowns     int
+	overLimitAll, throttled  int
 	elapsed                  time.Duration
 }
 
 func figuresOf(st sttsim.Stats, elapsed time.Duration) herdFigures {
 	per, total := st.OverLimitAfterCooldowns(time.Second)
 	f := herdFigures{submissions: st.Submissions, transcribed: len(st.Transcriptions), overLimitPerCooldown: per,
-		overLimit: total, cooldowns: len(st.Cooldowns), elapsed: elapsed}
+		overLimit: total, cooldowns: len(st.Cooldowns), elapsed: elapsed, overLimitAll: st.OverLimit, throttled: st.RateLimited}
 	if f.transcribed > 0 {
 		f.perTranscript = float64(f.submissions) / float64(f.transcribed)
 	}
@@ -52,8 +53,9 @@ func figuresOf(st sttsim.Stats, elapsed time.Duration) herdFigures {
 }
 
 func (f herdFigures) String() string {
-	return fmt.Sprintf("%d submissions for %d transcripts (%.2f per transcript), %.2f over-limit 429s in the second after each of %d cooldowns (%d in all), done in %s",
-		f.submissions, f.transcribed, f.perTranscript, f.overLimitPerCooldown, f.cooldowns, f.overLimit, f.elapsed.Round(100*time.Millisecond))
+	return fmt.Sprintf("%d submissions for %d transcripts (%.2f per transcript), %.2f over-limit 429s in the second after each of %d cooldowns (%d in all; %d over-limit and %d 429s over the run), done in %s",
+		f.submissions, f.transcribed, f.perTranscript, f.overLimitPerCooldown, f.cooldowns, f.overLimit, f.overLimitAll, f.throttled,
+		f.elapsed.Round(100*time.Millisecond))
 }
 
 // The acceptance test: 3 worker processes × 20 workers share one
@@ -209,8 +211,14 @@ func logTimeline(t *testing.T, st sttsim.Stats, start time.Time) {
 				firstOK = a.ArrivedAt
 			}
 		}
-		t.Logf("cooldown %2d: started %6s, form %-11s ends %6s; next arrival +%s, next 200 +%s; %d arrivals until the next",
-			i, cd.StartedAt.Sub(start).Round(10*time.Millisecond), cd.Form, cd.Deadline.Sub(start).Round(10*time.Millisecond),
-			firstAny.Sub(cd.Deadline).Round(10*time.Millisecond), firstOK.Sub(cd.Deadline).Round(10*time.Millisecond), n)
+		inside := []string{}
+		for _, a := range st.Arrivals {
+			if !a.ArrivedAt.Before(cd.StartedAt) && a.ArrivedAt.Before(cd.Deadline) {
+				inside = append(inside, fmt.Sprintf("%s:%d", a.ArrivedAt.Sub(cd.StartedAt).Round(10*time.Millisecond), a.Status))
+			}
+		}
+		t.Logf("cooldown %2d: started %6s, form %-11s header %-30q ends %6s; next arrival +%s, next 200 +%s; %d arrivals until the next; inside %v",
+			i, cd.StartedAt.Sub(start).Round(10*time.Millisecond), cd.Form, cd.Header, cd.Deadline.Sub(start).Round(10*time.Millisecond),
+			firstAny.Sub(cd.Deadline).Round(10*time.Millisecond), firstOK.Sub(cd.Deadline).Round(10*time.Millisecond), n, inside)
 	}
 }

@@ -129,7 +129,8 @@ type CapacityWindow struct {
 	// StartTarget: where a new scope's slow start stops when its provider
 	// has no configured limit. Default 4.
 	StartTarget int `yaml:"start_target"`
-	// GrowRounds: full windows of successes before growing by one above
+	// GrowRounds: full windows of successes (while full, since the last
+	// change) before growing by one above
 	// the size it had. Default 4.
 	GrowRounds int `yaml:"grow_rounds"`
 	// Strikes: overloads in a row at a level that had succeeded before it

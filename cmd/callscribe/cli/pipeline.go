@@ -138,12 +138,16 @@ func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 	}
 	cfg := p.Config()
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:               queues,
-		Workers:              workers,
-		PeriodicJobs:         append(p.PeriodicJobs(), o.PeriodicJobs()...),
-		Logger:               slog.New(quietInfo{log.Handler()}),
-		FetchCooldown:        20 * time.Millisecond,
-		FetchPollInterval:    250 * time.Millisecond,
+		Queues:        queues,
+		Workers:       workers,
+		PeriodicJobs:  append(p.PeriodicJobs(), o.PeriodicJobs()...),
+		Logger:        slog.New(quietInfo{log.Handler()}),
+		FetchCooldown: 20 * time.Millisecond,
+		// A job woken for a free window slot (JobRetry) or back from a
+		// short wait is fetched within this: River notifies on inserts
+		// only. 100ms keeps a scope's line moving at a few fetch queries
+		// a second per queue.
+		FetchPollInterval:    100 * time.Millisecond,
 		JobTimeout:           cfg.StepTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 	})
