@@ -220,7 +220,9 @@ func (m *windowModel) releaseOutcome(now int64, s *windowSlot, o capacity.Outcom
 			if m.acks >= m.size*m.cfg.GrowRounds {
 				m.acks = 0
 				c := m.size + 1
-				if !((m.max > 0 && c > m.max) || (m.ceiling > 0 && c >= m.ceiling && now-m.ceilingAt < m.retry)) {
+				atPlan := m.max > 0 && c > m.max
+				refusedYet := m.ceiling > 0 && c >= m.ceiling && now-m.ceilingAt < m.retry
+				if !atPlan && !refusedYet {
 					m.size, m.target = c, c
 				}
 			}
