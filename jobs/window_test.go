@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -185,14 +183,10 @@ func TestWindowNoHerdAfterCooldown(t *testing.T) {
 	}
 }
 
-// logTimeline logs, per cooldown, when it ended and when the next accepted
-// submission arrived, and the idle time outside cooldowns.
+// logTimeline logs (with -v), per cooldown, its Retry-After, the
+// submissions that arrived during it and how long after its end the next
+// one arrived.
 func logTimeline(t *testing.T, st sttsim.Stats, start time.Time) {
-	var b strings.Builder
-	for _, a := range st.Arrivals {
-		fmt.Fprintf(&b, "%8s %d %s\n", a.ArrivedAt.Sub(start).Round(time.Millisecond), a.Status, a.IdempotencyKey)
-	}
-	_ = os.WriteFile(filepath.Join(os.TempDir(), "herd-arrivals.txt"), []byte(b.String()), 0o644)
 	for i, cd := range st.Cooldowns {
 		var firstOK, firstAny time.Time
 		n := 0
