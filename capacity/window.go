@@ -109,9 +109,9 @@ type WindowConfig struct {
 	// WindowCeilingRetryMax. Default WindowCeilingRetryDefault (5s).
 	CeilingRetry time.Duration
 	// ImmediateShare is the share of the window batch work may not take,
-	// kept for the immediate lane (rounded down: a small window keeps
-	// none, and immediate work relies on going first in line). Default
-	// 0: WindowImmediateShare (0.25); negative: none kept.
+	// kept for the immediate lane (rounded up; at least one slot is left
+	// to batch work). Default 0: WindowImmediateShare (0.25); negative:
+	// none kept.
 	ImmediateShare float64
 	// Lease is how long a slot lives without an answer (a crashed worker's
 	// slot lapses after it). Default WindowLeaseDefault (90s).

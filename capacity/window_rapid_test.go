@@ -115,7 +115,7 @@ func (m *windowModel) wake(now int64, free int) []int64 {
 
 func (m *windowModel) laneCap(l capacity.WindowLane) int {
 	if l == capacity.BatchLane && m.share > 0 {
-		return max(1, m.size-int(math.Floor(float64(m.size*m.share)/1000)))
+		return max(1, m.size-int(math.Ceil(float64(m.size*m.share)/1000)))
 	}
 	return m.size
 }

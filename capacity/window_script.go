@@ -91,7 +91,7 @@ local function wake(free)
 end
 local function lanecap(lane)
   if lane == 1 and c_share > 0 then
-    return math.max(1, size - math.floor(size * c_share / 1000))
+    return math.max(1, size - math.ceil(size * c_share / 1000))
   end
   return size
 end
