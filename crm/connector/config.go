@@ -63,8 +63,14 @@ type Config struct {
 	// webhook: where crm-webhook/v1 is served (the target appends
 	// /v1/action-sets); required. salesforce: the org's instance URL
 	// ("https://MyDomainName.my.salesforce.com"); required. hubspot:
-	// default HubSpotBaseURLDefault.
+	// default HubSpotBaseURLDefault. Plain http is refused unless the host
+	// is loopback (127.0.0.0/8, ::1, "localhost") or AllowInsecureHTTP is
+	// set.
 	BaseURL string `yaml:"base_url"`
+	// AllowInsecureHTTP lets BaseURL use http:// to a host that is not
+	// loopback: the token then crosses the network in the clear. Default
+	// false.
+	AllowInsecureHTTP bool `yaml:"allow_insecure_http"`
 	// Token is the Bearer token of every request: the webhook's token, a
 	// Salesforce OAuth access token, a HubSpot private app token. Required.
 	// It never appears in a Result, an error, String or LogValue.
@@ -157,6 +163,9 @@ func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%sConfig.BaseURL %q %w", prefix, scrubURLs(c.BaseURL), err)
 	}
+	if err := vendorhttp.CheckPlainHTTP(base, c.AllowInsecureHTTP); err != nil {
+		return nil, fmt.Errorf("%sConfig.BaseURL %q %w", prefix, scrubURLs(c.BaseURL), err)
+	}
 	if c.Token == "" {
 		return nil, fmt.Errorf("%sConfig.Token is required", prefix)
 	}
@@ -166,18 +175,13 @@ func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
 	if c.Timeout == 0 {
 		c.Timeout = TimeoutDefault
 	}
-	var client http.Client
-	if c.HTTPClient != nil {
-		client = *c.HTTPClient
-	}
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	clk := c.Clock
 	if clk == nil {
 		clk = clock.System{}
 	}
 	return &endpoint{
 		Endpoint: vendorhttp.Endpoint{
-			Client:    &client,
+			Client:    vendorhttp.NoRedirects(c.HTTPClient),
 			Base:      base,
 			Timeout:   c.Timeout,
 			MaxBody:   MaxResponseBytes,

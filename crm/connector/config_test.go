@@ -41,12 +41,32 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{Config{Kind: KindWebhook, BaseURL: "/relative", Token: testToken}, "Config.BaseURL"},
 		{Config{Kind: KindWebhook, BaseURL: "https://crm.example.com#frag", Token: testToken}, "Config.BaseURL"},
 		{Config{Kind: KindWebhook, BaseURL: "https://crm.example.com"}, "Config.Token"},
+		{Config{Kind: KindWebhook, BaseURL: "http://crm.example.com", Token: testToken}, "Config.BaseURL"},
+		{Config{Kind: KindSalesforce, BaseURL: "http://10.0.0.7:8080", Token: testToken}, "allow_insecure_http"},
+		{Config{Kind: KindHubSpot, BaseURL: "http://crm.internal", Token: testToken}, "Config.BaseURL"},
 		{Config{Kind: KindHubSpot}, "Config.Token"},
 		{Config{Kind: ""}, "Config.Kind"},
 	} {
 		_, err := New(tt.cfg)
 		if err == nil || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("New(%v) = %v, want an error naming %s", tt.cfg, err, tt.field)
+		}
+	}
+}
+
+// TestConfigPlainHTTP: http:// is taken for loopback hosts, and for others
+// only with AllowInsecureHTTP.
+func TestConfigPlainHTTP(t *testing.T) {
+	t.Parallel()
+	for _, kind := range Kinds() {
+		for _, base := range []string{"http://127.0.0.1:8091", "http://[::1]:8091", "http://localhost:8091"} {
+			if _, err := New(Config{Kind: kind, BaseURL: base, Token: testToken}); err != nil {
+				t.Errorf("%s %s: %v", kind, base, err)
+			}
+		}
+		_, err := New(Config{Kind: kind, BaseURL: "http://crm.internal:8091", Token: testToken, AllowInsecureHTTP: true})
+		if err != nil {
+			t.Errorf("%s allowed: %v", kind, err)
 		}
 	}
 }

@@ -57,8 +57,13 @@ type Config struct {
 	// "https://api.groq.com/openai" for an OpenAI-compatible vendor); the
 	// adapter appends /v1/..., /v2/.... Default: OpenAIBaseURLDefault,
 	// DeepgramBaseURLDefault, AssemblyAIBaseURLDefault; generic-http has
-	// no default and requires it.
+	// no default and requires it. Plain http is refused unless the host is
+	// loopback (127.0.0.0/8, ::1, "localhost") or AllowInsecureHTTP is set.
 	BaseURL string
+	// AllowInsecureHTTP lets BaseURL use http:// to a host that is not
+	// loopback: the API key and the audio then cross the network in the
+	// clear. Default false.
+	AllowInsecureHTTP bool
 	// APIKey authenticates every request. Required.
 	APIKey string
 	// Model is the model used when Request.Model is empty. Default:
@@ -67,7 +72,9 @@ type Config struct {
 	Model string
 	// HTTPClient sends the requests. Default (nil): a client on
 	// http.DefaultTransport with no client timeout. A client's own Timeout
-	// applies on top of Timeout.
+	// applies on top of Timeout. The adapter uses a copy that never
+	// follows redirects (a 3xx is a permanent ClassUnexpectedRedirect): a
+	// redirected POST would lose its body or carry the key elsewhere.
 	HTTPClient *http.Client
 	// Timeout bounds each HTTP exchange, from sending the request to
 	// reading the whole response body (an assemblyai Submit of a local file
@@ -100,9 +107,6 @@ func (c Config) resolve(d adapterDefaults) (*endpoint, string, error) {
 	if c.Model == "" {
 		c.Model = d.model
 	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
-	}
 	if c.Timeout == 0 {
 		c.Timeout = TimeoutDefault
 	}
@@ -118,6 +122,9 @@ func (c Config) resolve(d adapterDefaults) (*endpoint, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%sBaseURL %q %w", prefix, scrubURLs(c.BaseURL), err)
 	}
+	if err := vendorhttp.CheckPlainHTTP(base, c.AllowInsecureHTTP); err != nil {
+		return nil, "", fmt.Errorf("%sBaseURL %q %w", prefix, scrubURLs(c.BaseURL), err)
+	}
 	if c.APIKey == "" {
 		return nil, "", fmt.Errorf("%sAPIKey is required", prefix)
 	}
@@ -129,7 +136,7 @@ func (c Config) resolve(d adapterDefaults) (*endpoint, string, error) {
 	}
 	return &endpoint{
 		Endpoint: vendorhttp.Endpoint{
-			Client:    c.HTTPClient,
+			Client:    vendorhttp.NoRedirects(c.HTTPClient),
 			Base:      base,
 			Timeout:   c.Timeout,
 			MaxBody:   c.MaxResponseBytes,

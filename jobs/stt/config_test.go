@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -80,7 +81,7 @@ func TestConfigDefaults(t *testing.T) {
 	mustNoErr(t, err)
 	a, err := NewAssemblyAI(Config{APIKey: "k"})
 	mustNoErr(t, err)
-	g, err := NewGenericHTTP(Config{BaseURL: "http://stt.internal:8080/api/", APIKey: "k"})
+	g, err := NewGenericHTTP(Config{BaseURL: "http://stt.internal:8080/api/", APIKey: "k", AllowInsecureHTTP: true})
 	mustNoErr(t, err)
 	for _, tt := range []struct {
 		ep          *endpoint
@@ -184,6 +185,87 @@ func TestPollAndReconcileSentinels(t *testing.T) {
 		}
 		if _, err := p.Reconcile(ctx, ""); caps.Reconcile != !errors.Is(err, ErrCannotReconcile) {
 			t.Errorf("%s: Reconcile %v but Reconcile says %v", kind, caps.Reconcile, err)
+		}
+	}
+}
+
+// TestRedirectsAreNotFollowed: a vendor answering 307 to another server
+// gets a permanent unexpected_redirect on every call of every adapter, with
+// the default client and with the caller's; the other server receives
+// nothing, and the caller's client is not changed.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	t.Parallel()
+	var elsewhere atomic.Int32
+	other := newRawServer(t, func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		answer(200, []byte(`{}`))(w, r)
+	})
+	requests := map[string]Request{
+		KindGenericHTTP: genericRequest(),
+		KindOpenAI:      openAIRequest(),
+		KindDeepgram:    deepgramURLRequest(),
+		KindAssemblyAI:  assemblyAIURLRequest(),
+	}
+	for _, kind := range Kinds() {
+		for _, own := range []bool{false, true} {
+			v := newVendor(t, func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+			})
+			cfg := v.config()
+			if !own {
+				cfg.HTTPClient = nil
+			}
+			p, err := New(kind, cfg)
+			mustNoErr(t, err)
+			calls := map[string]func() (Response, error){
+				"submit": func() (Response, error) { return p.Submit(t.Context(), requests[kind]) },
+			}
+			if p.Capabilities().Async {
+				calls["poll"] = func() (Response, error) { return p.Poll(t.Context(), "tr_2") }
+			}
+			if p.Capabilities().Reconcile {
+				calls["reconcile"] = func() (Response, error) { return p.Reconcile(t.Context(), "t1:call-42:9f86d0") }
+			}
+			for name, call := range calls {
+				got, err := call()
+				if err != nil {
+					t.Errorf("%s %s (own client %v): %v", kind, name, own, err)
+					continue
+				}
+				if got.Outcome != OutcomePermanent || got.Class != ClassUnexpectedRedirect || got.HTTPStatus != http.StatusTemporaryRedirect {
+					t.Errorf("%s %s (own client %v): got %q %q %d (%q), want permanent unexpected_redirect 307",
+						kind, name, own, got.Outcome, got.Class, got.HTTPStatus, got.Message)
+				}
+			}
+			if n := len(v.requests()); n != len(calls) {
+				t.Errorf("%s (own client %v): vendor received %d requests, want %d", kind, own, n, len(calls))
+			}
+			if own && cfg.HTTPClient.CheckRedirect != nil {
+				t.Errorf("%s: the caller's client was changed", kind)
+			}
+		}
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect target received %d requests", n)
+	}
+}
+
+// TestPlainHTTP: http:// is taken for loopback hosts, and for others only
+// with AllowInsecureHTTP; the error names the field and the opt-in.
+func TestPlainHTTP(t *testing.T) {
+	t.Parallel()
+	for _, kind := range Kinds() {
+		for _, base := range []string{"http://127.0.0.1:8090", "http://[::1]:8090", "http://localhost:8090/api"} {
+			if _, err := New(kind, Config{BaseURL: base, APIKey: "k"}); err != nil {
+				t.Errorf("%s %s: %v", kind, base, err)
+			}
+		}
+		_, err := New(kind, Config{BaseURL: "http://stt.internal:8080", APIKey: "k"})
+		if err == nil || !strings.Contains(err.Error(), "BaseURL") || !strings.Contains(err.Error(), "allow_insecure_http") {
+			t.Errorf("%s http to stt.internal: %v, want an error naming BaseURL", kind, err)
+		}
+		if _, err := New(kind, Config{BaseURL: "http://stt.internal:8080", APIKey: "k", AllowInsecureHTTP: true}); err != nil {
+			t.Errorf("%s allowed: %v", kind, err)
 		}
 	}
 }

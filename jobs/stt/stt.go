@@ -101,6 +101,7 @@ const (
 	ClassUploadInterrupted    = "upload_interrupted" // the vendor did not receive the whole upload
 	ClassServerError          = vendorhttp.ClassServerError
 	ClassUnexpectedStatus     = vendorhttp.ClassUnexpectedStatus // a status the adapter has no rule for
+	ClassUnexpectedRedirect   = "unexpected_redirect"            // a 3xx: redirects are never followed
 	ClassNetwork              = vendorhttp.ClassNetwork
 	ClassTimeout              = vendorhttp.ClassTimeout
 	ClassCanceled             = vendorhttp.ClassCanceled // the caller's context was canceled

@@ -48,7 +48,10 @@ func setHeaders(req *http.Request, extra http.Header, own map[string]string) {
 
 // statusTable is the outcome and class the adapters share for a non-2xx
 // status; each adapter overrides the rows its vendor defines otherwise.
-// 503 is throttling only when the response carries a Retry-After.
+// 503 is throttling only when the response carries a Retry-After. A 3xx
+// is permanent: redirects are not followed (the client refuses them), and a
+// vendor API that redirects its requests is misconfigured (a base URL
+// that moved, http to an https-only host); retrying gets the same answer.
 var statusTable = vendorhttp.StatusTable{
 	Rows: func() map[int]vendorhttp.Rule {
 		rows := vendorhttp.CommonRows()
@@ -56,7 +59,7 @@ var statusTable = vendorhttp.StatusTable{
 		rows[http.StatusUnsupportedMediaType] = vendorhttp.Rule{Verdict: vendorhttp.Refuse, Class: ClassUnsupportedMedia}
 		return rows
 	}(),
-	Redirect:    vendorhttp.Rule{Verdict: vendorhttp.Retry, Class: ClassUnexpectedStatus},
+	Redirect:    vendorhttp.Rule{Verdict: vendorhttp.Refuse, Class: ClassUnexpectedRedirect},
 	ClientError: vendorhttp.Rule{Verdict: vendorhttp.Retry, Class: ClassUnexpectedStatus},
 	ServerError: vendorhttp.Rule{Verdict: vendorhttp.Retry, Class: ClassServerError},
 	Other:       vendorhttp.Rule{Verdict: vendorhttp.Retry, Class: ClassUnexpectedStatus},
