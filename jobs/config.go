@@ -43,8 +43,13 @@ const (
 type TenantConfig struct {
 	// Provider kind: generic-http, openai, deepgram or assemblyai. Required.
 	Provider string `yaml:"provider"`
-	// BaseURL of the vendor. Default "": the vendor's public API.
+	// BaseURL of the vendor. Default "": the vendor's public API. Plain
+	// http is refused unless the host is loopback or AllowInsecureHTTP is
+	// set.
 	BaseURL string `yaml:"base_url"`
+	// AllowInsecureHTTP lets BaseURL use http:// to a host that is not
+	// loopback (127.0.0.0/8, ::1, localhost). Default false.
+	AllowInsecureHTTP bool `yaml:"allow_insecure_http"`
 	// APIKey for the vendor. Never logged.
 	APIKey string `yaml:"api_key"`
 	// Model asked for when a recording names none. Default "": the adapter's.

@@ -104,7 +104,7 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline
 			p.providers[id] = prov
 			continue
 		}
-		prov, err := stt.New(t.Provider, stt.Config{BaseURL: t.BaseURL, APIKey: t.APIKey, Model: t.Model})
+		prov, err := stt.New(t.Provider, stt.Config{BaseURL: t.BaseURL, AllowInsecureHTTP: t.AllowInsecureHTTP, APIKey: t.APIKey, Model: t.Model})
 		if err != nil {
 			return nil, fmt.Errorf("pipeline.tenants.%s: %w", id, err)
 		}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -15,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/vendorhttp"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -59,6 +62,18 @@ type Config struct {
 	// (a staging CRM, say). One marked production: true is refused unless
 	// --allow-production is given.
 	CRMTargets map[string]CRMConfig `yaml:"crm_targets"`
+
+	// exposed is set when the file holds a secret inline and others can
+	// read it (see LogWarnings).
+	exposed *exposedSecrets
+}
+
+// exposedSecrets: a configuration file readable by group or others that
+// holds secrets inline.
+type exposedSecrets struct {
+	file string
+	mode fs.FileMode
+	keys []string // the keys holding them, never their values
 }
 
 // PipelineConfig is the pipeline section: jobs.Config, whose tenants also
@@ -73,6 +88,11 @@ type PipelineConfig struct {
 // (jobs.TenantConfig) and its CRM.
 type TenantConfig struct {
 	jobs.TenantConfig `yaml:",inline"`
+	// APIKeyFile names a file holding the vendor key (api_key), read at
+	// start, trailing line breaks removed; a relative path is relative to
+	// the working directory. Default "": the key is api_key. Setting both
+	// is an error.
+	APIKeyFile string `yaml:"api_key_file"`
 	// CRM is where the tenant's action sets are delivered. Kind "": none
 	// (action sets are committed, nothing is delivered).
 	CRM CRMConfig `yaml:"crm"`
@@ -90,6 +110,11 @@ type CRMConfig struct {
 	// to dead. Default 0: outbox.DeliveryDeadlineDefault (24h). Must not
 	// be negative; crm_targets (replay) do not take it.
 	DeliveryDeadline time.Duration `yaml:"delivery_deadline"`
+	// TokenFile names a file holding the token (token), read at start,
+	// trailing line breaks removed; a relative path is relative to the
+	// working directory. Default "": the token is token. Setting both is
+	// an error.
+	TokenFile string `yaml:"token_file"`
 }
 
 // CapacityConfig configures the vendor slot counters.
@@ -306,6 +331,11 @@ func (c Config) validate() error {
 		if crm.DeliveryDeadline < 0 {
 			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.delivery_deadline: %s must be positive", id, crm.DeliveryDeadline))
 		}
+		t := c.Pipeline.Tenants[id]
+		errs = append(errs, plainHTTP("pipeline.tenants."+id+".base_url", t.BaseURL, t.AllowInsecureHTTP))
+		if crm.Kind != "" {
+			errs = append(errs, plainHTTP("pipeline.tenants."+id+".crm.base_url", crm.BaseURL, crm.AllowInsecureHTTP))
+		}
 	}
 	names := make([]string, 0, len(c.CRMTargets))
 	for name := range c.CRMTargets {
@@ -317,11 +347,77 @@ func (c Config) validate() error {
 		if !slices.Contains(connector.Kinds(), t.Kind) {
 			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, connector.Kinds()))
 		}
+		errs = append(errs, plainHTTP("crm_targets."+name+".base_url", t.BaseURL, t.AllowInsecureHTTP))
 		if t.DeliveryDeadline != 0 {
 			errs = append(errs, fmt.Errorf("crm_targets.%s.delivery_deadline: replay targets take no delivery deadline (a tenant's crm does)", name))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// plainHTTP refuses a base URL with scheme http to a host that is not
+// loopback unless allowed. A URL that does not parse is left to the
+// adapter, whose error says what is wrong with it.
+func plainHTTP(key, raw string, allow bool) error {
+	if raw == "" {
+		return nil
+	}
+	base, err := vendorhttp.ParseBase(raw)
+	if err != nil {
+		return nil
+	}
+	if err := vendorhttp.CheckPlainHTTP(base, allow); err != nil {
+		return fmt.Errorf("%s: %s %w", key, base.Redacted(), err)
+	}
+	return nil
+}
+
+// readSecrets fills api_key and token from api_key_file and token_file,
+// and notes the keys that hold a secret inline. Errors name the key.
+func (c *Config) readSecrets() (inline []string, err error) {
+	var errs []error
+	read := func(key, fileKey string, value *string, file string) {
+		switch {
+		case file == "" && *value != "":
+			inline = append(inline, key)
+		case file != "" && *value != "":
+			errs = append(errs, fmt.Errorf("%s and %s are both set: set one", key, fileKey))
+		case file != "":
+			b, err := os.ReadFile(file)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", fileKey, err)) // the error names the path
+				return
+			}
+			*value = strings.TrimRight(string(b), "\r\n")
+			if *value == "" {
+				errs = append(errs, fmt.Errorf("%s: %s is empty", fileKey, file))
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Pipeline.Tenants)) {
+		t := c.Pipeline.Tenants[id]
+		p := "pipeline.tenants." + id + "."
+		read(p+"api_key", p+"api_key_file", &t.APIKey, t.APIKeyFile)
+		read(p+"crm.token", p+"crm.token_file", &t.CRM.Token, t.CRM.TokenFile)
+		c.Pipeline.Tenants[id] = t
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.CRMTargets)) {
+		t := c.CRMTargets[name]
+		p := "crm_targets." + name + "."
+		read(p+"token", p+"token_file", &t.Token, t.TokenFile)
+		c.CRMTargets[name] = t
+	}
+	return inline, errors.Join(errs...)
+}
+
+// LogWarnings logs what LoadConfig found worth a warning: a configuration
+// file that holds secrets inline and that group or others can read. The
+// warning names the file, its mode and the keys, never a secret.
+func (c Config) LogWarnings(l *slog.Logger) {
+	if e := c.exposed; e != nil {
+		l.Warn("config file holds secrets inline and is readable by group or others: chmod 600 it, or use api_key_file / token_file",
+			slog.String("file", e.file), slog.String("mode", fmt.Sprintf("%#o", e.mode.Perm())), slog.Any("keys", e.keys))
+	}
 }
 
 // LoadConfig reads the YAML file at path (none if path is ""), applies the
@@ -338,6 +434,15 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+		inline, err := c.readSecrets()
+		if err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+		if len(inline) > 0 {
+			if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o044 != 0 {
+				c.exposed = &exposedSecrets{file: path, mode: fi.Mode(), keys: inline}
+			}
 		}
 	}
 	if v := getenv(EnvDatabaseURL); v != "" {
