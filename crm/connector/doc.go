@@ -43,7 +43,9 @@
 // Credentials stay in: the token, and any URL's query string or user
 // info, are removed from every Result.Message and every error; Config's
 // String, GoString and LogValue leave the token out; the targets log
-// nothing. Redirects are never followed.
+// nothing. Redirects are never followed. A BaseURL with scheme http is
+// refused unless its host is loopback (127.0.0.0/8, ::1, "localhost") or
+// Config.AllowInsecureHTTP is set.
 //
 // # What it does not do
 //

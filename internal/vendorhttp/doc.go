@@ -6,7 +6,9 @@
 // none (network error, timeout, cancellation, dropped connection, a success
 // body over the limit), the shape of a status table (exact rows, the
 // Retry-After rule of 503, fallbacks by status class), raw headers, plain
-// text bodies, and the Redactor that removes credentials (internal/scrub)
+// text bodies, a client that never follows redirects (NoRedirects), the
+// refusal of plain http to a host that is not loopback (CheckPlainHTTP),
+// and the Redactor that removes credentials (internal/scrub)
 // from every message that leaves an adapter.
 //
 // It does not decide what a failure means for the caller: a Verdict says

@@ -46,6 +46,11 @@
 // (openai always, deepgram and assemblyai for audio that is not at an
 // http(s) URL) are streamed from Request.OpenAudio, never buffered whole.
 //
+// Redirects are never followed: a 3xx is a permanent
+// ClassUnexpectedRedirect and its Location is not contacted. A BaseURL with
+// scheme http is refused unless its host is loopback (127.0.0.0/8, ::1,
+// "localhost") or Config.AllowInsecureHTTP is set.
+//
 // # What it does not do
 //
 // It keeps no state between calls and does not retry: deciding when to

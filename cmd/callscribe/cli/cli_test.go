@@ -161,6 +161,8 @@ func TestConfigDocumented(t *testing.T) {
 		"audio.root", "audio.max_bytes", "pipeline.tenants.<id>.provider", "pipeline.tenants.<id>.crm.kind",
 		"pipeline.tenants.<id>.time_zone", "pipeline.tenants.<id>.crm.delivery_deadline", "crm_targets.<name>", "pipeline.observe_only_scopes", "pipeline.sweep_interval",
 		"capacity.limits.<provider>/<kind>", "capacity.orgs.<org>", "capacity.agents.<agent>",
+		"pipeline.tenants.<id>.api_key_file", "pipeline.tenants.<id>.allow_insecure_http",
+		"pipeline.tenants.<id>.crm.token_file", "pipeline.tenants.<id>.crm.allow_insecure_http",
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
 			t.Errorf("README.md does not document `%s`", key)
