@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -24,8 +26,34 @@ var ErrUnknownTenant = errors.New("unknown tenant")
 // middle of a step). Nothing was changed; try again in a moment.
 var ErrJobRunning = errors.New("the recording's transcribe job is still running")
 
+// ErrInvalidRequest matches every *RequestError with errors.Is.
+var ErrInvalidRequest = errors.New("invalid ingest request")
+
+// MaxIDLen is the longest TenantID or CallID Ingest takes, in bytes. An id
+// is also sent to speech vendors (as an HTTP header) and to the CRM, so it
+// is kept short and printable.
+const MaxIDLen = 128
+
+// RequestError is returned by Ingest for an IngestRequest field it refuses
+// before anything is read or written.
+type RequestError struct {
+	// Field is the field's manifest name: tenant_id, call_id, model or
+	// language.
+	Field string
+	// Detail says what is wrong, for people.
+	Detail string
+}
+
+// Error names the field and the problem.
+func (e *RequestError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Detail) }
+
+// Is reports whether target is ErrInvalidRequest.
+func (e *RequestError) Is(target error) bool { return target == ErrInvalidRequest }
+
 // IngestRequest is one recording to take in.
 type IngestRequest struct {
+	// TenantID and CallID are 1 to MaxIDLen bytes of valid UTF-8 without
+	// control characters (NUL, newline, DEL, C1 controls included).
 	TenantID string
 	CallID   string
 	// Audio is the recording's path: relative to the audio root, or an
@@ -34,10 +62,46 @@ type IngestRequest struct {
 	// Lane: immediate or batch. Default batch.
 	Lane ledger.Lane
 	// Deadline overrides the lane's deadline. Zero: the tenant's or lane's.
-	Deadline  time.Time
+	Deadline time.Time
+	// Model and Language may be empty; otherwise they follow the rules
+	// of TenantID and CallID.
 	Model     string
 	Language  string
 	StartedAt time.Time
+}
+
+// validate refuses a request whose ids cannot be stored or sent as they
+// are, naming the field.
+func (r IngestRequest) validate() error {
+	for _, f := range []struct {
+		name, value string
+		optional    bool
+	}{{"tenant_id", r.TenantID, false}, {"call_id", r.CallID, false}, {"model", r.Model, true}, {"language", r.Language, true}} {
+		if err := checkID(f.value, f.optional); err != "" {
+			return &RequestError{Field: f.name, Detail: err}
+		}
+	}
+	return nil
+}
+
+// checkID returns why id breaks the id rules, or "".
+func checkID(id string, optional bool) string {
+	switch {
+	case id == "" && optional:
+		return ""
+	case id == "":
+		return "empty"
+	case len(id) > MaxIDLen:
+		return fmt.Sprintf("%d bytes long, over the %d-byte limit", len(id), MaxIDLen)
+	case !utf8.ValidString(id):
+		return "not valid UTF-8"
+	}
+	for i, c := range id {
+		if unicode.IsControl(c) {
+			return fmt.Sprintf("control character %U at byte %d", c, i)
+		}
+	}
+	return ""
 }
 
 // IngestResult says what Ingest did.
@@ -47,11 +111,15 @@ type IngestResult struct {
 	JobID int64
 }
 
-// Ingest reads the audio once (digest, size, WAV header), records the
+// Ingest refuses a request whose ids break IngestRequest's rules with a
+// *RequestError naming the field, before anything is read. It reads the audio once (digest, size, WAV header), records the
 // recording and enqueues its transcribe job with client in one
 // transaction. Ingesting the same recording again converges on the
 // existing row.
 func (p *Pipeline) Ingest(ctx context.Context, client *river.Client[pgx.Tx], req IngestRequest) (IngestResult, error) {
+	if err := req.validate(); err != nil {
+		return IngestResult{}, err
+	}
 	t, ok := p.cfg.Tenants[req.TenantID]
 	if !ok {
 		known := make([]string, 0, len(p.cfg.Tenants))

@@ -28,6 +28,18 @@
 //     size is over the limit is refused before the first byte, and a stream
 //     that runs past it is cut off after MaxBytes+1 bytes. Either way the
 //     error is a *TooLargeError (errors.Is(err, ErrTooLarge)).
+//   - For a directory root, only regular files are recordings: a
+//     directory, named pipe (FIFO), socket or device is refused at once
+//     with a *KeyError (Reason KeyNotRegular) naming the key. The path is
+//     checked with stat before it is opened and the open does not block
+//     (O_NONBLOCK), so a FIFO cannot hang a read.
+//   - Store.Inspect checks the container a recording's extension claims
+//     against its first bytes (Containers lists the table): a ".wav" that is
+//     not RIFF/WAVE, an ".mp3" that is neither an ID3 tag nor an MPEG frame,
+//     and so on, is a *FormatError (errors.Is(err, ErrFormat)). A RIFF/WAVE
+//     file whose header cannot be measured is still taken, with its duration
+//     unknown. A recording with an extension not in the table (or none) is
+//     read as it is, unchecked.
 //   - A missing object is ErrNotFound (errors.Is); other failures name the
 //     key and the root.
 //   - ParseWAV never allocates from a size the file declares: chunks it does

@@ -49,6 +49,9 @@ const (
 	// itself, control characters, invalid UTF-8, a key that is not in
 	// clean form, or a symbolic link that cannot be resolved.
 	KeyInvalid KeyReason = "invalid"
+	// KeyNotRegular: for a directory root, the path names a directory, a
+	// named pipe (FIFO), a socket or a device, not a regular file.
+	KeyNotRegular KeyReason = "not-regular"
 )
 
 // KeyError is returned by Store.Key, and by the Store methods that take a

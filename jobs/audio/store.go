@@ -57,6 +57,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.bucket = b
 	s.open = s.openBlob
+	if rt.dir != "" {
+		s.open = s.openFile
+	}
 	return s, nil
 }
 
@@ -93,7 +96,10 @@ type Info struct {
 // Inspect reads the recording at key once and returns its digest, size and,
 // for a WAV file, its duration: the SHA-256 and the byte count are computed
 // while the WAV header is parsed from the same stream, and the rest is read
-// through to finish the digest. A recording over the size limit is a
+// through to finish the digest. A recording whose extension names an audio
+// container it does not start like (a ".wav" that is not RIFF/WAVE, an
+// ".mp3" that is neither ID3 nor an MPEG frame, ...) is a *FormatError; see
+// Containers. An extension not in that table is not checked. A recording over the size limit is a
 // *TooLargeError, refused before reading when its stated size is over, and
 // cut off after MaxBytes+1 bytes otherwise. A missing one is ErrNotFound.
 func (s *Store) Inspect(ctx context.Context, key string) (Info, error) {
@@ -113,7 +119,8 @@ func (s *Store) Inspect(ctx context.Context, key string) (Info, error) {
 func (s *Store) digest(ctx context.Context, key string, r io.Reader) (Info, error) {
 	h := sha256.New()
 	var n byteCounter
-	tee := io.TeeReader(ctxReader{ctx: ctx, r: r}, io.MultiWriter(h, &n))
+	var head headWriter
+	tee := io.TeeReader(ctxReader{ctx: ctx, r: r}, io.MultiWriter(h, &n, &head))
 
 	hdr, werr := readWAVHeader(tee)
 	var wavErr *WAVError
@@ -129,6 +136,9 @@ func (s *Store) digest(ctx context.Context, key string, r io.Reader) (Info, erro
 		if w, err := hdr.finish(int64(n)); err == nil {
 			info.Format, info.Duration = "wav", w.Duration
 		}
+	}
+	if err := checkContainer(key, head.b); err != nil {
+		return Info{}, err
 	}
 	return info, nil
 }
@@ -168,9 +178,14 @@ func (s *Store) openBlob(ctx context.Context, key string) (io.ReadCloser, int64,
 // readError translates an error from the bucket or the stream.
 func (s *Store) readError(key string, err error) error {
 	var tooLarge *TooLargeError
+	var keyErr *KeyError
 	switch {
 	case errors.As(err, &tooLarge):
 		return tooLarge
+	case errors.As(err, &keyErr):
+		return keyErr
+	case errors.Is(err, ErrNotFound):
+		return err
 	case gcerrors.Code(err) == gcerrors.NotFound:
 		return fmt.Errorf("audio: recording %q in %s: %w", key, s.root, ErrNotFound)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -117,7 +117,8 @@ func TestInspect(t *testing.T) {
 		{"harbor/streamed.wav", streamedWAV, Info{Format: "wav", Duration: 1500 * time.Millisecond}},
 		{"ridgeway/call.mp3", notWAV, Info{}},
 		{"ridgeway/truncated.wav", badWAV, Info{}},
-		{"empty.wav", nil, Info{}},
+		{"empty.raw", nil, Info{}},                       // an extension Inspect does not check
+		{"northline/text.WAVX", []byte("hello"), Info{}}, // likewise
 	}
 	for _, tt := range tests {
 		b.write(t, tt.key, tt.content)

@@ -17,6 +17,73 @@ import (
 	"github.com/callscribe/callscribe/ledger"
 )
 
+// MaxManifestLine is the longest manifest line ingest reads, in bytes,
+// without its line ending. A longer line is reported with its number and
+// skipped; the lines after it are read on.
+const MaxManifestLine = 64 << 10
+
+// rawLine is one line of a manifest as read: its text, or tooLong when it
+// ran past MaxManifestLine (its text is then empty).
+type rawLine struct {
+	text    string
+	tooLong bool
+}
+
+// readManifest reads r's lines (LF or CRLF), keeping at most
+// MaxManifestLine bytes of each.
+func readManifest(r io.Reader) ([]rawLine, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var lines []rawLine
+	for {
+		var buf []byte
+		n := 0
+		for {
+			chunk, err := br.ReadSlice('\n')
+			n += len(chunk)
+			if n <= MaxManifestLine+2 { // room for "\r\n"
+				buf = append(buf, chunk...)
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			if n == 0 && errors.Is(err, io.EOF) {
+				return lines, nil
+			}
+			text := strings.TrimSuffix(strings.TrimSuffix(string(buf), "\n"), "\r")
+			if n > MaxManifestLine+2 || len(text) > MaxManifestLine {
+				lines = append(lines, rawLine{tooLong: true})
+			} else {
+				lines = append(lines, rawLine{text: text})
+			}
+			if errors.Is(err, io.EOF) {
+				return lines, nil
+			}
+			break
+		}
+	}
+}
+
+// decode parses the line as one JSON object with nothing after it but
+// spaces.
+func (l rawLine) decode() (manifestLine, error) {
+	var m manifestLine
+	if l.tooLong {
+		return m, fmt.Errorf("line longer than %d bytes: skipped", MaxManifestLine)
+	}
+	dec := json.NewDecoder(strings.NewReader(l.text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return m, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return m, errors.New("data after the JSON object: one object per line")
+	}
+	return m, nil
+}
+
 // manifestLine is one line of an ingest manifest (JSONL).
 type manifestLine struct {
 	TenantID  string    `json:"tenant_id"`
@@ -97,7 +164,7 @@ func (a *app) ingestCommand() *cobra.Command {
 	f.StringVar(&deadline, "deadline", "", "RFC 3339 deadline (default: the lane's)")
 	f.StringVar(&one.Model, "model", "", "speech model (default: the tenant's)")
 	f.StringVar(&one.Language, "language", "", "ISO 639-1 language (default: auto-detect)")
-	f.StringVar(&manifest, "manifest", "", "JSONL file: one {tenant_id, call_id, audio, lane, deadline, model, language, started_at} per line")
+	f.StringVar(&manifest, "manifest", "", "JSONL file: one {tenant_id, call_id, audio, lane, deadline, model, language, started_at} per line, each at most 64 KiB")
 	return cmd
 }
 
@@ -120,13 +187,8 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 		return fmt.Errorf("reading manifest: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if err := sc.Err(); err != nil {
+	lines, err := readManifest(f)
+	if err != nil {
 		return fmt.Errorf("reading manifest %s: %w", path, err)
 	}
 	bar := progressbar.NewOptions(len(lines), progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("ingesting"),
@@ -135,13 +197,10 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 	var problems []string
 	for i, line := range lines {
 		_ = bar.Add(1)
-		if strings.TrimSpace(line) == "" {
+		if !line.tooLong && strings.TrimSpace(line.text) == "" {
 			continue
 		}
-		var m manifestLine
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		err := dec.Decode(&m)
+		m, err := line.decode()
 		var req jobs.IngestRequest
 		if err == nil {
 			req, err = m.request()

@@ -92,3 +92,80 @@ func TestIngestManifestKeepsGoodLinesAndNamesBadOnes(t *testing.T) {
 		t.Fatalf("single ingest of an unknown tenant: %d %s", code, stderr)
 	}
 }
+
+// An over-long line and a line with data after its JSON object are each
+// reported with their number and skipped; a NUL or a 100 KB call id and a
+// text file named .wav are refused by name; every other line is kept.
+func TestIngestManifestRefusesOverlongAndTrailingLines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	dir := t.TempDir()
+	recordings := filepath.Join(dir, "recordings")
+	src, err := filepath.Abs("../../../testdata/recordings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"northline/call-1001.wav", "northline/call-1002.wav", "harbor/call-2003.wav"} {
+		b, err := os.ReadFile(filepath.Join(src, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(recordings, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(recordings, rel), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(recordings, "harbor", "notes.wav"), []byte("not audio\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "callscribe.yaml")
+	body := "audio:\n  root: " + recordings + "\npipeline:\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n" +
+		"    harbor: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(dir, "m.jsonl")
+	lines := []string{
+		`{"tenant_id":"northline","call_id":"call-1001","audio":"northline/call-1001.wav"}`,
+		`{"tenant_id":"northline","call_id":"x","audio":"northline/call-1002.wav","language":"` + strings.Repeat("e", 2<<20) + `"}`, // 2: 2 MiB
+		`{"tenant_id":"northline","call_id":"call-1002","audio":"northline/call-1002.wav"} trailing junk`,                            // 3
+		`{"tenant_id":"northline","call_id":"call-1002","audio":"northline/call-1002.wav"}{"tenant_id":"harbor"}`,                   // 4
+		`{"tenant_id":"harbor","call_id":"call\u0000-1","audio":"harbor/call-2003.wav"}`,                                            // 5: NUL
+		`{"tenant_id":"harbor","call_id":"` + strings.Repeat("c", 100_000) + `","audio":"harbor/call-2003.wav"}`,                  // 6: over the line cap
+		`{"tenant_id":"harbor","call_id":"` + strings.Repeat("c", 200) + `","audio":"harbor/call-2003.wav"}`,                      // 7: 200-byte id
+		`{"tenant_id":"harbor","call_id":"call-2099","audio":"harbor/notes.wav"}`,                                                    // 8: text named .wav
+		`{"tenant_id":"harbor","call_id":"call-2003","audio":"harbor/call-2003.wav"}  `,                                             // 9: trailing spaces are fine
+		`{"tenant_id":"northline","call_id":"call-1002","audio":"northline/call-1002.wav"}`,                                         // 10
+	}
+	if err := os.WriteFile(manifest, []byte(strings.Join(lines, "\r\n")+"\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
+	if code == 0 {
+		t.Fatalf("bad lines must fail the command:\n%s\n%s", out, stderr)
+	}
+	if !strings.Contains(out, "3 ingested, 0 already known, 7 bad lines") {
+		t.Fatalf("summary: %q\n%s", out, stderr)
+	}
+	for _, want := range []string{
+		"m.jsonl:2: line longer than 65536 bytes",
+		"m.jsonl:3: data after the JSON object",
+		"m.jsonl:4: data after the JSON object",
+		"m.jsonl:5: call_id: control character U+0000",
+		"m.jsonl:6: line longer than 65536 bytes",
+		"m.jsonl:7: call_id: 200 bytes long, over the 128-byte limit",
+		`m.jsonl:8: recording "harbor/notes.wav" is named .wav`,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not report %q:\n%.2000s", want, stderr)
+		}
+	}
+	if len(stderr) > 20_000 {
+		t.Errorf("stderr echoes the long lines: %d bytes", len(stderr))
+	}
+}
