@@ -47,6 +47,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 			}
 			a.config = c
 			a.logger = NewLogger(env.Stderr, c.Log)
+			a.installRedisLog()
 			return nil
 		},
 	}
