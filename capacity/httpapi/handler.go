@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
@@ -110,9 +111,12 @@ func (h *httpAPI) authenticate(next http.Handler) http.Handler {
 	if h.opts.Token == "" {
 		return next
 	}
-	want := []byte("Bearer " + h.opts.Token)
+	want := []byte(h.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		// The scheme is case-insensitive (RFC 9110 section 11.1).
+		scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") ||
+			subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="callscribe capacity"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token", nil)
 			return

@@ -422,6 +422,33 @@ func TestHTTPToken(t *testing.T) {
 			t.Fatalf("unknown route without token: %d", code)
 		}
 	}
+	// The scheme is case-insensitive (RFC 9110 section 11.1); the token is not.
+	for _, tt := range []struct {
+		header string
+		want   int
+	}{
+		{"bearer s3cret", 200},
+		{"BEARER s3cret", 200},
+		{"bEaReR  s3cret ", 200},
+		{"Bearer S3CRET", 401},
+		{"Basic s3cret", 401},
+		{"Bearers3cret", 401},
+		{"s3cret", 401},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", b.url+"/v1/status", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", tt.header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("Authorization %q: status %d, want %d", tt.header, resp.StatusCode, tt.want)
+		}
+	}
 	_, got, _ := b.do(t, "GET", "/v1/status", "")
 	if got["providers"].([]any)[0].(map[string]any)["in_use"] != 0.0 {
 		t.Fatalf("a refused request took a lease: %v", got)

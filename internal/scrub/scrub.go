@@ -3,6 +3,11 @@
 // (internal/vendorhttp) redacts with it for the speech-vendor adapters
 // (jobs/stt) and the CRM connectors (crm/connector), so that both redact the
 // same way.
+//
+// It also makes text safe to store and print: Printable escapes control
+// characters visibly (an ESC from a vendor never reaches a terminal), and
+// Raw caps a raw vendor value such as a Retry-After at RawMaxBytes, saying
+// so when it cut.
 package scrub
 
 import (

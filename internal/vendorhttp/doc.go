@@ -16,5 +16,8 @@
 // (for the speech vendors "permanent", for the CRMs "dead"). It does not
 // retry, log, or parse vendor bodies.
 //
+// Raw header values (RawHeader) are bounded at RawHeaderMaxBytes, with a
+// note when cut, and their control characters are escaped.
+//
 // It is a leaf: it imports the standard library and internal/scrub only.
 package vendorhttp

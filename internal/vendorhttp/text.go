@@ -37,14 +37,22 @@ func (r Redactor) Message(msg string) string {
 	return r.s.Message(stripControl(msg), r.maxBytes)
 }
 
-// RawHeader returns the named header exactly as received, several fields
-// joined with ", ", or nil when absent.
+// RawHeaderMaxBytes bounds what RawHeader returns (scrub.RawMaxBytes),
+// before the truncation note.
+const RawHeaderMaxBytes = scrub.RawMaxBytes
+
+// RawHeader returns the named header as received, several fields joined
+// with ", ", or nil when absent. It is what the adapters store and log, so
+// it is bounded (scrub.Raw): control characters are escaped visibly (\x1b)
+// and a value over RawHeaderMaxBytes is cut and ends with
+// "…(truncated, N bytes)", N the length received; such a value does not
+// parse as a delay. Ordinary values are returned exactly as received.
 func RawHeader(h http.Header, name string) *string {
 	vs := h.Values(name)
 	if len(vs) == 0 {
 		return nil
 	}
-	s := strings.Join(vs, ", ")
+	s := scrub.Raw(strings.Join(vs, ", "))
 	return &s
 }
 

@@ -52,6 +52,18 @@ func TestRawHeader(t *testing.T) {
 	if got := RawHeader(h, "retry-after"); got == nil || *got != " 120 , Wed, 21 Oct 2015 07:28:00 GMT" {
 		t.Errorf("two fields: %v, want them joined exactly as received", got)
 	}
+	// A vendor's 60,000-byte header is stored and logged cut, and says so.
+	h = http.Header{}
+	h.Add("Retry-After", strings.Repeat("1", 60000))
+	got := RawHeader(h, "Retry-After")
+	if got == nil || len(*got) > 300 || !strings.HasSuffix(*got, "…(truncated, 60000 bytes)") {
+		t.Errorf("60,000-byte header: %d bytes, want at most 300 ending in the truncation note", len(*got))
+	}
+	h = http.Header{}
+	h.Add("Retry-After", "5\x1b]0;owned\x07")
+	if got := RawHeader(h, "Retry-After"); got == nil || *got != `5\x1b]0;owned\x07` {
+		t.Errorf("control characters: %v, want them escaped", got)
+	}
 }
 
 func TestRedactorMessage(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // genericRequest is a submission as the worker makes it.
@@ -516,4 +517,27 @@ func TestGenericConfidenceIsFinite(t *testing.T) {
 		t.Fatalf("confidence %v", got.Transcript.Confidence)
 	}
 	checkOutcome(t, got, OutcomeTransient, ClassBadResponse, 200)
+}
+
+// What a vendor sends is stored bounded and without control characters:
+// a 60,000-byte Retry-After is cut to 256 bytes with a note, and an ESC
+// sequence in a message loses its ESC.
+func TestGenericBoundsWhatTheVendorSends(t *testing.T) {
+	t.Parallel()
+	v := newVendor(t, answer(429, fixture(t, "generic", "error_rate_limited.json"), "Retry-After", strings.Repeat("1", 60000)))
+	got, err := newGeneric(t, v).Submit(t.Context(), genericRequest())
+	mustNoErr(t, err)
+	checkOutcome(t, got, OutcomeThrottled, ClassRateLimited, 429)
+	want := strings.Repeat("1", 256) + "…(truncated, 60000 bytes)"
+	if got.RetryAfter == nil || *got.RetryAfter != want {
+		t.Errorf("RetryAfter = %.40s… (%d bytes), want 256 bytes and the truncation note", show(got.RetryAfter), len(show(got.RetryAfter)))
+	}
+
+	v = newVendor(t, answer(400, []byte(`{"error": {"type": "invalid_request", "message": "bad \u001b[2J\u001b]0;owned\u0007audio\u009b"}}`)))
+	got, err = newGeneric(t, v).Submit(t.Context(), genericRequest())
+	mustNoErr(t, err)
+	checkOutcome(t, got, OutcomePermanent, ClassInvalidRequest, 400)
+	if strings.ContainsFunc(got.Message, unicode.IsControl) || !strings.Contains(got.Message, "bad [2J]0;ownedaudio") {
+		t.Errorf("Message = %q, want the text without its control characters", got.Message)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/scrub"
 )
 
 // Source says where a Decision's delay came from. The values are stable
@@ -90,7 +92,7 @@ func (d Decision) String() string {
 		fmt.Fprintf(&b, " form=%s", d.Form)
 	}
 	if d.Present {
-		fmt.Fprintf(&b, " raw=%q", d.Raw)
+		fmt.Fprintf(&b, " raw=%q", scrub.Raw(d.Raw))
 	}
 	fmt.Fprintf(&b, " attempt=%d delay=%s", d.Attempt, d.Delay)
 	if d.Clamped {
@@ -100,7 +102,8 @@ func (d Decision) String() string {
 	return b.String()
 }
 
-// LogValue renders d as a slog group with the same keys as String.
+// LogValue renders d as a slog group with the same keys as String. Raw,
+// in both, is bounded by scrub.Raw (at most 256 bytes and a note).
 func (d Decision) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.String("source", string(d.Source))}
 	if d.Fallback != FallbackNone {
@@ -110,7 +113,7 @@ func (d Decision) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("form", string(d.Form)))
 	}
 	if d.Present {
-		attrs = append(attrs, slog.String("raw", d.Raw))
+		attrs = append(attrs, slog.String("raw", scrub.Raw(d.Raw)))
 	}
 	attrs = append(attrs, slog.Int("attempt", d.Attempt), slog.Duration("delay", d.Delay))
 	if d.Clamped {

@@ -63,3 +63,26 @@ func TestDecisionLogValue(t *testing.T) {
 		t.Errorf("log line =\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A vendor's 60,000-byte Retry-After is logged cut, with a note, and an
+// ESC in it is escaped.
+func TestDecisionLogsBoundedRaw(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	p := Policy{Clock: clock.NewStub(testNow), Rand: middleRand()}
+	huge := strings.Repeat("x", 60000)
+	d := p.Decide(huge, true, 0)
+	logger.Info("throttled", "decision", d)
+	for name, got := range map[string]string{"log line": buf.String(), "String": d.String()} {
+		if len(got) > 700 || !strings.Contains(got, "…(truncated, 60000 bytes)") {
+			t.Errorf("%s is %d bytes, want the raw value cut with a note", name, len(got))
+		}
+	}
+	if _, err := Parse(huge, testNow); err == nil || len(err.Error()) > 400 {
+		t.Errorf("Parse error of a 60,000-byte value: %d bytes", len(err.Error()))
+	}
+	if got := p.Decide("5\x1b[2J", true, 0).String(); strings.ContainsRune(got, 0x1b) {
+		t.Errorf("String kept an ESC: %q", got)
+	}
+}

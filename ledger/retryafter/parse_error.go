@@ -1,6 +1,10 @@
 package retryafter
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/callscribe/callscribe/internal/scrub"
+)
 
 // Reason says why a Retry-After value could not be used. The values are
 // stable strings, safe to store in an event row or a metric label.
@@ -52,11 +56,12 @@ type ParseError struct {
 }
 
 // Error reports the raw value and what was wrong with it, e.g.
-// retry-after "1.5": fractional seconds are not allowed.
+// retry-after "1.5": fractional seconds are not allowed. The raw value
+// is bounded by scrub.Raw (at most 256 bytes and a note).
 func (e *ParseError) Error() string {
 	msg := e.Detail
 	if msg == "" {
 		msg = e.Reason.message()
 	}
-	return fmt.Sprintf("retry-after %q: %s", e.Raw, msg)
+	return fmt.Sprintf("retry-after %q: %s", scrub.Raw(e.Raw), msg)
 }

@@ -15,6 +15,14 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 )
 
+// installRedisLog routes go-redis's own messages (a line per failed dial
+// during an outage) to a.logger at warn level, at most one a minute with a
+// count of the rest, like the fail-open warning of package capacity.
+// go-redis has one logger per process: the last command to start wins.
+func (a *app) installRedisLog() {
+	capacity.InstallRedisLog(capacity.NewRedisLog(a.logger, capacity.WarnIntervalDefault, nil))
+}
+
 // openLeases connects the vendor slot counters to the configured Redis.
 func (a *app) openLeases() (*capacity.Leases, *redis.Client, error) {
 	if a.config.RedisURL == "" {

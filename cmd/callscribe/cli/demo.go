@@ -172,6 +172,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 
 	if !o.verbose && a.config.Log.Level != "debug" {
 		a.logger = NewLogger(a.env.Stderr, LogConfig{Level: "warn", Format: a.config.Log.Format})
+		a.installRedisLog()
 	}
 	// The CRM: a crm-webhook/v1 double that throttles and fails too.
 	crmSim, err := crmsim.New(crmsim.Config{Tokens: []string{"demo-crm-token"}, RateLimitShare: o.sim.RateLimitShare / 2,

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/scrub"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -65,7 +66,7 @@ func (a *app) jobsCommand() *cobra.Command {
 			for _, s := range all {
 				r := s.Recording
 				fmt.Fprintf(out, "recording %s  %s\n  state %s  attempt %d  lane %s  deadline %s\n  provider %s %s\n",
-					r.ID, r.BusinessKey, r.State, r.Attempt, r.Lane, fmtTime(r.Deadline), r.Provider, r.ProviderID)
+					r.ID, printable(r.BusinessKey), r.State, r.Attempt, r.Lane, fmtTime(r.Deadline), printable(r.Provider), printable(r.ProviderID))
 				tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "  SEQ\tAT\tFROM\tTO\tATTEMPT\tCLASS\tRETRY-AFTER\tREASON")
 				for _, ev := range s.Events {
@@ -74,7 +75,7 @@ func (a *app) jobsCommand() *cobra.Command {
 						ra = fmt.Sprintf("%q", *ev.RetryAfter)
 					}
 					fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", ev.Seq, ev.At.Format("15:04:05.000"), orDash(string(ev.Prior)),
-						ev.New, ev.Attempt, orDash(ev.ResponseClass), orDash(ra), ev.Reason)
+						ev.New, ev.Attempt, orDash(printable(ev.ResponseClass)), orDash(ra), printable(ev.Reason))
 				}
 				_ = tw.Flush()
 			}
@@ -192,7 +193,7 @@ func (a *app) scopesCommand() *cobra.Command {
 				status := "open"
 				switch {
 				case d.Paused:
-					status = "paused: " + d.PausedReason
+					status = "paused: " + printable(d.PausedReason)
 				case d.Active(now):
 					status = fmt.Sprintf("deferred (%s left)", d.NotBefore.Sub(now).Round(time.Second))
 				}
@@ -260,7 +261,7 @@ func (a *app) scopesCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "AT\tCHANGE\tFROM\tTO\tCAUSE")
 			for _, e := range evs {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", e.At.Format(time.RFC3339Nano), e.Kind, e.From, e.To, e.Reason)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", e.At.Format(time.RFC3339Nano), e.Kind, e.From, e.To, printable(e.Reason))
 			}
 			return tw.Flush()
 		},
@@ -293,6 +294,12 @@ func fmtTime(t time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339)
 }
+
+// printable escapes the control characters of stored text (a vendor's
+// message in a reason, say) before it reaches the terminal: an ESC is
+// shown as \x1b, never sent. Text stored since callscribe strips them at
+// the adapters is unchanged; this covers older rows and operator input.
+func printable(s string) string { return scrub.Printable(s) }
 
 func orDash(s string) string {
 	if s == "" {

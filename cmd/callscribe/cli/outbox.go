@@ -44,7 +44,7 @@ func (a *app) outboxCommand() *cobra.Command {
 			fmt.Fprintln(tw, "ID\tKEY\tTARGET\tSTATE\tTRIES\tLAST CLASS\tCRM ID\tDEADLINE")
 			for _, r := range l.Rows {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.IdempotencyKey, r.Target, r.State, r.Attempts,
-					orDash(r.LastClass), orDash(r.CRMID), r.Deadline.Format(time.RFC3339))
+					orDash(printable(r.LastClass)), orDash(printable(r.CRMID)), r.Deadline.Format(time.RFC3339))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -48,6 +48,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 			a.config = c
 			a.logger = NewLogger(env.Stderr, c.Log)
 			c.LogWarnings(a.logger)
+			a.installRedisLog()
 			return nil
 		},
 	}
