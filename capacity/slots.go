@@ -287,8 +287,8 @@ func (s *Slots) campKey(org, campaign string) string {
 func (s *Slots) callKey(org, callID string) string {
 	return Key(s.cfg.KeyPrefix, org, callPart, callID)
 }
-func (s *Slots) registryKey() string          { return Key(s.cfg.KeyPrefix, registryKeyTag, "orgs") }
-func (s *Slots) nowArg() string               { return scriptNowArg(s.nowMs.Load()) }
+func (s *Slots) registryKey() string { return Key(s.cfg.KeyPrefix, registryKeyTag, "orgs") }
+func (s *Slots) nowArg() string      { return scriptNowArg(s.nowMs.Load()) }
 
 func (s *Slots) op(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.OpTimeout)
