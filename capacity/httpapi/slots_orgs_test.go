@@ -3,8 +3,8 @@ package httpapi_test
 import (
 	"fmt"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
