@@ -14,15 +14,22 @@
 //
 // Slots: organisation and campaign caps on concurrent calls, acquired
 // together in one script and bound to a call, so that the call's end frees
-// them; stale slots are reclaimed lazily.
+// them; stale slots are reclaimed lazily. A binding belongs to the slot's
+// organisation (its key is the organisation's and the call's), is made only
+// for a slot Redis holds live, and lives as long as Redis says the slot
+// does; only that organisation can release it. Organisation, campaign, call
+// and slot ids are checked (CheckID: 1–IDMaxLen of A-Z a-z 0-9 . _ -), since
+// they are parts of Redis keys. A waiting Acquire retries at most every
+// RetryIntervalMin.
 //
 // Guarantees: time is Redis's, never a process's: every script that needs
 // it starts with the one shared "now" prelude (NowScript), which reads
 // Redis TIME. Every key of one script shares a hash tag (Key), so the
 // scripts run on Redis Cluster. If Redis is unreachable, capacity fails
 // open (FailOpen): the caller goes ahead uncounted, a counter goes up, and a
-// warning is logged at most once a minute. Capacity code never returns an
-// error into a call; only the operator calls (SetLimit, Status,
+// warning is logged at most once a minute. Capacity code never returns a
+// Redis error into a call (only the caller's own mistakes: an invalid id, a
+// slot not held, a call not bound); only the operator calls (SetLimit, Status,
 // LimitEvents, LiveCalls) return Redis errors.
 //
 // What it does not do: it does not call a vendor or decide what a live call

@@ -56,7 +56,7 @@ func ExampleSlots() {
 		fmt.Printf("no slot: campaign %d/%d, org %d/%d\n", full.CampaignInUse, full.CampaignLimit, full.OrgInUse, full.OrgLimit)
 	}
 
-	_ = slots.ReleaseCall(ctx, "call-42") // the call ended
+	_ = slots.ReleaseCall(ctx, "acme", "call-42") // the call ended
 	live, _ = slots.LiveCalls(ctx)
 	fmt.Println("live calls:", live)
 	// Output:

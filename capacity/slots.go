@@ -32,6 +32,10 @@ const (
 	SlotsOpTimeoutDefault = time.Second
 	// RetryIntervalDefault is Acquire's retry interval when it is given 0.
 	RetryIntervalDefault = 250 * time.Millisecond
+	// RetryIntervalMin is Acquire's shortest retry interval: a smaller one
+	// is raised to it, so a waiting call costs Redis at most 20 scripts a
+	// second.
+	RetryIntervalMin = 50 * time.Millisecond
 )
 
 // ErrNoSlot is what Acquire returns, wrapped in a *NoSlotError, when Redis
@@ -41,6 +45,16 @@ var ErrNoSlot = errors.New("capacity: no call slot free")
 // ErrAlreadyBound is what Slot.Bind returns when the call is already bound
 // to another live slot; Bind has released the new slot.
 var ErrAlreadyBound = errors.New("capacity: call already bound to a slot")
+
+// ErrSlotNotHeld is what Slot.Bind returns when Redis holds no live slot of
+// that id for the slot's organisation (and campaign): it was never granted,
+// was released, or went stale. Nothing is bound.
+var ErrSlotNotHeld = errors.New("capacity: slot not held")
+
+// ErrNotBound is what Slots.ReleaseCall returns when the organisation has
+// no binding for the call: it was never bound, was released already, went
+// stale, or is another organisation's. Nothing is freed.
+var ErrNotBound = errors.New("capacity: call not bound to a slot of the organisation")
 
 // NoSlotError says which cap was full when Acquire gave up. errors.Is(err,
 // ErrNoSlot) is true for it.
@@ -147,8 +161,8 @@ func (c SlotsConfig) validate() error {
 	sort.Strings(orgs)
 	for _, org := range orgs {
 		o := c.Orgs[org]
-		if org == "" {
-			return errors.New("SlotsConfig.Orgs: organisation name must not be empty")
+		if err := CheckID("org", org); err != nil {
+			return fmt.Errorf("SlotsConfig.Orgs[%.*q]: %w", IDMaxLen, org, err)
 		}
 		limit := o.Limit
 		if limit == 0 {
@@ -164,8 +178,8 @@ func (c SlotsConfig) validate() error {
 		sort.Strings(camps)
 		for _, camp := range camps {
 			n := o.Campaigns[camp]
-			if camp == "" {
-				return fmt.Errorf("SlotsConfig.Orgs[%q].Campaigns: campaign name must not be empty", org)
+			if err := CheckID("campaign", camp); err != nil {
+				return fmt.Errorf("SlotsConfig.Orgs[%q].Campaigns[%.*q]: %w", org, IDMaxLen, camp, err)
 			}
 			if n < 1 || n > CampaignLimitMax {
 				return fmt.Errorf("SlotsConfig.Orgs[%q].Campaigns[%q] must be 1–%d, got %d", org, camp, CampaignLimitMax, n)
@@ -233,12 +247,12 @@ type Slot struct {
 	// slot without counting it (fail open). Bind and Release do nothing.
 	Uncounted bool
 
-	expMs int64 // expiry in Redis time, milliseconds
+	expMs int64 // expiry in Redis time, milliseconds; 0 when restored
 	s     *Slots
 }
 
-// Expires is when the slot goes stale (Redis time); the zero Time for an
-// uncounted slot.
+// Expires is when the slot goes stale (Redis time) as Acquire granted it;
+// the zero Time for an uncounted or restored slot.
 func (sl Slot) Expires() time.Time {
 	if sl.expMs == 0 {
 		return time.Time{}
@@ -247,14 +261,16 @@ func (sl Slot) Expires() time.Time {
 }
 
 // Restore rebuilds a slot of s that a holder outside this process sends
-// back (the HTTP API's clients), so that it can be bound or released:
-// org, campaign, id and expires as Acquire granted them (expires is needed
-// only to bind). An uncounted slot keeps only org and campaign.
-func (s *Slots) Restore(org, campaign, id string, expires time.Time, uncounted bool) Slot {
+// back (the HTTP API's clients), so that it can be bound or released: org,
+// campaign and id as Acquire granted them. Nothing the holder says is
+// trusted: Bind binds only a slot Redis holds live for org (and campaign),
+// for as long as Redis says it lives. An uncounted slot keeps only org and
+// campaign.
+func (s *Slots) Restore(org, campaign, id string, uncounted bool) Slot {
 	if uncounted {
 		return Slot{Org: org, Campaign: campaign, Uncounted: true, s: s}
 	}
-	return Slot{Org: org, Campaign: campaign, ID: id, expMs: expires.UnixMilli(), s: s}
+	return Slot{Org: org, Campaign: campaign, ID: id, s: s}
 }
 
 const (
@@ -268,9 +284,11 @@ func (s *Slots) orgKey(org string) string { return Key(s.cfg.KeyPrefix, org, org
 func (s *Slots) campKey(org, campaign string) string {
 	return Key(s.cfg.KeyPrefix, org, campSetPart, campaign)
 }
-func (s *Slots) callKey(callID string) string { return Key(s.cfg.KeyPrefix, callID, callPart) }
-func (s *Slots) registryKey() string          { return Key(s.cfg.KeyPrefix, registryKeyTag, "orgs") }
-func (s *Slots) nowArg() string               { return scriptNowArg(s.nowMs.Load()) }
+func (s *Slots) callKey(org, callID string) string {
+	return Key(s.cfg.KeyPrefix, org, callPart, callID)
+}
+func (s *Slots) registryKey() string { return Key(s.cfg.KeyPrefix, registryKeyTag, "orgs") }
+func (s *Slots) nowArg() string      { return scriptNowArg(s.nowMs.Load()) }
 
 func (s *Slots) op(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.OpTimeout)
@@ -308,21 +326,41 @@ var slotReleaseScript = redis.NewScript(`
 return redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1])
 `)
 
-// slotBindScript: KEYS binding; ARGV now, org, campaign, slot ID, expiry ms.
-// Refuses (0) when the binding holds another slot that has not expired;
-// otherwise (re)writes it with a TTL that ends with the slot (1).
+// slotBindScript: KEYS binding, org set, campaign set (all of one
+// organisation); ARGV now, campaign ("" for none), slot ID. Refuses (-1)
+// unless the slot is a live member of the org set (and of the campaign
+// set); refuses (0) when the binding holds another slot still live in the
+// org set; otherwise (re)writes the binding with the slot's expiry as Redis
+// scored it, and a TTL that ends with the slot (1).
 var slotBindScript = NowScript(`
+local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]))
+if not exp or exp <= now then return -1 end
+if ARGV[2] ~= '' then
+  local ce = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[3]))
+  if not ce or ce <= now then return -1 end
+end
 local id = redis.call('HGET', KEYS[1], 'id')
-if id and id ~= ARGV[4] then
-  local e = tonumber(redis.call('HGET', KEYS[1], 'exp'))
+if id and id ~= ARGV[3] then
+  local e = tonumber(redis.call('ZSCORE', KEYS[2], id))
   if e and e > now then return 0 end
 end
-local ttl = tonumber(ARGV[5]) - now
-if ttl < 1 then ttl = 1 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'org', ARGV[2], 'campaign', ARGV[3], 'id', ARGV[4], 'exp', ARGV[5])
-redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('HSET', KEYS[1], 'campaign', ARGV[2], 'id', ARGV[3], 'exp', exp)
+redis.call('PEXPIRE', KEYS[1], math.max(exp - now, 1))
 return 1
+`)
+
+// slotBindingScript: KEYS binding; ARGV now. Returns {slot ID, campaign}
+// of a binding whose slot has not expired, or {} (and drops a stale one).
+var slotBindingScript = NowScript(`
+local b = redis.call('HMGET', KEYS[1], 'id', 'campaign', 'exp')
+if not b[1] then return {} end
+local e = tonumber(b[3])
+if not e or e <= now then
+  redis.call('DEL', KEYS[1])
+  return {}
+end
+return {b[1], b[2] or ''}
 `)
 
 // slotUnbindScript: KEYS binding; ARGV slot ID. Deletes the binding if it
@@ -340,14 +378,20 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 // Acquire takes a slot for a call of org in campaign ("" for none): granted
 // only when both the organisation and the campaign have room, in one
 // script. With timeout 0 it tries once; otherwise it retries every
-// retryInterval (0: RetryIntervalDefault) until timeout has passed. When
-// the caps stay full it returns a *NoSlotError (errors.Is ErrNoSlot); when
-// ctx ends first, ctx's error. When Redis cannot be reached it grants an
-// uncounted slot (fail open) and returns no error.
+// retryInterval (0: RetryIntervalDefault; below RetryIntervalMin: raised to
+// it) until timeout has passed. When the caps stay full it returns a
+// *NoSlotError (errors.Is ErrNoSlot); when ctx ends first, ctx's error; when
+// org or campaign is not a valid id (CheckID), an *IDError. When Redis
+// cannot be reached it grants an uncounted slot (fail open) and returns no
+// error.
 func (s *Slots) Acquire(ctx context.Context, org, campaign string, timeout, retryInterval time.Duration) (Slot, error) {
+	if err := checkOrgCampaign(org, campaign); err != nil {
+		return Slot{}, err
+	}
 	if retryInterval <= 0 {
 		retryInterval = RetryIntervalDefault
 	}
+	retryInterval = max(retryInterval, RetryIntervalMin)
 	orgLimit, campLimit := s.Limits(org, campaign)
 	id, err := newSlotID()
 	if err != nil {
@@ -416,22 +460,36 @@ func (s *Slots) register(ctx context.Context, org string) {
 	_ = s.rdb.SAdd(ctx, s.registryKey(), org).Err()
 }
 
-// Bind attaches the slot to callID, so that ReleaseCall(callID) frees it.
-// If callID is already bound to another live slot, Bind releases this slot
-// and returns ErrAlreadyBound. Binding the same slot again is a no-op.
-// An uncounted slot, or an unreachable Redis, binds nothing (fail open).
+// Bind attaches the slot to callID within the slot's organisation, so that
+// ReleaseCall(org, callID) frees it. Bindings of different organisations
+// never meet, even under the same call id. The slot must be live in Redis
+// for its organisation (and campaign), else Bind returns ErrSlotNotHeld; the
+// binding lives as long as Redis says the slot does. If callID is already
+// bound to another live slot, Bind releases this slot and returns
+// ErrAlreadyBound. Binding the same slot again is a no-op. An invalid call
+// id, organisation, campaign or slot id gives an *IDError. An uncounted
+// slot, or an unreachable Redis, binds nothing (fail open).
 func (sl Slot) Bind(ctx context.Context, callID string) error {
 	if sl.Uncounted || sl.s == nil {
 		return nil
 	}
+	if err := sl.check(); err != nil {
+		return err
+	}
+	if err := CheckID("call_id", callID); err != nil {
+		return err
+	}
 	s := sl.s
 	octx, cancel := s.op(context.WithoutCancel(ctx))
 	defer cancel()
-	ok, err := slotBindScript.Run(octx, s.rdb, []string{s.callKey(callID)},
-		s.nowArg(), sl.Org, sl.Campaign, sl.ID, sl.expMs).Int()
+	keys := []string{s.callKey(sl.Org, callID), s.orgKey(sl.Org), s.campKey(sl.Org, sl.Campaign)}
+	ok, err := slotBindScript.Run(octx, s.rdb, keys, s.nowArg(), sl.Campaign, sl.ID).Int()
 	if err != nil {
 		s.fail.Note("slot bind", err)
 		return nil
+	}
+	if ok == -1 {
+		return fmt.Errorf("binding call %q to slot %q of org %q: %w", callID, sl.ID, sl.Org, ErrSlotNotHeld)
 	}
 	if ok == 0 {
 		_ = sl.Release(ctx)
@@ -442,13 +500,24 @@ func (sl Slot) Bind(ctx context.Context, callID string) error {
 
 // Release frees a slot that was never bound (say, the dial failed). It is
 // idempotent; an uncounted slot, or an unreachable Redis, frees nothing
-// and returns nil (the slot goes stale).
+// and returns nil (the slot goes stale). A restored slot with an invalid
+// organisation, campaign or id gives an *IDError.
 func (sl Slot) Release(ctx context.Context) error {
 	if sl.Uncounted || sl.s == nil {
 		return nil
 	}
+	if err := sl.check(); err != nil {
+		return err
+	}
 	sl.s.release(ctx, sl.Org, sl.Campaign, sl.ID)
 	return nil
+}
+
+func (sl Slot) check() error {
+	if err := checkOrgCampaign(sl.Org, sl.Campaign); err != nil {
+		return err
+	}
+	return CheckID("slot.id", sl.ID)
 }
 
 func (s *Slots) release(ctx context.Context, org, campaign, id string) bool {
@@ -461,26 +530,36 @@ func (s *Slots) release(ctx context.Context, org, campaign, id string) bool {
 	return true
 }
 
-// ReleaseCall frees the slot bound to callID in both the organisation and
-// the campaign, and removes the binding. It is idempotent: a call without a
-// binding frees nothing. An unreachable Redis frees nothing and returns nil
-// (the slot goes stale).
-func (s *Slots) ReleaseCall(ctx context.Context, callID string) error {
+// ReleaseCall frees the slot that org bound to callID, in both the
+// organisation and the campaign, and removes the binding. It touches only
+// org's bindings: when org has none for callID (never bound, released
+// already, stale, or another organisation's call) it frees nothing and
+// returns ErrNotBound, which a caller that only wants the slot gone may
+// ignore. An invalid org or call id gives an *IDError. An unreachable Redis
+// frees nothing and returns nil (the slot goes stale).
+func (s *Slots) ReleaseCall(ctx context.Context, org, callID string) error {
+	if err := CheckID("org", org); err != nil {
+		return err
+	}
+	if err := CheckID("call_id", callID); err != nil {
+		return err
+	}
 	octx, cancel := s.op(context.WithoutCancel(ctx))
 	defer cancel()
-	key := s.callKey(callID)
-	b, err := s.rdb.HGetAll(octx, key).Result()
+	key := s.callKey(org, callID)
+	b, err := slotBindingScript.Run(octx, s.rdb, []string{key}, s.nowArg()).StringSlice()
 	if err != nil {
 		s.fail.Note("slot release call", err)
 		return nil
 	}
-	if b["id"] == "" {
+	if len(b) != 2 {
+		return fmt.Errorf("releasing call %q of org %q: %w", callID, org, ErrNotBound)
+	}
+	id, campaign := b[0], b[1]
+	if !s.release(ctx, org, campaign, id) {
 		return nil
 	}
-	if !s.release(ctx, b["org"], b["campaign"], b["id"]) {
-		return nil
-	}
-	if err := slotUnbindScript.Run(octx, s.rdb, []string{key}, b["id"]).Err(); err != nil {
+	if err := slotUnbindScript.Run(octx, s.rdb, []string{key}, id).Err(); err != nil {
 		s.fail.Note("slot release call", err)
 	}
 	return nil

@@ -67,7 +67,7 @@ func TestSlotsFailOpen(t *testing.T) {
 			t.Fatalf("Release of an uncounted slot: %v", err)
 		}
 	}
-	if err := s.ReleaseCall(ctx, "call-1"); err != nil {
+	if err := s.ReleaseCall(ctx, "acme", "call-1"); err != nil {
 		t.Fatalf("ReleaseCall with Redis down: %v", err)
 	}
 	if _, err := s.LiveCalls(ctx); err == nil {

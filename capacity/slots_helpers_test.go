@@ -62,7 +62,7 @@ func slotsRaceWorkers(ctx context.Context, s *capacity.Slots, n int, tag string)
 				if err := sl.Bind(ctx, call); err != nil {
 					overErr.Store(fmt.Errorf("bind %s: %w", call, err))
 				}
-				_ = s.ReleaseCall(ctx, call)
+				_ = s.ReleaseCall(ctx, raceOrg, call)
 			}
 		})
 	}

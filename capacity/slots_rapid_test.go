@@ -92,6 +92,12 @@ func TestSlotsProperty(t *testing.T) {
 				unbound = append(unbound[:i], unbound[i+1:]...)
 				call := calls.Draw(rt, "call")
 				err := sl.Bind(ctx, call)
+				if !m.slots[sl.ID].exp.After(m.now) {
+					if !errors.Is(err, capacity.ErrSlotNotHeld) {
+						rt.Fatalf("Bind of a stale slot to %s = %v, want ErrSlotNotHeld", call, err)
+					}
+					return
+				}
 				if b, ok := m.bindings[call]; ok && b.exp.After(m.now) {
 					if !errors.Is(err, capacity.ErrAlreadyBound) {
 						rt.Fatalf("Bind to bound call %s = %v, want ErrAlreadyBound", call, err)
@@ -118,13 +124,22 @@ func TestSlotsProperty(t *testing.T) {
 			},
 			"releaseCall": func(rt *rapid.T) {
 				call := calls.Draw(rt, "call")
-				if err := s.ReleaseCall(ctx, call); err != nil {
-					rt.Fatal(err)
-				}
-				if b, ok := m.bindings[call]; ok {
-					delete(m.slots, b.id)
+				err := s.ReleaseCall(ctx, "acme", call)
+				b, ok := m.bindings[call]
+				// The binding's key expires with its slot: after that, or
+				// once released, the call is not bound.
+				if !ok || !b.exp.After(m.now) {
+					if !errors.Is(err, capacity.ErrNotBound) {
+						rt.Fatalf("ReleaseCall(%s) without a live binding = %v, want ErrNotBound", call, err)
+					}
 					delete(m.bindings, call)
+					return
 				}
+				if err != nil {
+					rt.Fatalf("ReleaseCall(%s): %v", call, err)
+				}
+				delete(m.slots, b.id)
+				delete(m.bindings, call)
 			},
 			"advance": func(rt *rapid.T) {
 				d := time.Duration(rapid.Int64Range(0, int64(25*time.Minute/time.Millisecond)).Draw(rt, "ms")) * time.Millisecond

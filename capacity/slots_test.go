@@ -198,26 +198,27 @@ func TestSlotsBindAndReleaseCall(t *testing.T) {
 	if n := rdb.ZCard(ctx, campKey).Val(); n != 1 {
 		t.Fatalf("campaign set holds %d, want 1", n)
 	}
-	for range 2 { // idempotent
-		if err := s.ReleaseCall(ctx, "call-1"); err != nil {
-			t.Fatalf("ReleaseCall: %v", err)
-		}
+	if err := s.ReleaseCall(ctx, "acme", "call-1"); err != nil {
+		t.Fatalf("ReleaseCall: %v", err)
+	}
+	if err := s.ReleaseCall(ctx, "acme", "call-1"); !errors.Is(err, capacity.ErrNotBound) {
+		t.Fatalf("second ReleaseCall error = %v, want ErrNotBound", err)
 	}
 	if o, c := rdb.ZCard(ctx, orgKey).Val(), rdb.ZCard(ctx, campKey).Val(); o != 0 || c != 0 {
 		t.Fatalf("after ReleaseCall org set %d, campaign set %d; want 0, 0", o, c)
 	}
-	if rdb.Exists(ctx, prefix+":{call-1}:call").Val() != 0 {
+	if rdb.Exists(ctx, prefix+":{acme}:call:call-1").Val() != 0 {
 		t.Fatal("binding still exists after ReleaseCall")
 	}
-	if err := s.ReleaseCall(ctx, "never-bound"); err != nil {
-		t.Fatalf("ReleaseCall of an unknown call: %v", err)
+	if err := s.ReleaseCall(ctx, "acme", "never-bound"); !errors.Is(err, capacity.ErrNotBound) {
+		t.Fatalf("ReleaseCall of an unknown call error = %v, want ErrNotBound", err)
 	}
 	// Once released, the call can be bound again.
 	d, _ := s.Acquire(ctx, "acme", "spring", 0, 0)
 	if err := d.Bind(ctx, "call-1"); err != nil {
 		t.Fatalf("Bind after ReleaseCall: %v", err)
 	}
-	if ttl := rdb.PTTL(ctx, prefix+":{call-1}:call").Val(); ttl <= 19*time.Minute || ttl > 20*time.Minute {
+	if ttl := rdb.PTTL(ctx, prefix+":{acme}:call:call-1").Val(); ttl <= 19*time.Minute || ttl > 20*time.Minute {
 		t.Fatalf("binding TTL = %s, want about the 20m stale age", ttl)
 	}
 }

@@ -20,6 +20,8 @@ const (
 	// SlotWaitMax is the longest timeout_ms POST /v1/slots accepts: the
 	// request holds its connection while it waits.
 	SlotWaitMax = 30 * time.Second
+	// SlotWaitersDefault is Options.MaxSlotWaiters's default.
+	SlotWaitersDefault = 256
 )
 
 // Options configures NewHandler.
@@ -38,6 +40,11 @@ type Options struct {
 	// POST /v1/calls/{call_id}/transcriber. Default nil: that route answers
 	// 404 unknown agent.
 	Agents map[string]live.CallProviders
+	// MaxSlotWaiters caps the POST /v1/slots requests with timeout_ms > 0
+	// that wait at once in this process; one more gets 503 busy with
+	// Retry-After: 1 at once. Requests with timeout_ms 0 try once and are
+	// not counted. Default 0: SlotWaitersDefault (256).
+	MaxSlotWaiters int
 }
 
 // NewHandler returns the JSON HTTP API through which live-call runtimes
@@ -49,14 +56,19 @@ type Options struct {
 //	POST /v1/leases                    {provider, kind, holder, lane} → 200 {granted, lease, in_use, limit, uncounted}
 //	POST /v1/leases/refresh            {leases:[lease...]}            → 200 {refreshed, lost, failed}
 //	POST /v1/leases/release            {lease}                        → 204
-//	POST /v1/slots                     {org, campaign, timeout_ms, retry_ms} → 200 {slot} | 409 no_slot
-//	POST /v1/slots/bind                {slot, call_id}                → 204 | 409 already_bound
+//	POST /v1/slots                     {org, campaign, timeout_ms, retry_ms} → 200 {slot} | 409 no_slot | 503 busy
+//	POST /v1/slots/bind                {slot, call_id}                → 204 | 409 already_bound | 409 slot_not_held
 //	POST /v1/slots/release             {slot}                         → 204
-//	POST /v1/calls/{call_id}/release                                  → 204
+//	POST /v1/calls/{call_id}/release   {org}                          → 204 | 404 not_found
 //	POST /v1/calls/{call_id}/transcriber {agent}                      → 200 {provider, lease, over_limit, fell_back}
 //	GET  /v1/status                                                   → 200 {providers, live_calls}
 //
-// A lease or slot object is sent back exactly as it was received. The
+// A lease or slot object is sent back exactly as it was received.
+// Organisation, campaign, call and slot ids are 1–128 bytes of A-Z a-z 0-9
+// . _ - (capacity.CheckID); others get 400 naming the field. A call is
+// bound within its slot's organisation and released by that organisation
+// only: another organisation's release gets 404, as for an unknown call.
+// retry_ms below 50 is raised to 50 (capacity.RetryIntervalMin). The
 // server keeps no lease alive for an HTTP client: the client refreshes its
 // own leases through /v1/leases/refresh before they expire, so the leases
 // of a client that dies lapse on their own. Like the library, the API fails
@@ -74,7 +86,10 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = MaxBodyDefault
 	}
-	h := &httpAPI{leases: leases, slots: slots, opts: opts}
+	if opts.MaxSlotWaiters <= 0 {
+		opts.MaxSlotWaiters = SlotWaitersDefault
+	}
+	h := &httpAPI{leases: leases, slots: slots, opts: opts, waiters: make(chan struct{}, opts.MaxSlotWaiters)}
 	mux := http.NewServeMux()
 	route := func(pattern, method string, fn func(http.ResponseWriter, *http.Request)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +120,8 @@ type httpAPI struct {
 	leases *capacity.Leases
 	slots  *capacity.Slots
 	opts   Options
+	// waiters holds a token per POST /v1/slots request that waits.
+	waiters chan struct{}
 }
 
 func (h *httpAPI) authenticate(next http.Handler) http.Handler {

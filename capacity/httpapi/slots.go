@@ -10,7 +10,9 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 )
 
-// slotJSON is a call slot on the wire; Expires is needed back by bind.
+// slotJSON is a call slot on the wire. Expires is for the holder's
+// information: sent back, it is accepted and ignored (Redis knows the
+// slot's expiry).
 type slotJSON struct {
 	Org       string    `json:"org"`
 	Campaign  string    `json:"campaign"`
@@ -19,20 +21,37 @@ type slotJSON struct {
 	Expires   time.Time `json:"expires,omitzero"`
 }
 
-func (h *httpAPI) slot(j *slotJSON, needExpiry bool) (capacity.Slot, error) {
-	switch {
-	case j == nil:
+func (h *httpAPI) slot(j *slotJSON) (capacity.Slot, error) {
+	if j == nil {
 		return capacity.Slot{}, fieldError("slot", "is required")
-	case j.Org == "":
-		return capacity.Slot{}, fieldError("slot.org", "is required")
-	case j.Uncounted:
-		return h.slots.Restore(j.Org, j.Campaign, "", time.Time{}, true), nil
-	case j.ID == "":
-		return capacity.Slot{}, fieldError("slot.id", "is required unless the slot is uncounted")
-	case needExpiry && j.Expires.IsZero():
-		return capacity.Slot{}, fieldError("slot.expires", "is required to bind a counted slot")
 	}
-	return h.slots.Restore(j.Org, j.Campaign, j.ID, j.Expires, false), nil
+	if err := checkID("slot.org", j.Org); err != nil {
+		return capacity.Slot{}, err
+	}
+	if j.Campaign != "" {
+		if err := checkID("slot.campaign", j.Campaign); err != nil {
+			return capacity.Slot{}, err
+		}
+	}
+	if j.Uncounted {
+		return h.slots.Restore(j.Org, j.Campaign, "", true), nil
+	}
+	if j.ID == "" {
+		return capacity.Slot{}, fieldError("slot.id", "is required unless the slot is uncounted")
+	}
+	if err := checkID("slot.id", j.ID); err != nil {
+		return capacity.Slot{}, err
+	}
+	return h.slots.Restore(j.Org, j.Campaign, j.ID, false), nil
+}
+
+// checkID is capacity.CheckID as a request error named by field.
+func checkID(field, v string) error {
+	var ie *capacity.IDError
+	if err := capacity.CheckID(field, v); errors.As(err, &ie) {
+		return fieldError(field, ie.Reason)
+	}
+	return nil
 }
 
 func (h *httpAPI) needSlots(fn http.HandlerFunc) http.HandlerFunc {
@@ -55,10 +74,11 @@ func (h *httpAPI) slotAcquire(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	var err error
+	err := checkID("org", req.Org)
 	switch {
-	case req.Org == "":
-		err = fieldError("org", "is required")
+	case err != nil:
+	case req.Campaign != "" && checkID("campaign", req.Campaign) != nil:
+		err = checkID("campaign", req.Campaign)
 	case req.TimeoutMs < 0 || req.TimeoutMs > SlotWaitMax.Milliseconds():
 		err = fieldError("timeout_ms", fmt.Sprintf("must be 0–%d", SlotWaitMax.Milliseconds()))
 	case req.RetryMs < 0 || req.RetryMs > SlotWaitMax.Milliseconds():
@@ -67,6 +87,17 @@ func (h *httpAPI) slotAcquire(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeInvalid(w, err)
 		return
+	}
+	if req.TimeoutMs > 0 {
+		select {
+		case h.waiters <- struct{}{}:
+			defer func() { <-h.waiters }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "busy",
+				fmt.Sprintf("%d slot requests are already waiting on this server; retry, or ask with timeout_ms 0", cap(h.waiters)), nil)
+			return
+		}
 	}
 	sl, err := h.slots.Acquire(r.Context(), req.Org, req.Campaign,
 		time.Duration(req.TimeoutMs)*time.Millisecond, time.Duration(req.RetryMs)*time.Millisecond)
@@ -101,9 +132,9 @@ func (h *httpAPI) slotBind(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	sl, err := h.slot(req.Slot, true)
-	if err == nil && req.CallID == "" {
-		err = fieldError("call_id", "is required")
+	sl, err := h.slot(req.Slot)
+	if err == nil {
+		err = checkID("call_id", req.CallID)
 	}
 	if err != nil {
 		writeInvalid(w, err)
@@ -112,6 +143,10 @@ func (h *httpAPI) slotBind(w http.ResponseWriter, r *http.Request) {
 	if err := sl.Bind(r.Context(), req.CallID); err != nil {
 		if errors.Is(err, capacity.ErrAlreadyBound) {
 			writeError(w, http.StatusConflict, "already_bound", err.Error()+"; this slot was released", map[string]any{"call_id": req.CallID})
+			return
+		}
+		if errors.Is(err, capacity.ErrSlotNotHeld) {
+			writeError(w, http.StatusConflict, "slot_not_held", "no live slot of that id for the organisation (and campaign): it was released, went stale, or was never granted", nil)
 			return
 		}
 		h.opts.Logger.Error("capacity http: binding a slot", slog.String("call_id", req.CallID), slog.String("error", err.Error()))
@@ -128,7 +163,7 @@ func (h *httpAPI) slotRelease(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	sl, err := h.slot(req.Slot, false)
+	sl, err := h.slot(req.Slot)
 	if err != nil {
 		writeInvalid(w, err)
 		return
@@ -138,6 +173,31 @@ func (h *httpAPI) slotRelease(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *httpAPI) callRelease(w http.ResponseWriter, r *http.Request) {
-	_ = h.slots.ReleaseCall(r.Context(), r.PathValue("call_id")) // fails open: always nil
+	var req struct {
+		Org string `json:"org"`
+	}
+	if !h.decode(w, r, &req) {
+		return
+	}
+	callID := r.PathValue("call_id")
+	err := checkID("org", req.Org)
+	if err == nil {
+		err = checkID("call_id", callID)
+	}
+	if err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	// Fails open: an unreachable Redis gives nil. Another organisation's
+	// call is not found, like one never bound, so ids do not leak.
+	if err := h.slots.ReleaseCall(r.Context(), req.Org, callID); err != nil {
+		if errors.Is(err, capacity.ErrNotBound) {
+			writeError(w, http.StatusNotFound, "not_found", "the organisation has no call of that id bound to a slot", nil)
+			return
+		}
+		h.opts.Logger.Error("capacity http: releasing a call", slog.String("call_id", callID), slog.String("error", err.Error()))
+		writeError(w, http.StatusInternalServerError, "internal", "releasing the call failed", nil)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }

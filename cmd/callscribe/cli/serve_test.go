@@ -110,7 +110,7 @@ func TestServe(t *testing.T) {
 	if code, got := post("/v1/slots", slotReq, "tok"); code != 409 || got["error"].(map[string]any)["org_limit"] != 1.0 {
 		t.Fatalf("second slot of a one-call org: %d %v", code, got)
 	}
-	if code, got := post("/v1/calls/"+org+"-call/release", "", "tok"); code != 204 {
+	if code, got := post("/v1/calls/"+org+"-call/release", slotReq, "tok"); code != 204 {
 		t.Fatalf("release call: %d %v", code, got)
 	}
 	if code, got := post("/v1/slots", slotReq, "tok"); code != 200 {
