@@ -435,7 +435,7 @@ func TestHTTPToken(t *testing.T) {
 		{"Bearers3cret", 401},
 		{"s3cret", 401},
 	} {
-		req, err := http.NewRequestWithContext(t.Context(), "GET", b.url+"/v1/status", nil)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.url+"/v1/status", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

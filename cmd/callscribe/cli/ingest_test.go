@@ -132,12 +132,12 @@ func TestIngestManifestRefusesOverlongAndTrailingLines(t *testing.T) {
 	lines := []string{
 		`{"tenant_id":"northline","call_id":"call-1001","audio":"northline/call-1001.wav"}`,
 		`{"tenant_id":"northline","call_id":"x","audio":"northline/call-1002.wav","language":"` + strings.Repeat("e", 2<<20) + `"}`, // 2: 2 MiB
-		`{"tenant_id":"northline","call_id":"call-1002","audio":"northline/call-1002.wav"} trailing junk`,                            // 3
+		`{"tenant_id":"northline","call_id":"call-1002","audio":"northline/call-1002.wav"} trailing junk`,                           // 3
 		`{"tenant_id":"northline","call_id":"call-1002","audio":"northline/call-1002.wav"}{"tenant_id":"harbor"}`,                   // 4
 		`{"tenant_id":"harbor","call_id":"call\u0000-1","audio":"harbor/call-2003.wav"}`,                                            // 5: NUL
-		`{"tenant_id":"harbor","call_id":"` + strings.Repeat("c", 100_000) + `","audio":"harbor/call-2003.wav"}`,                  // 6: over the line cap
-		`{"tenant_id":"harbor","call_id":"` + strings.Repeat("c", 200) + `","audio":"harbor/call-2003.wav"}`,                      // 7: 200-byte id
-		`{"tenant_id":"harbor","call_id":"call-2099","audio":"harbor/notes.wav"}`,                                                    // 8: text named .wav
+		`{"tenant_id":"harbor","call_id":"` + strings.Repeat("c", 100_000) + `","audio":"harbor/call-2003.wav"}`,                    // 6: over the line cap
+		`{"tenant_id":"harbor","call_id":"` + strings.Repeat("c", 200) + `","audio":"harbor/call-2003.wav"}`,                        // 7: 200-byte id
+		`{"tenant_id":"harbor","call_id":"call-2099","audio":"harbor/notes.wav"}`,                                                   // 8: text named .wav
 		`{"tenant_id":"harbor","call_id":"call-2003","audio":"harbor/call-2003.wav"}  `,                                             // 9: trailing spaces are fine
 		`{"tenant_id":"northline","call_id":"call-1002","audio":"northline/call-1002.wav"}`,                                         // 10
 	}
