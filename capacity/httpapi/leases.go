@@ -165,6 +165,10 @@ func (h *httpAPI) callTranscriber(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	callID := r.PathValue("call_id")
+	if err := checkID("call_id", callID); err != nil {
+		writeInvalid(w, err) // it becomes the lease's holder
+		return
+	}
 	providers, ok := h.opts.Agents[req.Agent]
 	if req.Agent == "" || !ok || len(providers.STT) == 0 {
 		writeError(w, http.StatusNotFound, "unknown_agent", fmt.Sprintf("agent %q has no transcriber providers configured (capacity.agents)", req.Agent), nil)

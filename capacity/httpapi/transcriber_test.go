@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/callscribe/callscribe/capacity"
@@ -50,5 +51,12 @@ func TestHTTPCallTranscriber(t *testing.T) {
 	}
 	if status, body, _ := b.do(t, http.MethodPost, "/v1/calls/c5/transcriber", `{"agent":"nobody"}`); status != http.StatusNotFound {
 		t.Fatalf("unknown agent: %d %v", status, body)
+	}
+	// The call id becomes the lease's holder: it is checked like every id.
+	long := strings.Repeat("c", capacity.IDMaxLen+1)
+	for _, id := range []string{long, "c%7D%3Aleases", "c%20d"} {
+		if status, body, _ := b.do(t, http.MethodPost, "/v1/calls/"+id+"/transcriber", `{"agent":"dana"}`); status != http.StatusBadRequest {
+			t.Errorf("call id %.20q: %d %v, want 400", id, status, body)
+		}
 	}
 }
