@@ -2,15 +2,12 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/riverwake"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -203,23 +200,8 @@ func (p *Pipeline) cooldown(ctx context.Context, s *stepCtx, reason string) {
 }
 
 // wake makes the River jobs the window called to free slots available
-// now: they sleep in line, and a freed slot is theirs. A job that is
-// running or gone is left alone; a wake that fails only means the job
-// comes back at its own time.
-func (p *Pipeline) wake(ctx context.Context, jobIDs []int64) {
-	if len(jobIDs) == 0 {
-		return
-	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return
-	}
-	for _, id := range jobIDs {
-		if _, err := client.JobRetry(context.WithoutCancel(ctx), id); err != nil && !errors.Is(err, river.ErrNotFound) {
-			p.log.Debug("waking a job called to a free slot", slog.Int64("job", id), slog.Any("error", err))
-		}
-	}
-}
+// now (riverwake.Wake).
+func (p *Pipeline) wake(ctx context.Context, jobIDs []int64) { riverwake.Wake(ctx, p.log, jobIDs) }
 
 // Windows reads the scopes' windows (for operators); nil without one.
 func (p *Pipeline) Windows() *capacity.Windows { return p.window }

@@ -2,17 +2,14 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/riverwake"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -105,20 +102,6 @@ func (o *Outbox) cooldown(ctx context.Context, scope, reason string) {
 	}
 }
 
-// wake makes the delivery jobs the window called to free slots available
-// now. A job that is running or gone is left alone; a wake that fails only
-// means the job comes back at its own time.
-func (o *Outbox) wake(ctx context.Context, jobIDs []int64) {
-	if len(jobIDs) == 0 {
-		return
-	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return
-	}
-	for _, id := range jobIDs {
-		if _, err := client.JobRetry(context.WithoutCancel(ctx), id); err != nil && !errors.Is(err, river.ErrNotFound) {
-			o.cfg.Logger.Debug("waking a delivery called to a free slot", slog.Int64("job", id), slog.Any("error", err))
-		}
-	}
-}
+// wake makes the River jobs the window called to free slots available
+// now (riverwake.Wake).
+func (o *Outbox) wake(ctx context.Context, jobIDs []int64) { riverwake.Wake(ctx, o.cfg.Logger, jobIDs) }
