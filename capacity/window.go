@@ -278,6 +278,9 @@ type WindowGrant struct {
 	Rank int
 	// Wait is how long to wait before asking again when refused.
 	Wait time.Duration
+	// Target is the size the window is growing towards (after a
+	// cooldown: the size it had).
+	Target int
 	// Uncounted: granted without Redis (fail open).
 	Uncounted bool
 	// Wake are River jobs of waiters called to the slots this grant left
@@ -335,7 +338,7 @@ func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
 	}
 	w.register(octx, req.Scope)
 	return WindowGrant{Granted: res[0] == 1, InFlight: int(res[1]), Size: int(res[2]), Rank: int(res[3]),
-		Wait: time.Duration(res[4]) * time.Millisecond, Wake: res[5:]}
+		Wait: time.Duration(res[4]) * time.Millisecond, Target: int(res[5]), Wake: res[6:]}
 }
 
 func (w *Windows) register(ctx context.Context, scope string) {

@@ -229,7 +229,9 @@ func (m *windowModel) releaseOutcome(now int64, s *windowSlot, o capacity.Outcom
 		}
 	case capacity.Overload, capacity.Refused:
 		shrink := false
-		if n > 1 {
+		if o == capacity.Overload && !current {
+			// stale: the cooldown that followed it already restarted the window
+		} else if n > 1 {
 			if o == capacity.Refused {
 				shrink = true
 			} else {
@@ -336,6 +338,9 @@ func TestWindowScriptsProperty(t *testing.T) {
 				ok, wait, wakes := m.acquire(clk.Now().UnixMilli(), h, lane, int64(lane)*1e13+dl.UnixMilli(), nbMs, probe, jobOf(h))
 				if g.Granted != ok || (!ok && g.Wait != time.Duration(wait)*time.Millisecond) || fmt.Sprint(g.Wake) != fmt.Sprint(orEmpty(wakes)) {
 					rt.Fatalf("acquire %s lane %v: redis granted %v wait %v wake %v, model %v wait %dms wake %v", h, lane, g.Granted, g.Wait, g.Wake, ok, wait, wakes)
+				}
+				if g.Target != m.target {
+					rt.Fatalf("acquire %s: redis says target %d, model %d", h, g.Target, m.target)
 				}
 				check("acquire " + h)
 			},

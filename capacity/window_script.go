@@ -107,14 +107,14 @@ end
 // present (due now, not late). Within a lane the first to ask is served:
 // the order of the line is kept by when each is told to come back and by
 // who is woken when a slot frees. Returns {granted, in flight, size, rank, wait ms,
-// jobs to wake...}: a grant that leaves slots free wakes the next waiters.
+// target, jobs to wake...}: a grant that leaves slots free wakes the next waiters.
 var windowAcquireScript = NowScript(luaWindowLoad + `
 local holder, lane, order, nb, probe, job = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
 local n = redis.call('ZCARD', INF)
 if redis.call('ZSCORE', INF, holder) then
   redis.call('ZADD', INF, 'XX', now + c_lease, holder)
   save()
-  return {1, n, size, 0, 0}
+  return {1, n, size, 0, 0, target}
 end
 redis.call('ZADD', WAIT, order, holder)
 local r = redis.call('ZRANK', WAIT, holder)
@@ -135,7 +135,7 @@ if probe or (nb <= now and free > 0 and present < free) then
   redis.call('ZADD', INF, now + c_lease, holder)
   redis.call('HSET', META, holder, cjson.encode({lane = lane, n = n + 1, at = now, epoch = epoch}))
   save()
-  local out = {1, n + 1, size, 0, 0}
+  local out = {1, n + 1, size, 0, 0, target}
   if nb <= now then
     for _, j in ipairs(wake(size - n - 1)) do out[#out + 1] = j end
   end
@@ -155,7 +155,7 @@ end
 redis.call('ZADD', DUE, now + wait, holder)
 redis.call('ZADD', WEXP, now + wait + math.max(wait, 5000) + c_late * 8, holder)
 if dirty then save() end
-return {0, n, size, r, wait}
+return {0, n, size, r, wait, target}
 `)
 
 // windowReleaseScript: ARGV 4 holder, 5 outcome (0 neutral, 1 success, 2
@@ -203,6 +203,10 @@ if outcome == 1 then
       end
     end
   end
+elseif outcome == 2 and not current then
+  -- a throttle answering a request sent before the latest cooldown: that
+  -- cooldown already restarted the window, so it is no news about its size
+  event('overload', before, size, reason .. ' to a request sent before the cooldown: no news about the size')
 elseif outcome == 2 or outcome == 3 then
   local shrink = false
   if n > 1 then

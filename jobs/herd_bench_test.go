@@ -29,22 +29,31 @@ import (
 //
 //	make bench  (or: go run ./internal/cmd/testenv -- go test -run '^$' -bench Herd -benchtime 1x ./jobs/)
 func BenchmarkHerd(b *testing.B) {
-	for i := range b.N {
-		got, base := runHerd(b, uint64(9+i))
-		b.ReportMetric(got.perTranscript, "requests/transcript")
-		b.ReportMetric(base.perTranscript, "baseline-requests/transcript")
-		b.ReportMetric(got.overLimitPerCooldown, "overlimit429s/cooldown")
-		b.ReportMetric(base.overLimitPerCooldown, "baseline-overlimit429s/cooldown")
-		b.ReportMetric(got.elapsed.Seconds(), "s-to-last-transcript")
-		b.ReportMetric(base.elapsed.Seconds(), "baseline-s-to-last-transcript")
-		b.Logf("callscribe (window): %s", got)
-		b.Logf("per-worker sleepers: %s", base)
+	for _, form := range []sttsim.RetryAfterForm{sttsim.FormMixed, sttsim.FormSeconds} {
+		b.Run("retry-after="+string(form), func(b *testing.B) {
+			for i := range b.N {
+				got, base := runHerd(b, uint64(9+i), form)
+				b.ReportMetric(got.perTranscript, "requests/transcript")
+				b.ReportMetric(base.perTranscript, "baseline-requests/transcript")
+				b.ReportMetric(got.overLimitPerCooldown, "overlimit429s/cooldown")
+				b.ReportMetric(base.overLimitPerCooldown, "baseline-overlimit429s/cooldown")
+				b.ReportMetric(got.elapsed.Seconds(), "s-to-last-transcript")
+				b.ReportMetric(base.elapsed.Seconds(), "baseline-s-to-last-transcript")
+				b.ReportMetric(float64(got.violations), "submissions-in-cooldown")
+				b.ReportMetric(float64(base.violations), "baseline-submissions-in-cooldown")
+				b.ReportMetric(got.reopenLag.Seconds(), "s-idle-after-cooldown")
+				b.ReportMetric(base.reopenLag.Seconds(), "baseline-s-idle-after-cooldown")
+				b.Logf("callscribe (window): %s", got)
+				b.Logf("per-worker sleepers: %s", base)
+				b.Logf("completion: %.2f× the baseline's time", got.elapsed.Seconds()/base.elapsed.Seconds())
+			}
+		})
 	}
 }
 
 // runHerd runs the herd scenario in this process with 60 workers and the
 // window, then the sleepers, and returns both runs' figures.
-func runHerd(b *testing.B, seed uint64) (got, base herdFigures) {
+func runHerd(b *testing.B, seed uint64, form sttsim.RetryAfterForm) (got, base herdFigures) {
 	const n = 120
 	rdb := testredis.Client(b)
 	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: testredis.Prefix(b, rdb, "herd-bench")})
@@ -52,7 +61,7 @@ func runHerd(b *testing.B, seed uint64) (got, base herdFigures) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	e, files := setupWith(b, herdVendor(seed, nil), jobs.Config{BatchWorkers: 60, ProbeWait: 100 * time.Millisecond,
+	e, files := setupWith(b, herdVendorForm(seed, nil, form), jobs.Config{BatchWorkers: 60, ProbeWait: 100 * time.Millisecond,
 		RetryAfter: retryafter.Policy{BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}}, n, jobs.Deps{Window: w})
 	ctx := context.Background()
 	var items []sleepers.Item
@@ -80,7 +89,7 @@ func runHerd(b *testing.B, seed uint64) (got, base herdFigures) {
 	got = figuresOf(e.sim.Stats(), time.Since(start))
 	b.StopTimer()
 
-	bsim, err := sttsim.New(herdVendor(seed, nil))
+	bsim, err := sttsim.New(herdVendorForm(seed, nil, form))
 	if err != nil {
 		b.Fatal(err)
 	}

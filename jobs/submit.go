@@ -47,11 +47,22 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool)
 		return done, err
 	}
 	admittedAt, a, err := p.admit(ctx, s)
+	for waited := time.Duration(0); err == nil && !a.Admitted(); admittedAt, a, err = p.admit(ctx, s) {
+		o, front := p.waitInLine(ctx, s, a)
+		// At the front of the line, a short wait is spent here: through
+		// River, the sleep would end in a fetch poll and a reload, which
+		// after every cooldown leaves the scope idle for that long.
+		d := o.snooze
+		if a.Verdict == ledger.VerdictProbeOut {
+			d = min(d, frontPoll*3)
+		}
+		if !front || waited+d > deferredWaitMax || !sleepCtx(ctx, d) {
+			return o, nil
+		}
+		waited += d
+	}
 	if err != nil {
 		return next, err
-	}
-	if !a.Admitted() {
-		return p.waitInLine(ctx, s, a), nil
 	}
 	probe := a.Verdict == ledger.VerdictProbe
 	o, waited := p.takeWindow(ctx, s, probe)
@@ -66,7 +77,8 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool)
 			if err != nil {
 				return next, err
 			}
-			return p.waitInLine(ctx, s, a), nil
+			o, _ := p.waitInLine(ctx, s, a)
+			return o, nil
 		}
 		probe = a.Verdict == ledger.VerdictProbe
 	}

@@ -49,6 +49,9 @@ const (
 	frontWait    = 250 * time.Millisecond
 	frontPoll    = 10 * time.Millisecond
 	frontWaitMax = 2 * time.Second
+	// deferredWaitMax bounds the in-worker wait of a job at the front of
+	// a deferred scope's line (its place is below the window's target).
+	deferredWaitMax = 2500 * time.Millisecond
 )
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -102,19 +105,21 @@ func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) (o ou
 // is out): with a window, the job takes its place in the scope's queue and
 // comes back when its place says, after the deadline, so the scope's jobs
 // wake in order (immediate lane first, then by deadline) instead of all at
-// the deadline.
-func (p *Pipeline) waitInLine(ctx context.Context, s *stepCtx, a ledger.Admission) outcome {
+// the deadline. front reports that the job is among the first the window
+// will take when the scope reopens (its place is below the window's
+// target) and its wait is short: it may wait in its worker.
+func (p *Pipeline) waitInLine(ctx context.Context, s *stepCtx, a ledger.Admission) (o outcome, front bool) {
 	if !p.windowed(s) || a.Verdict == ledger.VerdictPaused || a.Until.IsZero() {
-		return snoozeFor(a.Wait)
+		return snoozeFor(a.Wait), false
 	}
 	req := p.windowRequest(s)
 	req.NotBefore = a.Until
 	g := p.window.Acquire(ctx, req)
 	if g.Granted || g.Uncounted {
 		// Only without Redis: fall back to the ledger's jittered wait.
-		return snoozeFor(a.Wait)
+		return snoozeFor(a.Wait), false
 	}
-	return snoozeFor(g.Wait)
+	return snoozeFor(g.Wait), g.Rank < max(g.Target, 1) && g.Wait <= deferredWaitMax
 }
 
 // settle releases or keeps what the recording holds after the vendor's

@@ -25,9 +25,14 @@ import (
 // herdVendor is the vendor of the issue: 3 requests in flight per scope,
 // 429 above that, plus 15% random 429s, every Retry-After form.
 func herdVendor(seed uint64, expected map[string]string) sttsim.Config {
-	return sttsim.Config{MaxInFlight: 3, RateLimitShare: 0.15, RetryAfterForm: sttsim.FormMixed, Cooldown: time.Second,
+	return herdVendorForm(seed, expected, sttsim.FormMixed)
+}
+
+// herdVendorForm is herdVendor with every Retry-After in form.
+func herdVendorForm(seed uint64, expected map[string]string, form sttsim.RetryAfterForm) sttsim.Config {
+	return sttsim.Config{MaxInFlight: 3, RateLimitShare: 0.15, RetryAfterForm: form, Cooldown: time.Second,
 		Latency: 40 * time.Millisecond, LatencyJitter: 40 * time.Millisecond, ExpectedText: expected,
-		Rand: rand.New(rand.NewPCG(seed, seed+1))}
+		Rand: rand.New(rand.NewPCG(seed, seed+1)), TroubleSeed: seed, DecideOnReceipt: true}
 }
 
 // herdFigures are what a run cost at the vendor.
@@ -37,12 +42,14 @@ type herdFigures struct {
 	overLimitPerCooldown     float64
 	overLimit, cooldowns     int
 	overLimitAll, throttled  int
-	elapsed                  time.Duration
+	violations               int
+	elapsed, reopenLag       time.Duration
 }
 
 func figuresOf(st sttsim.Stats, elapsed time.Duration) herdFigures {
 	per, total := st.OverLimitAfterCooldowns(time.Second)
-	f := herdFigures{submissions: st.Submissions, transcribed: len(st.Transcriptions), overLimitPerCooldown: per,
+	lag, _ := st.ReopenLag()
+	f := herdFigures{reopenLag: lag, violations: len(st.Violations), submissions: st.Submissions, transcribed: len(st.Transcriptions), overLimitPerCooldown: per,
 		overLimit: total, cooldowns: len(st.Cooldowns), elapsed: elapsed, overLimitAll: st.OverLimit, throttled: st.RateLimited}
 	if f.transcribed > 0 {
 		f.perTranscript = float64(f.submissions) / float64(f.transcribed)
@@ -51,9 +58,9 @@ func figuresOf(st sttsim.Stats, elapsed time.Duration) herdFigures {
 }
 
 func (f herdFigures) String() string {
-	return fmt.Sprintf("%d submissions for %d transcripts (%.2f per transcript), %.2f over-limit 429s in the second after each of %d cooldowns (%d in all; %d over-limit and %d 429s over the run), done in %s",
-		f.submissions, f.transcribed, f.perTranscript, f.overLimitPerCooldown, f.cooldowns, f.overLimit, f.overLimitAll, f.throttled,
-		f.elapsed.Round(100*time.Millisecond))
+	return fmt.Sprintf("%d submissions for %d transcripts (%.2f per transcript), %.2f over-limit 429s in the second after each of %d cooldowns (%d in all; %d over-limit and %d 429s over the run), %d submissions inside an announced cooldown, scope idle %s after a cooldown on average, done in %s",
+		f.submissions, f.transcribed, f.perTranscript, f.overLimitPerCooldown, f.cooldowns, f.overLimit, f.overLimitAll, f.throttled, f.violations,
+		f.reopenLag.Round(time.Millisecond), f.elapsed.Round(100*time.Millisecond))
 }
 
 // The issue's acceptance test: 3 worker processes × 20 workers share one

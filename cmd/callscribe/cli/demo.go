@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,6 +155,10 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		expected[sha256Hex(b)] = l.ExpectedText
 	}
 	simCfg.Rand = rand.New(rand.NewPCG(o.seed, o.seed))
+	// The same recordings meet the same trouble in the baseline's run, and
+	// throttling is decided when a request arrives, as a vendor's gateway
+	// does (see sttsim.Config).
+	simCfg.TroubleSeed, simCfg.DecideOnReceipt = o.seed|1, true
 	sim, err := sttsim.New(simCfg)
 	if err != nil {
 		return err
@@ -366,6 +371,10 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 		beside(func(b vendorFigures) string { return fmt.Sprintf("%.2f", b.perTranscript()) }))
 	fmt.Fprintf(out, "  over-limit 429s after a cooldown: %.2f in the second after each ends%s\n", ours.overLimitAfter,
 		beside(func(b vendorFigures) string { return fmt.Sprintf("%.2f", b.overLimitAfter) }))
+	fmt.Fprintf(out, "  submissions into an announced cooldown: %d%s\n", ours.intoCooldowns,
+		beside(func(b vendorFigures) string { return strconv.Itoa(b.intoCooldowns) }))
+	fmt.Fprintf(out, "  scope idle after a cooldown:    %s on average%s\n",
+		ours.idleAfter.Round(time.Millisecond), beside(func(b vendorFigures) string { return b.idleAfter.Round(time.Millisecond).String() }))
 	if !lastTranscript.IsZero() {
 		fmt.Fprintf(out, "  last transcript after:          %s%s\n", ours.elapsed.Round(100*time.Millisecond),
 			beside(func(b vendorFigures) string { return b.elapsed.Round(100 * time.Millisecond).String() }))

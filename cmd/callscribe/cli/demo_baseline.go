@@ -27,6 +27,13 @@ type vendorFigures struct {
 	// after a cooldown ended, on average per cooldown.
 	overLimitAfter float64
 	cooldowns      int
+	// intoCooldowns is the submissions that arrived inside a cooldown
+	// already announced to their client and admitted after it (or not
+	// saying when): the simulator's violations.
+	intoCooldowns int
+	// idleAfter is how long the scope stayed idle after a cooldown ended,
+	// on average.
+	idleAfter time.Duration
 	// elapsed is from the start until the last transcript.
 	elapsed time.Duration
 }
@@ -40,8 +47,9 @@ func (f vendorFigures) perTranscript() float64 {
 
 func figuresFrom(st sttsim.Stats, elapsed time.Duration) vendorFigures {
 	per, _ := st.OverLimitAfterCooldowns(time.Second)
+	idle, _ := st.ReopenLag()
 	return vendorFigures{submissions: st.Submissions, transcribed: len(st.Transcriptions), overLimitAfter: per,
-		cooldowns: len(st.Cooldowns), elapsed: elapsed}
+		cooldowns: len(st.Cooldowns), intoCooldowns: len(st.Violations), idleAfter: idle, elapsed: elapsed}
 }
 
 func inFlightLimit(n int) string {

@@ -48,6 +48,8 @@ func (a *app) simulateCommand() *cobra.Command {
 	f.Float64Var(&cfg.UnavailableShare, "unavailable-share", 0, "share answered 503")
 	f.Float64Var(&cfg.ServerErrorShare, "server-error-share", 0, "share answered 500/502/504")
 	f.DurationVar(&cfg.Latency, "latency", 0, "added before each answer")
+	f.BoolVar(&cfg.DecideOnReceipt, "decide-on-receipt", false, "throttle submissions when they arrive (refusals answered at once, no latency), as a gateway does")
+	f.Uint64Var(&cfg.TroubleSeed, "trouble-seed", 0, "draw each submission's trouble from its idempotency key and attempt (same seed, same trouble for any client); 0: arrival order")
 	f.DurationVar(&cfg.LatencyJitter, "latency-jitter", 0, "random extra latency")
 	f.Float64Var(&cfg.AsyncShare, "async-share", 0, "share of accepted submissions answered 202 and finished later")
 	f.DurationVar(&cfg.ProcessingTime, "processing-time", time.Second, "how long an async transcription takes")

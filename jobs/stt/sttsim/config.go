@@ -88,6 +88,17 @@ type Config struct {
 	// current time. A knob at 0 or 1 draws nothing.
 	Rand *rand.Rand
 
+	// TroubleSeed, when not zero, makes the trouble of a submission a
+	// function of its idempotency key rather than of arrival order: the
+	// k-th submission of a key that reaches the trouble knobs (outside a
+	// cooldown, under MaxInFlight) draws from a generator seeded by
+	// TroubleSeed, the key and k, and so does the Retry-After form of the
+	// cooldown it starts under FormMixed. Two clients that differ only in
+	// how they pace the same recordings then meet the same trouble (the
+	// same recordings refused on the same attempts), which is what makes
+	// their figures comparable on one seed. Default 0: Rand decides.
+	TroubleSeed uint64
+
 	// Logger receives one Info record per piece of trouble (cooldown
 	// started, violation, drop) and a Debug record per answer. It never
 	// receives transcript text, audio URLs or whole API keys. Default
@@ -152,6 +163,15 @@ type Config struct {
 	// Stats.Cancelled. Defaults 0; negative is refused.
 	Latency       time.Duration
 	LatencyJitter time.Duration
+
+	// DecideOnReceipt moves the throttling of submissions (cooldown,
+	// in-flight limit, trouble knobs) to when the body has been read,
+	// before Latency, as a gateway in front of the transcriber decides:
+	// a refusal is answered at once, and only accepted work waits Latency
+	// (a client that goes away meanwhile leaves its arrival with Status
+	// 0). Arrival.ArrivedAt is then the time of that decision. Default
+	// false: submissions wait Latency first and are decided after it.
+	DecideOnReceipt bool
 
 	// AsyncShare is the probability, in [0, 1], that an accepted single
 	// submission is answered 202 queued instead of 200 completed; it is

@@ -47,6 +47,10 @@ func (s *Server) routeSubmission(read func(r *http.Request, apiKey string) (inco
 		var sl slot
 		if early == nil {
 			sl = s.enter(in.scope)
+			if s.cfg.DecideOnReceipt {
+				s.decideOnReceipt(w, r, in, sl)
+				return
+			}
 		}
 		if !s.delay(r.Context()) {
 			s.leave(sl)
@@ -67,6 +71,26 @@ func (s *Server) routeSubmission(read func(r *http.Request, apiKey string) (inco
 		}
 		s.respond(w, r, rep)
 	})
+}
+
+// decideOnReceipt is the rest of a submission under
+// Config.DecideOnReceipt: admit at once; a refusal is answered without
+// Latency; accepted work waits Latency, then is handled.
+func (s *Server) decideOnReceipt(w http.ResponseWriter, r *http.Request, in incoming, sl slot) {
+	arrival, refusal := s.admit(in.scope, in.key, in.batch, in.admitted, sl.over)
+	if refusal != nil {
+		s.finish(arrival, sl, *refusal)
+		s.respond(w, r, *refusal)
+		return
+	}
+	if !s.delay(r.Context()) {
+		s.finish(arrival, sl, reply{abandoned: true})
+		s.cancelled()
+		return
+	}
+	rep := in.handle(r.Context())
+	s.finish(arrival, sl, rep)
+	s.respond(w, r, rep)
 }
 
 // enter counts a submission of scope that has just arrived. When the scope

@@ -419,3 +419,74 @@ func TestStatsCopiesInFlightMaps(t *testing.T) {
 		t.Errorf("a snapshot's maps are shared: %+v", again)
 	}
 }
+
+func TestReopenLag(t *testing.T) {
+	t.Parallel()
+	a, b := Scope{APIKey: "a", Model: "m"}, Scope{APIKey: "b", Model: "m"}
+	st := Stats{
+		Cooldowns: []Cooldown{
+			{Scope: a, Deadline: epoch.Add(time.Second)},
+			{Scope: a, Deadline: epoch.Add(5 * time.Second)},
+			{Scope: b, Deadline: epoch.Add(time.Second)}, // never followed: not counted
+		},
+		Arrivals: []Arrival{
+			{Scope: a, ArrivedAt: epoch.Add(500 * time.Millisecond)}, // inside the first
+			{Scope: a, ArrivedAt: epoch.Add(1300 * time.Millisecond)},
+			{Scope: a, ArrivedAt: epoch.Add(1200 * time.Millisecond)},
+			{Scope: a, ArrivedAt: epoch.Add(5100 * time.Millisecond)},
+		},
+	}
+	if mean, n := st.ReopenLag(); n != 2 || mean != 150*time.Millisecond {
+		t.Errorf("ReopenLag = %v over %d, want 150ms over 2", mean, n)
+	}
+	if mean, n := (Stats{}).ReopenLag(); n != 0 || mean != 0 {
+		t.Errorf("no cooldowns: %v over %d", mean, n)
+	}
+}
+
+// TestDecideOnReceipt: a refusal is decided before Latency and answered at
+// once (with an hour of Latency, the test would otherwise hang); accepted
+// work still waits Latency, and a client that gives up meanwhile leaves
+// its arrival with Status 0.
+func TestDecideOnReceipt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{DecideOnReceipt: true, Latency: time.Hour, RateLimitShare: 1, Cooldown: time.Minute})
+	for _, key := range []string{"starts-the-cooldown", "inside-it"} {
+		resp, data := b.submit(key, remoteBody(1))
+		wantError(t, resp, data, http.StatusTooManyRequests, errRateLimited)
+	}
+	st := b.sim.Stats()
+	if len(st.Cooldowns) != 1 || len(st.Arrivals) != 2 || st.Arrivals[1].Status != http.StatusTooManyRequests {
+		t.Fatalf("cooldowns %d, arrivals %+v", len(st.Cooldowns), st.Arrivals)
+	}
+
+	a := setup(t, Config{DecideOnReceipt: true, Latency: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	body, _ := json.Marshal(remoteBody(2))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.ts.URL+"/v1/transcriptions", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+APIKeyDefault)
+	req.Header.Set("Idempotency-Key", "accepted-then-abandoned")
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := a.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("answered %d before Latency", resp.StatusCode)
+	}
+	if !testwaitFor(func() bool { s := a.sim.Stats(); return s.Cancelled == 1 }) {
+		t.Fatal("the abandoned submission was never counted as cancelled")
+	}
+	if st := a.sim.Stats(); len(st.Arrivals) != 1 || st.Arrivals[0].Status != 0 || st.Accepted != 0 {
+		t.Fatalf("arrivals %+v, accepted %d", st.Arrivals, st.Accepted)
+	}
+}
+
+// testwaitFor polls cond for up to 5 s.
+func testwaitFor(cond func() bool) bool {
+	for range 500 {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cond()
+}

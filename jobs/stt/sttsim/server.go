@@ -34,6 +34,7 @@ type Server struct {
 	handling      map[Scope]int         // submissions being handled that hold a slot (see enter)
 	pending       map[Scope][]time.Time // ready times of the asynchronous work answered 202
 	formTurn      int                   // next form of the FormMixed rotation
+	troubleTurn   map[string]uint64     // per key, submissions that reached the trouble knobs (Config.TroubleSeed)
 	malformedTurn int                   // next of malformedValues
 	st            Stats
 }

@@ -191,6 +191,32 @@ func (s Stats) OverLimitAfterCooldowns(window time.Duration) (perCooldown float6
 	return float64(total) / float64(len(s.Cooldowns)), total
 }
 
+// ReopenLag is how long, on average, a scope stayed idle after its
+// cooldowns ended: for each cooldown followed by an arrival of its scope,
+// the time from its Deadline to the first such arrival (ArrivedAt, taken
+// after Config.Latency). A client that honours Retry-After rounded up to
+// whole seconds pays part of a second here; a slow wake-up pays the rest.
+// n is the number of cooldowns counted.
+func (s Stats) ReopenLag() (mean time.Duration, n int) {
+	var sum time.Duration
+	for _, cd := range s.Cooldowns {
+		var first time.Time
+		for _, a := range s.Arrivals {
+			if a.Scope == cd.Scope && !a.ArrivedAt.Before(cd.Deadline) && (first.IsZero() || a.ArrivedAt.Before(first)) {
+				first = a.ArrivedAt
+			}
+		}
+		if !first.IsZero() {
+			sum += first.Sub(cd.Deadline)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / time.Duration(n), n
+}
+
 // Transcriptions reports how many times the transcriber ran for the
 // idempotency key: 0 if never, 1 for a key a correct client submitted.
 func (s *Server) Transcriptions(key string) int {

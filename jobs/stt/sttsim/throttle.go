@@ -2,7 +2,10 @@ package sttsim
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"time"
 )
@@ -56,7 +59,7 @@ func (s *Server) admit(scope Scope, key string, batch bool, admittedHeader strin
 		a.OverLimit = true
 		rep = s.refuseOverLimit(scope, key, now)
 	} else {
-		rep = s.trouble(scope, now)
+		rep = s.trouble(scope, key, now)
 	}
 	s.st.Arrivals = append(s.st.Arrivals, a)
 	return idx, rep
@@ -116,23 +119,60 @@ func (s *Server) refuseOverLimit(scope Scope, key string, now time.Time) *reply 
 }
 
 // trouble decides, outside a cooldown, whether a submission is refused by
-// the trouble knobs. Callers hold mu.
-func (s *Server) trouble(scope Scope, now time.Time) *reply {
+// the trouble knobs: from Config.Rand, or from the key's own draw when
+// Config.TroubleSeed is set. Callers hold mu.
+func (s *Server) trouble(scope Scope, key string, now time.Time) *reply {
+	chance, form := s.rng.Chance, s.nextForm
+	if s.cfg.TroubleSeed != 0 {
+		chance, form = s.keyedDraw(key)
+	}
 	switch {
-	case s.rng.Chance(s.cfg.RateLimitShare):
-		return s.startCooldown(scope, http.StatusTooManyRequests, now)
-	case s.rng.Chance(s.cfg.UnavailableShare):
-		return s.startCooldown(scope, http.StatusServiceUnavailable, now)
-	case s.rng.Chance(s.cfg.ServerErrorShare):
+	case chance(s.cfg.RateLimitShare):
+		return s.startCooldown(scope, http.StatusTooManyRequests, form(), now)
+	case chance(s.cfg.UnavailableShare):
+		return s.startCooldown(scope, http.StatusServiceUnavailable, form(), now)
+	case chance(s.cfg.ServerErrorShare):
 		return s.serverError()
 	}
 	return nil
 }
 
-// startCooldown answers status (429 or 503) and starts a cooldown of scope,
+// keyedDraw is the draw of key's next submission under
+// Config.TroubleSeed: chances and, under FormMixed, the Retry-After form.
+// Callers hold mu.
+func (s *Server) keyedDraw(key string) (chance func(float64) bool, form func() RetryAfterForm) {
+	if s.troubleTurn == nil {
+		s.troubleTurn = map[string]uint64{}
+	}
+	k := s.troubleTurn[key]
+	s.troubleTurn[key] = k + 1
+	var head [16]byte
+	binary.BigEndian.PutUint64(head[:8], s.cfg.TroubleSeed)
+	binary.BigEndian.PutUint64(head[8:], k)
+	sum := sha256.Sum256(append(head[:], key...))
+	rng := rand.New(rand.NewPCG(binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:16])))
+	chance = func(p float64) bool {
+		switch {
+		case p <= 0:
+			return false
+		case p >= 1:
+			return true
+		}
+		return rng.Float64() < p
+	}
+	form = func() RetryAfterForm {
+		if s.cfg.RetryAfterForm != FormMixed {
+			return s.cfg.RetryAfterForm
+		}
+		return mixedRotation[rng.IntN(len(mixedRotation))]
+	}
+	return chance, form
+}
+
+// startCooldown answers status (429 or 503) with a Retry-After in form f
+// and starts a cooldown of scope,
 // except for a 503 that carries no Retry-After. Callers hold mu.
-func (s *Server) startCooldown(scope Scope, status int, now time.Time) *reply {
-	f := s.nextForm()
+func (s *Server) startCooldown(scope Scope, status int, f RetryAfterForm, now time.Time) *reply {
 	deadline := now.Add(s.cfg.Cooldown)
 	value, sent := retryAfterValue(f, now, deadline, s.malformedTurn)
 	if f == FormMalformed {

@@ -1,8 +1,10 @@
 package sttsim
 
 import (
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -233,5 +235,56 @@ func TestUnannouncedCooldownHasNoViolations(t *testing.T) {
 		if len(st.Violations) != 0 || st.Cooldowns[0].Announced() || st.Cooldowns[0].Answers != 4 {
 			t.Errorf("%s: violations %+v, cooldowns %+v", form, st.Violations, st.Cooldowns)
 		}
+	}
+}
+
+// TestTroubleSeedKeysTheDraw: under Config.TroubleSeed, which submissions
+// are refused (and the form of the cooldown each starts) depends on the
+// key and its attempt, not on arrival order or on other traffic; without
+// it, arrival order decides.
+func TestTroubleSeedKeysTheDraw(t *testing.T) {
+	t.Parallel()
+	type outcome struct {
+		status int
+		form   RetryAfterForm
+	}
+	run := func(seed uint64, keys []string, attempts int) map[string]outcome {
+		b := setup(t, Config{RateLimitShare: 0.3, UnavailableShare: 0.1, RetryAfterForm: FormMixed, Cooldown: time.Second,
+			TroubleSeed: seed, Rand: rand.New(rand.NewPCG(uint64(len(keys)), 7))})
+		got := map[string]outcome{}
+		for a := range attempts {
+			for i, k := range keys {
+				b.clock.Advance(2 * time.Second) // past any cooldown
+				before := len(b.sim.Stats().Cooldowns)
+				resp, data := b.submit(k, remoteBody(byte(i)))
+				o := outcome{status: resp.StatusCode}
+				if st := b.sim.Stats(); len(st.Cooldowns) > before {
+					o.form = st.Cooldowns[before].Form
+				} else if resp.StatusCode == http.StatusOK && len(data) == 0 {
+					t.Fatal("empty answer")
+				}
+				got[k+"#"+strconv.Itoa(a)] = o
+			}
+		}
+		return got
+	}
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	reversed := slices.Clone(keys)
+	slices.Reverse(reversed)
+	one, two := run(42, keys, 6), run(42, append(reversed, "extra-1", "extra-2"), 6)
+	refused := 0
+	for k, o := range one {
+		if two[k] != o {
+			t.Errorf("%s: %+v in one order, %+v in another", k, o, two[k])
+		}
+		if o.status != http.StatusOK {
+			refused++
+		}
+	}
+	if refused == 0 || refused == len(one) {
+		t.Fatalf("%d of %d refused: the draw decides nothing", refused, len(one))
+	}
+	if other := run(43, keys, 6); maps.Equal(other, one) {
+		t.Error("another TroubleSeed drew the same trouble")
 	}
 }
