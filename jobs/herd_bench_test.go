@@ -45,7 +45,9 @@ func BenchmarkHerd(b *testing.B) {
 				b.ReportMetric(base.reopenLag.Seconds(), "baseline-s-idle-after-cooldown")
 				b.Logf("callscribe (window): %s", got)
 				b.Logf("per-worker sleepers: %s", base)
-				b.Logf("completion: %.2f× the baseline's time", got.elapsed.Seconds()/base.elapsed.Seconds())
+				b.ReportMetric(got.closed.Seconds(), "s-closed-by-announcements")
+				b.Logf("completion: %.2f× the baseline's time; the deadlines the vendor announced to callscribe kept the scope closed for %s in all",
+					got.elapsed.Seconds()/base.elapsed.Seconds(), got.closed.Round(100*time.Millisecond))
 			}
 		})
 	}
@@ -88,6 +90,11 @@ func runHerd(b *testing.B, seed uint64, form sttsim.RetryAfterForm) (got, base h
 	}
 	got = figuresOf(e.sim.Stats(), time.Since(start))
 	b.StopTimer()
+	exts, err := e.ledger.ScopeDeferralExtensions(ctx, e.pipeline.Config().Tenants["t1"].Scope)
+	if err != nil {
+		b.Fatal(err)
+	}
+	got.closed = closedByAnnouncements(e.sim.Stats(), exts)
 
 	bsim, err := sttsim.New(herdVendorForm(seed, nil, form))
 	if err != nil {
@@ -105,4 +112,23 @@ func runHerd(b *testing.B, seed uint64, form sttsim.RetryAfterForm) (got, base h
 		b.Fatal(err)
 	}
 	return got, figuresOf(bsim.Stats(), res.Elapsed)
+}
+
+// closedByAnnouncements is how long the deadlines the vendor announced kept
+// the scope closed to a client that honours them: for each cooldown, from
+// its start to the latest deadline recorded while it lasted (at least its
+// real end). A client that honours every announcement cannot finish
+// sooner than this, whatever its scheduling.
+func closedByAnnouncements(st sttsim.Stats, exts []ledger.ExtensionRecord) time.Duration {
+	var sum time.Duration
+	for _, cd := range st.Cooldowns {
+		until := cd.Deadline
+		for _, x := range exts {
+			if !x.At.Before(cd.StartedAt.Add(-time.Second)) && x.At.Before(cd.Deadline) && x.ResultingNotBefore.After(until) {
+				until = x.ResultingNotBefore
+			}
+		}
+		sum += until.Sub(cd.StartedAt)
+	}
+	return sum
 }

@@ -44,6 +44,7 @@ type herdFigures struct {
 	overLimitAll, throttled  int
 	violations               int
 	elapsed, reopenLag       time.Duration
+	closed                   time.Duration // closedByAnnouncements, when measured
 }
 
 func figuresOf(st sttsim.Stats, elapsed time.Duration) herdFigures {
