@@ -27,6 +27,8 @@ const (
 	PausedRecheckDefault     = 30 * time.Second
 	MaxSubmissionsDefault    = 50
 	SweepIntervalDefault     = time.Minute
+	RetentionDefault         = 90 * 24 * time.Hour
+	RetentionEveryDefault    = time.Hour
 	ShutdownGraceDefault     = 30 * time.Second
 	MinConfidenceDefault     = 0.5
 	DurationToleranceDefault = 0.15
@@ -70,6 +72,13 @@ type TenantConfig struct {
 	// TimeZone of the tenant (IANA name) for relative dates in transcripts
 	// ("tomorrow", "next Tuesday"). Default "": the call's own offset.
 	TimeZone string `yaml:"time_zone"`
+	// Retention: how long a terminal recording's history (events,
+	// transcript, action sets, deliveries) and audio are kept after its
+	// last change. Default 0: Config.Retention (90 days). Never "forever".
+	Retention time.Duration `yaml:"retention"`
+	// KeepAudio: the retention purge leaves the audio objects in the
+	// recordings root (and records that it did). Default false: removed.
+	KeepAudio bool `yaml:"keep_audio"`
 }
 
 // Config configures the pipeline.
@@ -105,6 +114,13 @@ type Config struct {
 	MaxSubmissions int `yaml:"max_submissions"`
 	// SweepInterval of the deadline sweep. Default 1m.
 	SweepInterval time.Duration `yaml:"sweep_interval"`
+	// Retention of a tenant without its own (TenantConfig.Retention).
+	// Default RetentionDefault (90 days).
+	Retention time.Duration `yaml:"-"`
+	// RetentionEvery: how often the retention purge runs (a periodic River
+	// job). Default RetentionEveryDefault (1h); negative: never (run
+	// `callscribe retention run` instead).
+	RetentionEvery time.Duration `yaml:"retention_every"`
 	// ShutdownGrace: on SIGTERM, running steps get this long to finish
 	// before they are cancelled. Default 30s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
@@ -154,6 +170,8 @@ func (c Config) WithDefaults() Config {
 	setD(&c.ProbeWait, ProbeWaitDefault)
 	setD(&c.PausedRecheck, PausedRecheckDefault)
 	setD(&c.SweepInterval, SweepIntervalDefault)
+	setD(&c.Retention, RetentionDefault)
+	setD(&c.RetentionEvery, RetentionEveryDefault)
 	setD(&c.ShutdownGrace, ShutdownGraceDefault)
 	setD(&c.DurationSlack, DurationSlackDefault)
 	setD(&c.AudioURLTTL, AudioURLTTLDefault)
@@ -222,6 +240,12 @@ func (c Config) Validate() error {
 		if t.MinConfidence < 0 || t.MinConfidence > 1 {
 			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.min_confidence: %g is not within 0..1", id, t.MinConfidence))
 		}
+		if t.Retention < 0 {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.retention: %s must be positive (no tenant is kept forever)", id, t.Retention))
+		}
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("ledger.retention: %s must be positive", c.Retention))
 	}
 	if err := c.RetryAfter.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("retry_after: %w", err))

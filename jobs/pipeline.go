@@ -122,6 +122,7 @@ func (p *Pipeline) Config() Config { return p.cfg }
 func (p *Pipeline) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &transcribeWorker{p: p})
 	river.AddWorker(w, &sweepWorker{p: p})
+	river.AddWorker(w, &retentionWorker{p: p})
 }
 
 // Queues are the pipeline's River queues with their MaxWorkers
@@ -134,13 +135,19 @@ func (p *Pipeline) Queues() map[string]river.QueueConfig {
 }
 
 // PeriodicJobs are the pipeline's periodic jobs: the deadline sweep every
-// SweepInterval, also on start.
+// SweepInterval, also on start, and the retention purge every
+// RetentionEvery.
 func (p *Pipeline) PeriodicJobs() []*river.PeriodicJob {
-	return []*river.PeriodicJob{
+	out := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(p.cfg.SweepInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
+	if p.cfg.RetentionEvery > 0 {
+		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(p.cfg.RetentionEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return RetentionArgs{}, nil }, nil))
+	}
+	return out
 }
 
 // Stop stops a River client the way SIGTERM should: stop fetching, let

@@ -28,7 +28,7 @@ func TestEventsAreAppendOnlyInTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	r := b.walk(t, b.ingest(t), ledger.StateEligible, ledger.StateSubmitted, ledger.StateFailed)
 	// Row triggers fire only on rows: give every audited table one.
-	if _, err := b.ledger.RetentionPurge(ctx, ledger.PurgeOpts{}); err != nil {
+	if _, err := b.ledger.RetentionPurge(ctx, ledger.PurgeOpts{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.ledger.ScopeDeferralExtend(ctx, ledger.Extension{Scope: "s", NotBefore: b.clock.Now()}); err != nil {
@@ -50,7 +50,7 @@ func TestEventsAreAppendOnlyInTheDatabase(t *testing.T) {
 		"DELETE FROM scope_deferral_extensions",
 		"UPDATE scope_deferral_extensions SET reason = 'x'",
 		"TRUNCATE scope_deferral_extensions",
-		"TRUNCATE retention_purges",
+		"TRUNCATE retention_purges CASCADE",
 		"TRUNCATE recordings CASCADE",
 		"UPDATE scope_deferrals SET not_before = not_before - interval '1 second'",
 	}
@@ -117,7 +117,7 @@ func TestRetentionPurgeRemovesOnlyOldTerminalHistories(t *testing.T) {
 	b.clock.Advance(100 * 24 * time.Hour)
 	newDone := b.walk(t, b.ingest(t), ledger.StateEligible, ledger.StateExpired)
 
-	res, err := b.ledger.RetentionPurge(ctx, ledger.PurgeOpts{OlderThan: 90 * 24 * time.Hour, BatchSize: 1})
+	res, err := b.ledger.RetentionPurge(ctx, ledger.PurgeOpts{OlderThan: 90 * 24 * time.Hour, BatchSize: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ const VersionTable = "callscribe_schema_version"
 type Migrator struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	roles  RolesResult
 }
 
 // New returns a Migrator for the database behind pool. A nil logger discards.
@@ -78,10 +79,23 @@ func (m *Migrator) Up(ctx context.Context) ([]Step, error) {
 		if err != nil {
 			return fmt.Errorf("applying callscribe migrations: %w", err)
 		}
+		// Every migration may add a table or function: the grants follow.
+		roles, err := m.EnsureRoles(ctx)
+		if err != nil {
+			return err
+		}
+		m.roles = roles
+		if !roles.Granted {
+			m.logger.Warn("callscribe's roles are not in place: the runtime acts as the tables' owner, so the audit trail's guards cannot stop a stolen credential; see docs/operations.md",
+				slog.String("why", roles.Why))
+		}
 		return nil
 	})
 	return steps, err
 }
+
+// Roles is what the last Up could do about the roles (see EnsureRoles).
+func (m *Migrator) Roles() RolesResult { return m.roles }
 
 // DownOpts says how far Down goes.
 type DownOpts struct {

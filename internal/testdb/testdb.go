@@ -28,6 +28,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/callscribe/callscribe/internal/pgrole"
 	"github.com/callscribe/callscribe/migrations"
 )
 
@@ -78,6 +79,43 @@ func NewEmpty(t testing.TB) *pgxpool.Pool {
 func URLOf(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
 	return withDatabase(ServerURL(), pool.Config().ConnConfig.Database)
+}
+
+// RuntimeLogin is the login role AsRuntime connects as: a member of the
+// runtime role and of nothing else.
+const RuntimeLogin = "callscribe_test_runtime"
+
+// AsRuntime returns a second pool on pool's database whose connections act
+// as callscribe's runtime role (migrations.RuntimeRole), as the binary's
+// do: SELECT and INSERT, UPDATE of the columns the state machines move,
+// nothing more. It fails the test when the role is missing (the template's
+// migration could not create it).
+func AsRuntime(t testing.TB, pool *pgxpool.Pool) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	if ok, err := pgrole.Usable(ctx, pool, migrations.RuntimeRole); err != nil || !ok {
+		t.Fatalf("the role %s is not usable on the test server (%v): `callscribe migrate up` creates it when its user may create roles",
+			migrations.RuntimeRole, err)
+	}
+	// A login of its own, member of the runtime role only, as a deployment
+	// has: a superuser's session could SET ROLE to anything.
+	if _, err := pool.Exec(ctx, `DO $$ BEGIN
+		CREATE ROLE `+RuntimeLogin+` LOGIN IN ROLE `+migrations.RuntimeRole+`;
+		EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`); err != nil {
+		t.Fatalf("creating the login %s: %v", RuntimeLogin, err)
+	}
+	cfg, err := pgxpool.ParseConfig(URLOf(t, pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User, cfg.ConnConfig.Password = RuntimeLogin, ""
+	pgrole.Apply(cfg, migrations.RuntimeRole)
+	rt, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return rt
 }
 
 func create(t testing.TB, template string) *pgxpool.Pool {
@@ -267,6 +305,9 @@ func migrationDigest() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("hashing migrations: %w", err)
 	}
+	// So are the roles' grants, applied by every Up.
+	create, grants := migrations.RolesSQL()
+	fmt.Fprintf(h, "roles\x00%s\x00%s\x00", create, grants)
 	// River's migrations are part of the template too.
 	for _, m := range riverVersions() {
 		fmt.Fprintf(h, "river\x00%d\x00%s\x00", m.Version, m.SQLUp)

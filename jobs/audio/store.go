@@ -245,3 +245,18 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
+
+// Delete removes the recording at key (the retention purge's last step).
+// A missing one is ErrNotFound; a key outside the root is a *KeyError.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.checkKey(key); err != nil {
+		return err
+	}
+	if err := s.bucket.Delete(ctx, key); err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return fmt.Errorf("audio: recording %q in %s: %w", key, s.root, ErrNotFound)
+		}
+		return fmt.Errorf("audio: deleting recording %q from %s: %w", key, s.root, err)
+	}
+	return nil
+}

@@ -570,3 +570,30 @@ func TestInspectReadError(t *testing.T) {
 		t.Errorf("Inspect() with a failing open: error = %v", err)
 	}
 }
+
+func TestDelete(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.wav"), []byte("RIFF"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, Config{URL: "file://" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Delete(ctx, "a.wav"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.wav")); !os.IsNotExist(err) {
+		t.Fatalf("still there: %v", err)
+	}
+	if err := s.Delete(ctx, "a.wav"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v, want ErrNotFound", err)
+	}
+	var keyErr *KeyError
+	if err := s.Delete(ctx, "../outside.wav"); !errors.As(err, &keyErr) {
+		t.Fatalf("delete outside the root: %v, want a KeyError", err)
+	}
+}

@@ -80,7 +80,7 @@ func TestMigrateCommands(t *testing.T) {
 	if code, out, _ = run(t, ctx, env, "migrate", "up"); code != 0 {
 		t.Fatalf("up again: %d\n%s", code, out)
 	}
-	code, out, stderr = run(t, ctx, env, "ledger", "purge", "--older-than", "24h")
+	code, out, stderr = run(t, ctx, env, "ledger", "purge")
 	if code != 0 || !strings.Contains(out, "purged 0 recordings") {
 		t.Fatalf("purge: %d\n%s\n%s", code, out, stderr)
 	}

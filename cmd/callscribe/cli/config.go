@@ -239,6 +239,7 @@ type RetryAfterConfig struct {
 func (c Config) PipelineConfig() jobs.Config {
 	p := c.Pipeline.Config
 	p.RetryAfter = c.RetryAfter.Policy()
+	p.Retention = c.Ledger.Retention
 	if c.Pipeline.Tenants != nil {
 		p.Tenants = make(map[string]jobs.TenantConfig, len(c.Pipeline.Tenants))
 		for id, t := range c.Pipeline.Tenants {

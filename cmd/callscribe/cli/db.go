@@ -8,20 +8,51 @@ import (
 	"strings"
 	"time"
 
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/internal/devservice"
+	"github.com/callscribe/callscribe/internal/pgrole"
+	"github.com/callscribe/callscribe/migrations"
 )
 
 // PoolMaxConnsDefault is the connection pool size unless the database URL
 // sets pool_max_conns.
 const PoolMaxConnsDefault = 40
 
-// connect opens a pool on url and checks that the server answers.
-func connect(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+// connect opens a pool on url for the runtime and checks that the server
+// answers. Its connections act as the runtime role (SET ROLE
+// callscribe_runtime) when the role exists and the user may take it; when
+// not, it warns on log: the process then acts as the user it logged in as,
+// usually the tables' owner.
+func connect(ctx context.Context, dbURL string, log *slog.Logger) (*pgxpool.Pool, error) {
+	return connectAs(ctx, dbURL, migrations.RuntimeRole, log)
+}
+
+// connectOwner opens a pool that acts as the user it logs in as: for
+// migrations, which need the tables' owner.
+func connectOwner(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+	return connectAs(ctx, dbURL, "", nil)
+}
+
+func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("database URL %s: %w", redactURL(dbURL), err)
+	}
+	if role != "" {
+		usable, err := roleUsable(ctx, cfg, role)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", redactURL(dbURL), err)
+		}
+		if usable {
+			pgrole.Apply(cfg, role)
+		} else if log != nil {
+			log.Warn("acting as the login user, not the runtime role: the audit trail's guards cannot stop this credential from disabling them (run `callscribe migrate up` as a user that may create roles, or see docs/operations.md)",
+				slog.String("role", role))
+		}
 	}
 	// pgxpool's default (4 on a small machine) starves a worker running
 	// dozens of River workers; pool_max_conns in the URL still wins.
@@ -47,4 +78,17 @@ func redactURL(s string) string { return devservice.RedactURL(s) }
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// roleUsable asks the server, on one connection, whether the login user
+// may act as role.
+func roleUsable(ctx context.Context, cfg *pgxpool.Config, role string) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg.ConnConfig.Copy())
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	return pgrole.Usable(cctx, conn, role)
 }

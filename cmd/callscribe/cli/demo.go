@@ -215,7 +215,14 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	if err != nil {
 		return err
 	}
-	e, err := a.pipelineOn(ctx, svc.Pool, pipelineCaps{windows: windows})
+	// The workers act as the runtime role, as a deployment's do; the
+	// migration above needed the owner.
+	rt, err := connect(ctx, svc.DatabaseURL, a.logger)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	e, err := a.pipelineOn(ctx, rt, pipelineCaps{windows: windows})
 	if err != nil {
 		return err
 	}

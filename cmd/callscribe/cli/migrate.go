@@ -18,7 +18,7 @@ func (a *app) migrateCommand() *cobra.Command {
 			if a.config.DatabaseURL == "" {
 				return errNoDatabase
 			}
-			pool, err := connect(cmd.Context(), a.config.DatabaseURL)
+			pool, err := connectOwner(cmd.Context(), a.config.DatabaseURL)
 			if err != nil {
 				return err
 			}

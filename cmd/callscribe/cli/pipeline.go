@@ -55,7 +55,7 @@ func (a *app) openPipeline(ctx context.Context, caps pipelineCaps) (*pipelineEnv
 	if a.config.DatabaseURL == "" {
 		return nil, errNoDatabase
 	}
-	pool, err := connect(ctx, a.config.DatabaseURL)
+	pool, err := connect(ctx, a.config.DatabaseURL, a.logger)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func (a *app) openServices(ctx context.Context) (*services, error) {
 		s.RedisHint = "redis-cli -u " + redactURL(s.RedisURL)
 	}
 
-	pool, err := connect(ctx, s.DatabaseURL)
+	pool, err := connectOwner(ctx, s.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}

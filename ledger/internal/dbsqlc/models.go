@@ -58,13 +58,30 @@ type RecordingStateEdge struct {
 	ToState   string
 }
 
+type RetentionAudio struct {
+	ID          int64
+	PurgeID     int64
+	RecordingID uuid.UUID
+	TenantID    string
+	AudioUri    string
+	Outcome     string
+	Detail      string
+	At          time.Time
+}
+
 type RetentionPurge struct {
-	ID                int64
-	At                time.Time
-	Cutoff            time.Time
-	RecordingsDeleted int32
-	EventsDeleted     int32
-	Reason            string
+	ID                  int64
+	At                  time.Time
+	Cutoff              time.Time
+	RecordingsDeleted   int32
+	EventsDeleted       int32
+	Reason              string
+	TranscriptsDeleted  int32
+	ActionSetsDeleted   int32
+	OutboxDeleted       int32
+	OutboxEventsDeleted int32
+	ExtensionsDeleted   int32
+	Policy              []byte
 }
 
 type ScopeDeferral struct {

@@ -8,35 +8,207 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
-const retentionPurge = `-- name: RetentionPurge :one
-SELECT recordings_deleted::integer AS recordings_deleted, events_deleted::integer AS events_deleted
-FROM ledger_retention_purge($1::timestamptz, $2::timestamptz, $3::integer, $4::text)
+const audioInUse = `-- name: AudioInUse :one
+SELECT EXISTS (SELECT 1 FROM recordings WHERE audio_uri = $1::text) AS in_use
 `
 
-type RetentionPurgeParams struct {
-	Cutoff        time.Time
+// Whether any recording still names the audio object.
+func (q *Queries) AudioInUse(ctx context.Context, db DBTX, audioUri string) (bool, error) {
+	row := db.QueryRow(ctx, audioInUse, audioUri)
+	var in_use bool
+	err := row.Scan(&in_use)
+	return in_use, err
+}
+
+const retentionAudioRecord = `-- name: RetentionAudioRecord :exec
+INSERT INTO retention_audio (purge_id, recording_id, tenant_id, audio_uri, outcome, detail, at)
+VALUES ($1::bigint, $2::uuid, $3::text, $4::text, $5::text, $6::text, $7::timestamptz)
+`
+
+type RetentionAudioRecordParams struct {
+	PurgeID     int64
+	RecordingID uuid.UUID
+	TenantID    string
+	AudioUri    string
+	Outcome     string
+	Detail      string
+	At          time.Time
+}
+
+func (q *Queries) RetentionAudioRecord(ctx context.Context, db DBTX, arg RetentionAudioRecordParams) error {
+	_, err := db.Exec(ctx, retentionAudioRecord,
+		arg.PurgeID,
+		arg.RecordingID,
+		arg.TenantID,
+		arg.AudioUri,
+		arg.Outcome,
+		arg.Detail,
+		arg.At,
+	)
+	return err
+}
+
+const retentionPreview = `-- name: RetentionPreview :many
+SELECT tenant_id::text AS tenant_id, recordings::integer AS recordings, events::integer AS events,
+       transcripts::integer AS transcripts, action_sets::integer AS action_sets, outbox_rows::integer AS outbox_rows,
+       outbox_events::integer AS outbox_events, extensions::integer AS extensions,
+       audio_objects::integer AS audio_objects, oldest::timestamptz AS oldest
+FROM ledger_retention_preview($1::text[], $2::timestamptz[], $3::timestamptz)
+`
+
+type RetentionPreviewParams struct {
+	Tenants       []string
+	Cutoffs       []time.Time
+	DefaultCutoff time.Time
+}
+
+type RetentionPreviewRow struct {
+	TenantID     string
+	Recordings   int32
+	Events       int32
+	Transcripts  int32
+	ActionSets   int32
+	OutboxRows   int32
+	OutboxEvents int32
+	Extensions   int32
+	AudioObjects int32
+	Oldest       time.Time
+}
+
+// What the purge would remove now, per tenant.
+func (q *Queries) RetentionPreview(ctx context.Context, db DBTX, arg RetentionPreviewParams) ([]RetentionPreviewRow, error) {
+	rows, err := db.Query(ctx, retentionPreview, arg.Tenants, arg.Cutoffs, arg.DefaultCutoff)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RetentionPreviewRow
+	for rows.Next() {
+		var i RetentionPreviewRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.Recordings,
+			&i.Events,
+			&i.Transcripts,
+			&i.ActionSets,
+			&i.OutboxRows,
+			&i.OutboxEvents,
+			&i.Extensions,
+			&i.AudioObjects,
+			&i.Oldest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const retentionPurgeBatch = `-- name: RetentionPurgeBatch :one
+SELECT purge_id::bigint AS purge_id, recordings_deleted::integer AS recordings_deleted,
+       events_deleted::integer AS events_deleted, transcripts_deleted::integer AS transcripts_deleted,
+       action_sets_deleted::integer AS action_sets_deleted, outbox_deleted::integer AS outbox_deleted,
+       outbox_events_deleted::integer AS outbox_events_deleted, extensions_deleted::integer AS extensions_deleted,
+       victim_ids::uuid[] AS victim_ids, victim_tenants::text[] AS victim_tenants, victim_audio::text[] AS victim_audio
+FROM ledger_retention_purge_batch($1::text[], $2::timestamptz[], $3::timestamptz,
+                                  $4::timestamptz, $5::integer, $6::text, $7::jsonb)
+`
+
+type RetentionPurgeBatchParams struct {
+	Tenants       []string
+	Cutoffs       []time.Time
+	DefaultCutoff time.Time
 	At            time.Time
 	MaxRecordings int32
 	Reason        string
+	Policy        []byte
 }
 
-type RetentionPurgeRow struct {
-	RecordingsDeleted int32
-	EventsDeleted     int32
+type RetentionPurgeBatchRow struct {
+	PurgeID             int64
+	RecordingsDeleted   int32
+	EventsDeleted       int32
+	TranscriptsDeleted  int32
+	ActionSetsDeleted   int32
+	OutboxDeleted       int32
+	OutboxEventsDeleted int32
+	ExtensionsDeleted   int32
+	VictimIds           []uuid.UUID
+	VictimTenants       []string
+	VictimAudio         []string
 }
 
-// One batch of the retention purge (see ledger_retention_purge in the
-// migrations): the only path by which events are ever deleted.
-func (q *Queries) RetentionPurge(ctx context.Context, db DBTX, arg RetentionPurgeParams) (RetentionPurgeRow, error) {
-	row := db.QueryRow(ctx, retentionPurge,
-		arg.Cutoff,
+// One batch of the retention purge (see ledger_retention_purge_batch in the
+// migrations): the only path by which events and the rest of a history are
+// ever deleted. Tenants and cutoffs are parallel arrays; default_cutoff is
+// every other tenant's.
+func (q *Queries) RetentionPurgeBatch(ctx context.Context, db DBTX, arg RetentionPurgeBatchParams) (RetentionPurgeBatchRow, error) {
+	row := db.QueryRow(ctx, retentionPurgeBatch,
+		arg.Tenants,
+		arg.Cutoffs,
+		arg.DefaultCutoff,
 		arg.At,
 		arg.MaxRecordings,
 		arg.Reason,
+		arg.Policy,
 	)
-	var i RetentionPurgeRow
-	err := row.Scan(&i.RecordingsDeleted, &i.EventsDeleted)
+	var i RetentionPurgeBatchRow
+	err := row.Scan(
+		&i.PurgeID,
+		&i.RecordingsDeleted,
+		&i.EventsDeleted,
+		&i.TranscriptsDeleted,
+		&i.ActionSetsDeleted,
+		&i.OutboxDeleted,
+		&i.OutboxEventsDeleted,
+		&i.ExtensionsDeleted,
+		&i.VictimIds,
+		&i.VictimTenants,
+		&i.VictimAudio,
+	)
 	return i, err
+}
+
+const retentionPurgeList = `-- name: RetentionPurgeList :many
+SELECT id, at, cutoff, recordings_deleted, events_deleted, reason, transcripts_deleted, action_sets_deleted, outbox_deleted, outbox_events_deleted, extensions_deleted, policy FROM retention_purges ORDER BY id DESC LIMIT $1::integer
+`
+
+func (q *Queries) RetentionPurgeList(ctx context.Context, db DBTX, maxRows int32) ([]RetentionPurge, error) {
+	rows, err := db.Query(ctx, retentionPurgeList, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RetentionPurge
+	for rows.Next() {
+		var i RetentionPurge
+		if err := rows.Scan(
+			&i.ID,
+			&i.At,
+			&i.Cutoff,
+			&i.RecordingsDeleted,
+			&i.EventsDeleted,
+			&i.Reason,
+			&i.TranscriptsDeleted,
+			&i.ActionSetsDeleted,
+			&i.OutboxDeleted,
+			&i.OutboxEventsDeleted,
+			&i.ExtensionsDeleted,
+			&i.Policy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

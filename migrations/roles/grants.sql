@@ -1,0 +1,63 @@
+-- The privileges of the runtime and purge roles on one callscribe database.
+-- Run by `callscribe migrate up` after every migration (it is idempotent),
+-- as the owner of the tables (the user that migrated). The migrating user
+-- must be able to SET ROLE callscribe_purge to give it the purge function.
+--
+-- callscribe_runtime: SELECT and INSERT; UPDATE only of the columns the
+-- state machines move; never DELETE, TRUNCATE, ALTER or DROP of callscribe's
+-- tables. River's tables are River's: it inserts, updates and deletes jobs.
+-- callscribe_purge: owns the purge function and may delete what it removes;
+-- no login holds it.
+DO $$
+DECLARE
+    t text;
+    s text := current_schema();
+BEGIN
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO callscribe_runtime, callscribe_purge', s);
+
+    FOREACH t IN ARRAY ARRAY['recordings', 'recording_events', 'recording_states', 'recording_state_edges',
+                             'transcripts', 'action_sets', 'outbox', 'outbox_events', 'counters',
+                             'scope_deferrals', 'scope_deferral_extensions', 'retention_purges',
+                             'retention_audio', 'callscribe_schema_version'] LOOP
+        EXECUTE format('REVOKE ALL ON %I FROM callscribe_runtime, callscribe_purge', t);
+        EXECUTE format('GRANT SELECT ON %I TO callscribe_runtime', t);
+    END LOOP;
+    FOREACH t IN ARRAY ARRAY['recordings', 'recording_events', 'transcripts', 'action_sets', 'outbox',
+                             'outbox_events', 'counters', 'scope_deferrals', 'scope_deferral_extensions',
+                             'retention_audio'] LOOP
+        EXECUTE format('GRANT INSERT ON %I TO callscribe_runtime', t);
+    END LOOP;
+    GRANT UPDATE (state, attempt, updated_at, last_event_seq, provider, provider_id, model, language,
+                  not_before, started_at, deadline) ON recordings TO callscribe_runtime;
+    GRANT UPDATE (state, attempts, crm_id, last_class, not_before, updated_at, deadline) ON outbox TO callscribe_runtime;
+    GRANT UPDATE (not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason,
+                  paused_at) ON scope_deferrals TO callscribe_runtime;
+    GRANT UPDATE (value) ON counters TO callscribe_runtime;
+
+    FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = s AND c.relkind IN ('r', 'p') AND c.relname LIKE 'river\_%' LOOP
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO callscribe_runtime', t);
+    END LOOP;
+    FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = s AND c.relkind = 'S' AND c.relname LIKE 'river\_%' LOOP
+        EXECUTE format('GRANT USAGE, SELECT, UPDATE ON SEQUENCE %I TO callscribe_runtime', t);
+    END LOOP;
+
+    -- The purge role removes a history's whole footprint and records it.
+    FOREACH t IN ARRAY ARRAY['recordings', 'recording_events', 'transcripts', 'action_sets', 'outbox',
+                             'outbox_events', 'scope_deferral_extensions'] LOOP
+        EXECUTE format('GRANT SELECT, DELETE ON %I TO callscribe_purge', t);
+    END LOOP;
+    GRANT SELECT ON recording_states TO callscribe_purge;
+    GRANT SELECT, INSERT ON retention_purges TO callscribe_purge;
+    GRANT UPDATE (updated_at) ON recordings TO callscribe_purge; -- SELECT ... FOR UPDATE needs it
+    EXECUTE format('GRANT CREATE ON SCHEMA %I TO callscribe_purge', s); -- to own a function there
+
+    ALTER FUNCTION ledger_retention_purge_batch(text[], timestamptz[], timestamptz, timestamptz, integer, text, jsonb)
+        OWNER TO callscribe_purge;
+    REVOKE ALL ON FUNCTION ledger_retention_purge_batch(text[], timestamptz[], timestamptz, timestamptz, integer, text, jsonb)
+        FROM PUBLIC;
+    GRANT EXECUTE ON FUNCTION ledger_retention_purge_batch(text[], timestamptz[], timestamptz, timestamptz, integer, text, jsonb)
+        TO callscribe_runtime;
+END
+$$;
