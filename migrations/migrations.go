@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"path"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -103,6 +106,87 @@ type DownOpts struct {
 	// leaving the database as it was before the first Up. The default (false)
 	// rolls back the newest callscribe migration only.
 	All bool
+	// ForceDataLoss rolls back even when a table the rollback drops (or
+	// drops a column of) holds rows. The default refuses, naming them.
+	ForceDataLoss bool
+}
+
+// dropsData lists, per callscribe migration, the tables whose rows its
+// rollback destroys: tables it drops and tables it drops columns of.
+var dropsData = map[int64][]string{
+	1: {"recordings", "recording_events", "retention_purges", "scope_deferrals", "scope_deferral_extensions"},
+	2: {"transcripts", "recordings", "scope_deferral_extensions"},
+	3: {"action_sets", "outbox", "outbox_events", "counters"},
+	4: {"recordings"},
+	5: {"outbox"},
+	6: {"retention_audio", "retention_purges"},
+}
+
+// riverDropsData: rolling River back drops its jobs.
+var riverDropsData = []string{"river_job"}
+
+// DataLossError is Down's refusal: the rollback would destroy rows.
+type DataLossError struct {
+	// Tables holding rows, each with its count.
+	Tables map[string]int64
+}
+
+func (e *DataLossError) Error() string {
+	names := make([]string, 0, len(e.Tables))
+	for t := range e.Tables {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s (%d rows)", n, e.Tables[n])
+	}
+	return "the rollback would destroy the rows of " + strings.Join(parts, ", ") + ": refused (--force-data-loss to do it anyway)"
+}
+
+// checkDataLoss refuses (a *DataLossError) when rolling back the
+// callscribe migrations newer than to (and River's, when river is set)
+// would destroy rows.
+func (m *Migrator) checkDataLoss(ctx context.Context, p *goose.Provider, to int64, river bool) error {
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the callscribe migration version: %w", err)
+	}
+	seen := map[string]bool{}
+	var tables []string
+	add := func(ts []string) {
+		for _, t := range ts {
+			if !seen[t] {
+				seen[t] = true
+				tables = append(tables, t)
+			}
+		}
+	}
+	for v := current; v > to; v-- {
+		add(dropsData[v])
+	}
+	if river {
+		add(riverDropsData)
+	}
+	lossy := map[string]int64{}
+	for _, t := range tables {
+		var n int64
+		err := m.pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{t}.Sanitize()).Scan(&n)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: nothing to lose
+				continue
+			}
+			return fmt.Errorf("counting the rows of %s: %w", t, err)
+		}
+		if n > 0 {
+			lossy[t] = n
+		}
+	}
+	if len(lossy) > 0 {
+		return &DataLossError{Tables: lossy}
+	}
+	return nil
 }
 
 // Down rolls back migrations; see DownOpts. With nothing to roll back it does
@@ -110,6 +194,19 @@ type DownOpts struct {
 func (m *Migrator) Down(ctx context.Context, opts DownOpts) ([]Step, error) {
 	var steps []Step
 	err := m.locked(ctx, func(p *goose.Provider, rm *rivermigrate.Migrator[pgx.Tx]) error {
+		if !opts.ForceDataLoss {
+			to := int64(0)
+			if !opts.All {
+				cur, err := p.GetDBVersion(ctx)
+				if err != nil {
+					return fmt.Errorf("reading the callscribe migration version: %w", err)
+				}
+				to = max(cur-1, 0)
+			}
+			if err := m.checkDataLoss(ctx, p, to, opts.All); err != nil {
+				return err
+			}
+		}
 		if !opts.All {
 			r, err := p.Down(ctx)
 			if errors.Is(err, goose.ErrNoNextVersion) {

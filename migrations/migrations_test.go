@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -231,5 +232,85 @@ func TestEveryMigrationHasOneSQLCOwner(t *testing.T) {
 	}
 	for f, cfgs := range owners {
 		t.Errorf("%v list migration %s, which does not exist", cfgs, f)
+	}
+}
+
+// migrate down refuses to destroy rows unless told to, and names the
+// tables that hold them.
+func TestDownRefusesDataLoss(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewEmpty(t)
+	m := migrations.New(pool, nil)
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO scope_deferrals (scope, not_before, updated_at) VALUES ('s', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	// The newest migration's rollback touches no table with rows.
+	if _, err := m.Down(ctx, migrations.DownOpts{}); err != nil {
+		t.Fatalf("down of a migration that destroys nothing: %v", err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.Down(ctx, migrations.DownOpts{All: true})
+	var loss *migrations.DataLossError
+	if !errors.As(err, &loss) || loss.Tables["scope_deferrals"] != 1 || !strings.Contains(err.Error(), "scope_deferrals (1 rows)") ||
+		!strings.Contains(err.Error(), "--force-data-loss") {
+		t.Fatalf("down --all over a table with rows: %v, want a DataLossError naming scope_deferrals", err)
+	}
+	if got := tables(t, pool); !slices.Contains(got, "scope_deferrals") || !slices.Contains(got, "river_job") {
+		t.Fatalf("the refused rollback changed the schema: %v", got)
+	}
+	steps, err := m.Down(ctx, migrations.DownOpts{All: true, ForceDataLoss: true})
+	if err != nil || len(steps) == 0 {
+		t.Fatalf("forced down --all: %d steps, %v", len(steps), err)
+	}
+	if got := tables(t, pool); len(got) != 1 || got[0] != migrations.VersionTable {
+		t.Fatalf("tables left after a forced rollback: %v, want only the version table", got)
+	}
+}
+
+// A migrating user that may not create roles (managed PostgreSQL) still
+// migrates; Up says the roles are not in place and why, and RolesSQL is
+// what an administrator runs instead.
+func TestUpWithoutRolePrivileges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := testdb.NewEmpty(t)
+	const owner = "callscribe_test_plain_owner"
+	if _, err := admin.Exec(ctx, `DO $$ BEGIN CREATE ROLE `+owner+` LOGIN NOCREATEROLE NOSUPERUSER;
+		EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	db := admin.Config().ConnConfig.Database
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+db+" OWNER TO "+owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "ALTER SCHEMA public OWNER TO "+owner); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(testdb.URLOf(t, admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User, cfg.ConnConfig.Password = owner, ""
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	m := migrations.New(pool, nil)
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("Up as an owner that may not create roles: %v", err)
+	}
+	if r := m.Roles(); r.Granted || r.Why == "" {
+		t.Fatalf("roles = %+v, want not granted, with the reason", r)
+	}
+	create, grants := migrations.RolesSQL()
+	if !strings.Contains(create, "CREATE ROLE callscribe_runtime") || !strings.Contains(grants, "OWNER TO callscribe_purge") {
+		t.Fatal("RolesSQL lacks the statements an administrator needs")
 	}
 }

@@ -41,21 +41,43 @@ func (a *app) migrateCommand() *cobra.Command {
 		RunE: run(func(cmd *cobra.Command, m *migrations.Migrator) error {
 			steps, err := m.Up(cmd.Context())
 			printSteps(cmd, steps, "nothing to apply: the schema is up to date")
-			return err
+			if err != nil {
+				return err
+			}
+			if r := m.Roles(); r.Granted {
+				fmt.Fprintf(cmd.OutOrStdout(), "roles: %s (what the workers act as) and %s (owns the purge) in place\n",
+					migrations.RuntimeRole, migrations.PurgeRole)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "roles: not in place (%s): the runtime acts as the tables' owner; an administrator runs the SQL of `callscribe migrate roles` (docs/operations.md)\n",
+					r.Why)
+			}
+			return nil
 		}),
 	}
-	var all bool
+	var all, force bool
 	down := &cobra.Command{
 		Use:   "down",
-		Short: "Roll back the newest callscribe migration (--all: every migration, River's tables too)",
+		Short: "Roll back the newest callscribe migration (--all: every migration, River's tables too); refuses to destroy rows unless --force-data-loss",
 		Args:  cobra.NoArgs,
 		RunE: run(func(cmd *cobra.Command, m *migrations.Migrator) error {
-			steps, err := m.Down(cmd.Context(), migrations.DownOpts{All: all})
+			steps, err := m.Down(cmd.Context(), migrations.DownOpts{All: all, ForceDataLoss: force})
 			printSteps(cmd, steps, "nothing to roll back")
 			return err
 		}),
 	}
 	down.Flags().BoolVar(&all, "all", false, "roll back everything, River's tables included")
+	down.Flags().BoolVar(&force, "force-data-loss", false, "roll back even when the tables it drops hold rows")
+	roles := &cobra.Command{
+		Use:   "roles",
+		Short: "Print the SQL that creates callscribe's roles and grants their privileges, for an administrator to run where `migrate up` may not",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			create, grants := migrations.RolesSQL()
+			fmt.Fprintf(cmd.OutOrStdout(), "-- once per cluster, as a user that may create roles:\n%s\n-- then in each callscribe database, as the user that migrated it (a member of callscribe_purge):\n%s",
+				create, grants)
+			return nil
+		},
+	}
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "List migrations and whether each is applied",
@@ -78,6 +100,6 @@ func (a *app) migrateCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.AddCommand(up, down, status)
+	cmd.AddCommand(up, down, status, roles)
 	return cmd
 }
