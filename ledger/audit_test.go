@@ -45,6 +45,12 @@ func TestEventsAreAppendOnlyInTheDatabase(t *testing.T) {
 		"UPDATE recordings SET tenant_id = 'other'",
 		"UPDATE recordings SET state = 'committed', last_event_seq = last_event_seq + 1",
 		"UPDATE recordings SET last_event_seq = 1",
+		"UPDATE recordings SET updated_at = updated_at - interval '1 year'", // would make it purgeable at once
+		"UPDATE recordings SET updated_at = updated_at + interval '1 second'", // moves only with an event
+		"TRUNCATE transcripts CASCADE",
+		"TRUNCATE action_sets CASCADE",
+		"UPDATE recording_state_edges SET to_state = 'committed'",
+		"DELETE FROM recording_states WHERE name = 'failed'",
 		"UPDATE retention_purges SET reason = 'x'",
 		"DELETE FROM retention_purges",
 		"DELETE FROM scope_deferral_extensions",
