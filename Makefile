@@ -18,9 +18,10 @@ test: ## go vet and go test -race (plus the crash-point tests) against running o
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml
 	$(GOLANGCI_LINT) run ./...
 
-generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger and outbox from their .sql files
+generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger, outbox and tokens from their .sql files
 	cd ledger/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
 	cd outbox/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
+	cd tokens/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
 
 build: ## build bin/callscribe
 	go build -o bin/callscribe ./cmd/callscribe

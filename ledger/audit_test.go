@@ -45,7 +45,7 @@ func TestEventsAreAppendOnlyInTheDatabase(t *testing.T) {
 		"UPDATE recordings SET tenant_id = 'other'",
 		"UPDATE recordings SET state = 'committed', last_event_seq = last_event_seq + 1",
 		"UPDATE recordings SET last_event_seq = 1",
-		"UPDATE recordings SET updated_at = updated_at - interval '1 year'", // would make it purgeable at once
+		"UPDATE recordings SET updated_at = updated_at - interval '1 year'",   // would make it purgeable at once
 		"UPDATE recordings SET updated_at = updated_at + interval '1 second'", // moves only with an event
 		"TRUNCATE transcripts CASCADE",
 		"TRUNCATE action_sets CASCADE",

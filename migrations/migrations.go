@@ -120,6 +120,7 @@ var dropsData = map[int64][]string{
 	4: {"recordings"},
 	5: {"outbox"},
 	6: {"retention_audio", "retention_purges"},
+	7: {"api_tokens"},
 }
 
 // riverDropsData: rolling River back drops its jobs.

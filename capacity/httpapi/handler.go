@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
@@ -40,6 +42,13 @@ type Options struct {
 	// POST /v1/calls/{call_id}/transcriber. Default nil: that route answers
 	// 404 unknown agent.
 	Agents map[string]live.CallProviders
+	// Authenticate, when set, says whom a bearer token speaks for: an
+	// organisation (org), or an admin. A request whose token it refuses
+	// (any error) gets 401, counted in /v1/status's auth_failures. An
+	// organisation's token acts only for that organisation: a slot or a
+	// call of another gets 404, as if it did not exist. Token, when also
+	// set, is accepted as an admin token. Default nil: Token alone.
+	Authenticate func(ctx context.Context, bearer string) (org string, admin bool, err error)
 	// MaxSlotWaiters caps the POST /v1/slots requests with timeout_ms > 0
 	// that wait at once in this process; one more gets 503 busy with
 	// Retry-After: 1 at once. Requests with timeout_ms 0 try once and are
@@ -122,22 +131,60 @@ type httpAPI struct {
 	opts   Options
 	// waiters holds a token per POST /v1/slots request that waits.
 	waiters chan struct{}
+	// authFailures counts the requests refused with 401.
+	authFailures atomic.Uint64
 }
 
 func (h *httpAPI) authenticate(next http.Handler) http.Handler {
-	if h.opts.Token == "" {
+	if h.opts.Token == "" && h.opts.Authenticate == nil {
 		return next
 	}
 	want := []byte(h.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme is case-insensitive (RFC 9110 section 11.1).
 		scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") ||
-			subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), want) != 1 {
+		cred = strings.TrimSpace(cred)
+		var c caller
+		switch {
+		case !ok || !strings.EqualFold(scheme, "Bearer") || cred == "":
+			ok = false
+		case h.opts.Token != "" && subtle.ConstantTimeCompare([]byte(cred), want) == 1:
+			c.admin = true
+		case h.opts.Authenticate != nil:
+			org, admin, err := h.opts.Authenticate(r.Context(), cred)
+			ok = err == nil && (admin || org != "")
+			c = caller{org: org, admin: admin}
+		default:
+			ok = false
+		}
+		if !ok {
+			h.authFailures.Add(1)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="callscribe capacity"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token", nil)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// caller is whom a request's token speaks for.
+type caller struct {
+	org   string
+	admin bool
+}
+
+type callerKey struct{}
+
+// mayAct reports whether the request may act for organisation org: always
+// without authentication or with an admin token; with an organisation's
+// token, for that organisation only.
+func mayAct(r *http.Request, org string) bool {
+	c, ok := r.Context().Value(callerKey{}).(caller)
+	return !ok || c.admin || c.org == org
+}
+
+// notYours answers a request for another organisation's slot or call as
+// if it did not exist.
+func notYours(w http.ResponseWriter, what string) {
+	writeError(w, http.StatusNotFound, "not_found", "the organisation has no "+what+" of that id", nil)
 }

@@ -88,6 +88,10 @@ func (h *httpAPI) slotAcquire(w http.ResponseWriter, r *http.Request) {
 		writeInvalid(w, err)
 		return
 	}
+	if !mayAct(r, req.Org) {
+		notYours(w, "slots")
+		return
+	}
 	if req.TimeoutMs > 0 {
 		select {
 		case h.waiters <- struct{}{}:
@@ -140,6 +144,10 @@ func (h *httpAPI) slotBind(w http.ResponseWriter, r *http.Request) {
 		writeInvalid(w, err)
 		return
 	}
+	if !mayAct(r, req.Slot.Org) {
+		notYours(w, "slot")
+		return
+	}
 	if err := sl.Bind(r.Context(), req.CallID); err != nil {
 		if errors.Is(err, capacity.ErrAlreadyBound) {
 			writeError(w, http.StatusConflict, "already_bound", err.Error()+"; this slot was released", map[string]any{"call_id": req.CallID})
@@ -168,6 +176,10 @@ func (h *httpAPI) slotRelease(w http.ResponseWriter, r *http.Request) {
 		writeInvalid(w, err)
 		return
 	}
+	if !mayAct(r, req.Slot.Org) {
+		notYours(w, "slot")
+		return
+	}
 	_ = sl.Release(r.Context()) // fails open: always nil
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -186,6 +198,10 @@ func (h *httpAPI) callRelease(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeInvalid(w, err)
+		return
+	}
+	if !mayAct(r, req.Org) {
+		notYours(w, "call bound to a slot")
 		return
 	}
 	// Fails open: an unreachable Redis gives nil. Another organisation's

@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -189,5 +191,63 @@ func TestHTTPSlotWaitersBounded(t *testing.T) {
 	}
 	if code := <-done; code != 200 {
 		t.Fatalf("the waiter got %d after the release, want 200", code)
+	}
+}
+
+// With per-organisation tokens, acme's token acts for acme only: rival's
+// slots and calls are not found for it, whatever ids it sends; an admin
+// token acts for any; a bad token is 401 and counted.
+func TestHTTPOrgTokens(t *testing.T) {
+	t.Parallel()
+	tokens := map[string]struct {
+		org   string
+		admin bool
+	}{"tok-acme": {org: "acme"}, "tok-rival": {org: "rival"}, "tok-admin": {admin: true}}
+	b := httpSetup(t, httpapi.Options{Authenticate: func(_ context.Context, bearer string) (string, bool, error) {
+		p, ok := tokens[bearer]
+		if !ok {
+			return "", false, errors.New("unknown token")
+		}
+		return p.org, p.admin, nil
+	}}, true)
+	as := func(tok string) httpBundle { c := b; c.token = tok; return c }
+	acme, rival, admin := as("tok-acme"), as("tok-rival"), as("tok-admin")
+
+	code, got, _ := rival.do(t, "POST", "/v1/slots", `{"org":"rival"}`)
+	if code != 200 {
+		t.Fatalf("rival acquires its own slot: %d %v", code, got)
+	}
+	rivalSlot := got["slot"]
+	if code, got, _ := rival.do(t, "POST", "/v1/slots/bind", mustJSON(t, map[string]any{"slot": rivalSlot, "call_id": "r-1"})); code != 204 {
+		t.Fatalf("rival binds its call: %d %v", code, got)
+	}
+	for _, try := range []struct{ path, body string }{
+		{"/v1/slots", `{"org":"rival"}`},
+		{"/v1/slots/bind", mustJSON(t, map[string]any{"slot": rivalSlot, "call_id": "a-1"})},
+		{"/v1/slots/release", mustJSON(t, map[string]any{"slot": rivalSlot})},
+		{"/v1/calls/r-1/release", `{"org":"rival"}`},
+	} {
+		if code, got, _ := acme.do(t, "POST", try.path, try.body); code != 404 || errType(got) != "not_found" {
+			t.Errorf("acme's token on rival's %s: %d %v, want 404 not_found", try.path, code, got)
+		}
+	}
+	// rival's call is still bound: rival releases it once.
+	if code, got, _ := rival.do(t, "POST", "/v1/calls/r-1/release", `{"org":"rival"}`); code != 204 {
+		t.Fatalf("rival's release after acme's attempts: %d %v", code, got)
+	}
+	if code, got, _ := acme.do(t, "POST", "/v1/slots", `{"org":"acme"}`); code != 200 {
+		t.Fatalf("acme acquires its own: %d %v", code, got)
+	}
+	if code, got, _ := admin.do(t, "POST", "/v1/slots", `{"org":"rival"}`); code != 200 {
+		t.Fatalf("admin acquires for rival: %d %v", code, got)
+	}
+	for _, tok := range []string{"", "tok-nobody"} {
+		if code, got, h := as(tok).do(t, "GET", "/v1/status", ""); code != 401 || h.Get("WWW-Authenticate") == "" {
+			t.Errorf("token %q: %d %v, want 401", tok, code, got)
+		}
+	}
+	code, got, _ = admin.do(t, "GET", "/v1/status", "")
+	if code != 200 || got["auth_failures"] != float64(2) {
+		t.Fatalf("status: %d %v, want auth_failures 2", code, got)
 	}
 }

@@ -30,7 +30,9 @@ func (h *httpAPI) status(w http.ResponseWriter, r *http.Request) {
 		Providers []provider `json:"providers"`
 		// LiveCalls is absent when call slots are not enabled.
 		LiveCalls *int `json:"live_calls,omitempty"`
-	}{Providers: make([]provider, 0, len(st))}
+		// AuthFailures counts the requests this process refused with 401.
+		AuthFailures uint64 `json:"auth_failures"`
+	}{Providers: make([]provider, 0, len(st)), AuthFailures: h.authFailures.Load()}
 	for _, s := range st {
 		p := provider{Provider: s.Provider, Kind: s.Kind, InUse: s.InUse, ConfiguredLimit: s.ConfiguredLimit,
 			EffectiveLimit: s.EffectiveLimit, Learned: s.Learned, PeakPerMinute: make([]peak, 0, len(s.PeakPerMinute))}

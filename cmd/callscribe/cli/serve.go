@@ -48,8 +48,11 @@ capacity.limits, and call slots with the caps of capacity.orgs (by default
 serve runs no heartbeat: a client refreshes the leases it holds itself
 through /v1/leases/refresh (every capacity.heartbeat_every, well within
 capacity.lease_stt and lease_tts), so the leases of a client that dies
-lapse on their own. Set ` + EnvAPIToken + ` to require
-"Authorization: Bearer TOKEN"; without it, keep --addr private.
+lapse on their own. With database_url set, every request needs
+"Authorization: Bearer TOKEN", a token of ` + "`callscribe tokens create`" + `: a
+tenant's token acts for that organisation only (another's slots and calls
+are 404), an admin token for all. ` + EnvAPIToken + `, when set, is accepted as an
+admin token. Without either, serve listens on a loopback address only.
 The bound address is printed on stdout. Ctrl-C stops accepting requests
 and lets those in flight finish (up to 10s).`,
 		Args: cobra.NoArgs,
@@ -72,8 +75,23 @@ and lets those in flight finish (up to 10s).`,
 			for name, ag := range a.config.Capacity.Agents {
 				agents[name] = live.CallProviders{STT: ag.STT, TTS: ag.TTS}
 			}
-			handler := httpapi.NewHandler(leases, slots, httpapi.Options{Logger: a.logger, Token: token, Agents: agents})
-			return a.serveHTTP(cmd.Context(), addr, handler, token != "")
+			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents}
+			if a.config.DatabaseURL != "" {
+				// The tokens of `callscribe tokens create`: each acts for
+				// its tenant's organisation only, or as an admin.
+				pool, err := connect(cmd.Context(), a.config.DatabaseURL, a.logger)
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				opts.Authenticate = serveAuthenticator(pool)
+			}
+			auth := opts.Token != "" || opts.Authenticate != nil
+			if !auth && !loopbackAddr(addr) {
+				return fmt.Errorf("serve: refusing to listen on %s without authentication: set database_url (tokens from `callscribe tokens create`) or %s, or listen on a loopback address", addr, EnvAPIToken)
+			}
+			handler := httpapi.NewHandler(leases, slots, opts)
+			return a.serveHTTP(cmd.Context(), addr, handler, auth)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", ServeAddrDefault, "host:port to listen on (port 0: any free port)")
@@ -119,4 +137,17 @@ func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, 
 		return fmt.Errorf("serving on %s: %w", bound, err)
 	}
 	return nil
+}
+
+// loopbackAddr reports whether addr (host:port) names a loopback host.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
