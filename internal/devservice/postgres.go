@@ -304,14 +304,15 @@ func (p *Postgres) Stop(ctx context.Context) error {
 }
 
 // Restart stops the server with a fast shutdown (SIGINT: open transactions
-// roll back, every connection is closed), as Stop does but keeping Dir, then
-// starts it again on the same cluster and socket, so URL stays valid and
-// committed data stays. It returns once the server accepts connections
-// again, within PostgresConfig.StartTimeout or until ctx is done; between
-// the two, clients are refused, as they are while a production server
-// restarts. It is for tests of clients that must survive that. Restart
-// after Stop is an error; concurrent calls run one after the other.
-func (p *Postgres) Restart(ctx context.Context) error {
+// roll back, every connection is closed), as Stop does but keeping Dir,
+// leaves it down for down (0: not at all), then starts it again on the same
+// cluster and socket, so URL stays valid and committed data stays. It
+// returns once the server accepts connections again, within
+// PostgresConfig.StartTimeout of starting it, or when ctx is done; until
+// then clients are refused, as while a production server restarts. It is
+// for tests of clients that must survive that. Restart after Stop is an
+// error; concurrent calls run one after the other.
+func (p *Postgres) Restart(ctx context.Context, down time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
@@ -320,6 +321,15 @@ func (p *Postgres) Restart(ctx context.Context) error {
 	start := time.Now()
 	if err := p.proc.stop(ctx, syscall.SIGINT, p.stopTimeout); err != nil {
 		return fmt.Errorf("restarting PostgreSQL in %s: stopping: %w", p.dir, err)
+	}
+	if down > 0 {
+		timer := time.NewTimer(down)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("restarting PostgreSQL in %s: stopped it, then %w before starting it again", p.dir, ctx.Err())
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.startTimeout)
 	defer cancel()

@@ -97,9 +97,10 @@ func TestStartPostgres(t *testing.T) {
 	}
 }
 
-// Restart ends every connection with a fast shutdown and brings the same
-// cluster back on the same socket: committed rows survive, the URL works
-// again, and a restart after Stop is refused.
+// Restart ends every connection with a fast shutdown, leaves the server
+// down for the time asked, and brings the same cluster back on the same
+// socket: committed rows survive, the URL works again, and a restart after
+// Stop is refused.
 func TestPostgresRestart(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -130,8 +131,21 @@ func TestPostgresRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := pg.Restart(ctx); err != nil {
+	// Down for a moment: a client connecting meanwhile is refused.
+	refused := make(chan error, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		c, err := pgx.Connect(ctx, url)
+		if err == nil {
+			_ = c.Close(ctx)
+		}
+		refused <- err
+	}()
+	if err := pg.Restart(ctx, time.Second); err != nil {
 		t.Fatalf("Restart: %v", err)
+	}
+	if err := <-refused; err == nil {
+		t.Error("a connection while the server was down succeeded")
 	}
 	newPid := pg.proc.pid()
 	if newPid == oldPid {
@@ -168,7 +182,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	requireProcessGone(t, newPid)
 	requireDirGone(t, dir)
-	if err := pg.Restart(ctx); err == nil || !strings.Contains(err.Error(), "stopped") {
+	if err := pg.Restart(ctx, 0); err == nil || !strings.Contains(err.Error(), "stopped") {
 		t.Errorf("Restart after Stop = %v, want an error saying it was stopped", err)
 	}
 }
