@@ -22,6 +22,11 @@
 //   - Stop is idempotent: a graceful shutdown (SIGINT, PostgreSQL's fast
 //     shutdown; SIGTERM for redis-server), SIGKILL of the whole process group
 //     after a timeout, then removal of the directory.
+//   - Postgres.Restart stops PostgreSQL the same way but keeps the directory,
+//     optionally leaves it down a while, then starts it again on the same
+//     cluster and socket: committed data and the URL stay, every connection
+//     is cut. Tests use it to show that
+//     clients survive a database restart.
 //   - A failed start leaves nothing running and nothing on disk, and its
 //     error quotes the tail of the server's output.
 //   - Run as root, PostgreSQL (which refuses root) runs as an unprivileged

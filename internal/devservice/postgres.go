@@ -98,11 +98,13 @@ type Postgres struct {
 	dir    string
 	binDir string
 	logger *slog.Logger
-	proc   *child
+	as     *runAs
 
-	stopTimeout time.Duration
+	stopTimeout  time.Duration
+	startTimeout time.Duration
 
 	mu      sync.Mutex
+	proc    *child // the running server; replaced by Restart
 	stopped bool
 }
 
@@ -176,10 +178,25 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 	initdbDone := time.Now()
 
-	postgresOut := newOutputTail(logger, "postgres")
-	cmd := exec.Command(filepath.Join(binDir, "postgres"),
+	p := &Postgres{dir: dir, binDir: binDir, logger: logger, as: as, stopTimeout: cfg.StopTimeout, startTimeout: cfg.StartTimeout}
+	if err := p.startServer(ctx); err != nil {
+		return fail(err)
+	}
+	logger.Info("throwaway PostgreSQL ready",
+		slog.Int("pid", p.proc.pid()),
+		slog.Duration("initdb", initdbDone.Sub(start)),
+		slog.Duration("total", time.Since(start)))
+	return p, nil
+}
+
+// startServer starts postgres on the cluster in p.dir and waits until it
+// accepts connections; on error no server is left running.
+func (p *Postgres) startServer(ctx context.Context) error {
+	dataDir := filepath.Join(p.dir, "data")
+	postgresOut := newOutputTail(p.logger, "postgres")
+	cmd := exec.Command(filepath.Join(p.binDir, "postgres"),
 		"-D", dataDir,
-		"-k", dir,
+		"-k", p.dir,
 		"-p", strconv.Itoa(postgresPort),
 		"-c", "listen_addresses=",
 		"-c", "fsync=off",
@@ -190,30 +207,25 @@ func StartPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		"-c", "track_commit_timestamp=on",
 		"-c", "max_connections="+strconv.Itoa(PostgresMaxConnections),
 	)
-	cmd.Dir = dir
+	cmd.Dir = p.dir
 	cmd.Env = childEnv()
-	proc, err := startChild(cmd, "postgres", postgresOut, as, logger)
+	proc, err := startChild(cmd, "postgres", postgresOut, p.as, p.logger)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	p := &Postgres{dir: dir, binDir: binDir, logger: logger, proc: proc, stopTimeout: cfg.StopTimeout}
-
-	if err := p.waitReady(ctx); err != nil {
-		if stopErr := proc.stop(context.Background(), syscall.SIGKILL, cfg.StopTimeout); stopErr != nil {
-			logger.Warn("killing PostgreSQL that failed to start", slog.String("error", stopErr.Error()))
+	p.proc = proc
+	if err := p.waitReady(ctx, proc); err != nil {
+		if stopErr := proc.stop(context.Background(), syscall.SIGKILL, p.stopTimeout); stopErr != nil {
+			p.logger.Warn("killing PostgreSQL that failed to start", slog.String("error", stopErr.Error()))
 		}
-		return fail(withOutput(err, postgresOut))
+		return withOutput(err, postgresOut)
 	}
-	logger.Info("throwaway PostgreSQL ready",
-		slog.Int("pid", proc.pid()),
-		slog.Duration("initdb", initdbDone.Sub(start)),
-		slog.Duration("total", time.Since(start)))
-	return p, nil
+	return nil
 }
 
 // waitReady polls with a real connection until one succeeds, the server
-// exits, or ctx is done.
-func (p *Postgres) waitReady(ctx context.Context) error {
+// (proc) exits, or ctx is done.
+func (p *Postgres) waitReady(ctx context.Context, proc *child) error {
 	connConfig, err := pgx.ParseConfig(p.URL())
 	if err != nil {
 		return fmt.Errorf("parsing PostgreSQL URL %s: %w", p.URL(), err)
@@ -231,9 +243,9 @@ func (p *Postgres) waitReady(ctx context.Context) error {
 
 		timer := time.NewTimer(delay)
 		select {
-		case <-p.proc.done:
+		case <-proc.done:
 			timer.Stop()
-			return fmt.Errorf("waiting for PostgreSQL in %s to accept connections: %w", p.dir, p.proc.exitError())
+			return fmt.Errorf("waiting for PostgreSQL in %s to accept connections: %w", p.dir, proc.exitError())
 		case <-ctx.Done():
 			timer.Stop()
 			return fmt.Errorf("waiting for PostgreSQL in %s to accept connections: %w; last attempt: %w", p.dir, ctx.Err(), lastErr)
@@ -289,6 +301,43 @@ func (p *Postgres) Stop(ctx context.Context) error {
 	}
 	p.logger.Debug("throwaway PostgreSQL stopped")
 	return errors.Join(errs...)
+}
+
+// Restart stops the server with a fast shutdown (SIGINT: open transactions
+// roll back, every connection is closed), as Stop does but keeping Dir,
+// leaves it down for down (0: not at all), then starts it again on the same
+// cluster and socket, so URL stays valid and committed data stays. It
+// returns once the server accepts connections again, within
+// PostgresConfig.StartTimeout of starting it, or when ctx is done; until
+// then clients are refused, as while a production server restarts. It is
+// for tests of clients that must survive that. Restart after Stop is an
+// error; concurrent calls run one after the other.
+func (p *Postgres) Restart(ctx context.Context, down time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return fmt.Errorf("restarting PostgreSQL in %s: it was stopped", p.dir)
+	}
+	start := time.Now()
+	if err := p.proc.stop(ctx, syscall.SIGINT, p.stopTimeout); err != nil {
+		return fmt.Errorf("restarting PostgreSQL in %s: stopping: %w", p.dir, err)
+	}
+	if down > 0 {
+		timer := time.NewTimer(down)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("restarting PostgreSQL in %s: stopped it, then %w before starting it again", p.dir, ctx.Err())
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.startTimeout)
+	defer cancel()
+	if err := p.startServer(ctx); err != nil {
+		return fmt.Errorf("restarting PostgreSQL in %s: %w", p.dir, err)
+	}
+	p.logger.Info("throwaway PostgreSQL restarted", slog.Int("pid", p.proc.pid()), slog.Duration("total", time.Since(start)))
+	return nil
 }
 
 // lookupRunAs resolves the account a root process runs PostgreSQL as.

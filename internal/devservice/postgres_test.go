@@ -97,6 +97,96 @@ func TestStartPostgres(t *testing.T) {
 	}
 }
 
+// Restart ends every connection with a fast shutdown, leaves the server
+// down for the time asked, and brings the same cluster back on the same
+// socket: committed rows survive, the URL works again, and a restart after
+// Stop is refused.
+func TestPostgresRestart(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pg, err := StartPostgres(ctx, PostgresConfig{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("StartPostgres: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+	url, dir, oldPid := pg.URL(), pg.Dir(), pg.proc.pid()
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO kept VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	// An open transaction the fast shutdown must roll back.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO kept VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Down for a moment: a client connecting meanwhile is refused.
+	refused := make(chan error, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		c, err := pgx.Connect(ctx, url)
+		if err == nil {
+			_ = c.Close(ctx)
+		}
+		refused <- err
+	}()
+	if err := pg.Restart(ctx, time.Second); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if err := <-refused; err == nil {
+		t.Error("a connection while the server was down succeeded")
+	}
+	newPid := pg.proc.pid()
+	if newPid == oldPid {
+		t.Errorf("the server's pid is still %d after Restart", oldPid)
+	}
+	requireProcessGone(t, oldPid)
+	requireProcessRunning(t, newPid)
+	if pg.URL() != url || pg.Dir() != dir {
+		t.Errorf("Restart moved the server: URL %s → %s, Dir %s → %s", url, pg.URL(), dir, pg.Dir())
+	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Error("a transaction open across the restart committed")
+	}
+	if err := conn.Ping(ctx); err == nil {
+		t.Error("a connection opened before the restart still answers")
+	}
+
+	again, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connecting after Restart: %v", err)
+	}
+	var ids []int32
+	rows, err := again.Query(ctx, "SELECT id FROM kept ORDER BY id")
+	if err == nil {
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+	}
+	_ = again.Close(ctx)
+	if err != nil || len(ids) != 1 || ids[0] != 1 {
+		t.Errorf("rows after Restart = %v, %v; want [1] (committed kept, open rolled back)", ids, err)
+	}
+
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	requireProcessGone(t, newPid)
+	requireDirGone(t, dir)
+	if err := pg.Restart(ctx, 0); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Errorf("Restart after Stop = %v, want an error saying it was stopped", err)
+	}
+}
+
 // requireNotRoot fails unless pid runs as a non-root user (Linux /proc).
 func requireNotRoot(t *testing.T, pid int) {
 	t.Helper()
