@@ -239,6 +239,13 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	}
 	attempt := int(tries)
 	res, err := dest.Target.Deliver(ctx, connector.Delivery{Set: set.ActionSet, Attempt: attempt})
+	if errors.Is(err, connector.ErrInvalidDelivery) {
+		// The connector refused the set before sending anything: no try
+		// will ever take it, so it goes dead now, reviewable, with why.
+		o.cfg.Logger.Warn("the CRM connector refused the action set as invalid: dead, reviewable (callscribe outbox list --state dead)",
+			slog.Int64("outbox", r.ID), slog.String("error", err.Error()))
+		return o.settleAs(ctx, r, StateDead, "invalid_delivery", connector.Result{Class: "invalid_delivery"}, nil, err.Error())
+	}
 	if err != nil {
 		return fmt.Errorf("delivering outbox row %d: %w", r.ID, err)
 	}

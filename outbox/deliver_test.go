@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testwait"
@@ -112,5 +114,59 @@ func TestDeadDeliveryRetriedByOperator(t *testing.T) {
 	}
 	if err := o.Retry(ctx, client, id); err == nil {
 		t.Fatal("a delivered row was retried")
+	}
+}
+
+// An action set the connector refuses before sending (invalid for its
+// CRM) goes dead at once with the reason, instead of being retried forever;
+// the CRM never sees it.
+func TestInvalidDeliveryGoesDead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	tgt, err := connector.New(connector.Config{Kind: "webhook", BaseURL: srv.URL, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := testdb.New(t)
+	l, _ := ledger.New(pool, nil)
+	o := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}}}, pool, l)
+	workers := river.NewWorkers()
+	o.AddWorkers(workers)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers,
+		Queues: map[string]river.QueueConfig{outbox.Queue: {MaxWorkers: 2}}, FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{pool: pool, ledger: l, outbox: o, client: client}
+	r := b.validated(t, "acme")
+	res, err := o.Commit(ctx, client, r, []crm.Action{{Kind: crm.KindCallNote, Text: "note"}, {Kind: crm.KindNextCall, Date: "someday"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished, unsubscribe := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobSnoozed, river.EventKindJobFailed)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.StopAndCancel(context.Background()) }()
+	var row outbox.Row
+	if !testwait.Until(20*time.Second, finished, func() bool {
+		row, err = o.RowByID(ctx, res.OutboxIDs[0])
+		return err == nil && row.State == outbox.StateDead
+	}) {
+		t.Fatalf("row is %+v (%v), want dead", row, err)
+	}
+	evs, err := o.Events(ctx, row.ID)
+	if err != nil || len(evs) != 1 || evs[0].ResponseClass != "invalid_delivery" || !strings.Contains(evs[0].Reason, "next_call") {
+		t.Fatalf("events = %+v, %v; want one invalid_delivery naming the action", evs, err)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the CRM got %d requests, want none", n)
 	}
 }

@@ -56,9 +56,9 @@ func checkAction(a crm.Action) error {
 	case crm.KindCallNote:
 		return nil
 	case crm.KindRateSheetPromised:
-		if len(a.Lanes) == 0 {
-			return errors.New("no lanes")
-		}
+		// Lanes are optional ("I'll send you the rates by Friday"): the
+		// extractor records the promise without them, and crm-webhook/v1
+		// does not require them.
 		return checkDate("due", a.Due)
 	case crm.KindPickupWindowChange:
 		switch {

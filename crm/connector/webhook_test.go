@@ -293,7 +293,6 @@ func TestInvalidDelivery(t *testing.T) {
 		"two call_notes":    func(d *Delivery) { d.Set.Actions = append(d.Set.Actions, d.Set.Actions[0]) },
 		"unknown kind":      func(d *Delivery) { d.Set.Actions[3].Kind = "send_flowers" },
 		"bad due":           func(d *Delivery) { d.Set.Actions[1].Due = "12/01/2026" },
-		"no lanes":          func(d *Delivery) { d.Set.Actions[1].Lanes = nil },
 		"bad date":          func(d *Delivery) { d.Set.Actions[3].Date = "2026-12-4" },
 		"no window":         func(d *Delivery) { d.Set.Actions[2].Window = nil },
 		"no shipment":       func(d *Delivery) { d.Set.Actions[2].ShipmentRef = "" },
