@@ -44,11 +44,12 @@ type Options struct {
 	Agents map[string]live.CallProviders
 	// Authenticate, when set, says whom a bearer token speaks for: an
 	// organisation (org), or an admin. A request whose token it refuses
-	// (any error) gets 401, counted in /v1/status's auth_failures. An
+	// (ok false) gets 401, counted in /v1/status's auth_failures; when it
+	// cannot tell (err: its database is down), 503 with Retry-After: 1. An
 	// organisation's token acts only for that organisation: a slot or a
 	// call of another gets 404, as if it did not exist. Token, when also
 	// set, is accepted as an admin token. Default nil: Token alone.
-	Authenticate func(ctx context.Context, bearer string) (org string, admin bool, err error)
+	Authenticate func(ctx context.Context, bearer string) (org string, admin, ok bool, err error)
 	// MaxSlotWaiters caps the POST /v1/slots requests with timeout_ms > 0
 	// that wait at once in this process; one more gets 503 busy with
 	// Retry-After: 1 at once. Requests with timeout_ms 0 try once and are
@@ -151,8 +152,14 @@ func (h *httpAPI) authenticate(next http.Handler) http.Handler {
 		case h.opts.Token != "" && subtle.ConstantTimeCompare([]byte(cred), want) == 1:
 			c.admin = true
 		case h.opts.Authenticate != nil:
-			org, admin, err := h.opts.Authenticate(r.Context(), cred)
-			ok = err == nil && (admin || org != "")
+			org, admin, valid, err := h.opts.Authenticate(r.Context(), cred)
+			if err != nil {
+				h.opts.Logger.Warn("capacity http: checking a token", slog.String("error", err.Error()))
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked now; retry", nil)
+				return
+			}
+			ok = valid && (admin || org != "")
 			c = caller{org: org, admin: admin}
 		default:
 			ok = false

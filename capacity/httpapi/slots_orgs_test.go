@@ -203,12 +203,12 @@ func TestHTTPOrgTokens(t *testing.T) {
 		org   string
 		admin bool
 	}{"tok-acme": {org: "acme"}, "tok-rival": {org: "rival"}, "tok-admin": {admin: true}}
-	b := httpSetup(t, httpapi.Options{Authenticate: func(_ context.Context, bearer string) (string, bool, error) {
-		p, ok := tokens[bearer]
-		if !ok {
-			return "", false, errors.New("unknown token")
+	b := httpSetup(t, httpapi.Options{Authenticate: func(_ context.Context, bearer string) (string, bool, bool, error) {
+		if bearer == "tok-db-down" {
+			return "", false, false, errors.New("connection refused")
 		}
-		return p.org, p.admin, nil
+		p, ok := tokens[bearer]
+		return p.org, p.admin, ok, nil
 	}}, true)
 	as := func(tok string) httpBundle { c := b; c.token = tok; return c }
 	acme, rival, admin := as("tok-acme"), as("tok-rival"), as("tok-admin")
@@ -245,6 +245,10 @@ func TestHTTPOrgTokens(t *testing.T) {
 		if code, got, h := as(tok).do(t, "GET", "/v1/status", ""); code != 401 || h.Get("WWW-Authenticate") == "" {
 			t.Errorf("token %q: %d %v, want 401", tok, code, got)
 		}
+	}
+	// A token that cannot be checked now is neither accepted nor counted.
+	if code, got, h := as("tok-db-down").do(t, "GET", "/v1/status", ""); code != 503 || h.Get("Retry-After") != "1" {
+		t.Errorf("token store down: %d %v, want 503 with Retry-After", code, got)
 	}
 	code, got, _ = admin.do(t, "GET", "/v1/status", "")
 	if code != 200 || got["auth_failures"] != float64(2) {

@@ -114,10 +114,16 @@ func (a *app) tokensCommand() *cobra.Command {
 }
 
 // serveAuthenticator checks serve's tokens against the database.
-func serveAuthenticator(pool *pgxpool.Pool) func(ctx context.Context, bearer string) (string, bool, error) {
+func serveAuthenticator(pool *pgxpool.Pool) func(ctx context.Context, bearer string) (string, bool, bool, error) {
 	s := tokens.New(pool)
-	return func(ctx context.Context, bearer string) (string, bool, error) {
+	return func(ctx context.Context, bearer string) (string, bool, bool, error) {
 		p, err := s.Authenticate(ctx, bearer)
-		return p.Tenant, p.Admin, err
+		switch {
+		case errors.Is(err, tokens.ErrInvalid):
+			return "", false, false, nil
+		case err != nil:
+			return "", false, false, err
+		}
+		return p.Tenant, p.Admin, true, nil
 	}
 }
