@@ -21,6 +21,10 @@ import (
 // ErrUnknownTenant: the tenant is not in pipeline.tenants.
 var ErrUnknownTenant = errors.New("unknown tenant")
 
+// ErrNotReviewable: Retry was asked for a recording that is neither
+// expired nor failed.
+var ErrNotReviewable = errors.New("only expired or failed recordings can be retried")
+
 // ErrJobRunning: Retry found the recording's job still running (it has
 // just expired or failed the recording and is finishing, or it is in the
 // middle of a step). Nothing was changed; try again in a moment.
@@ -182,7 +186,7 @@ func (p *Pipeline) Retry(ctx context.Context, client *river.Client[pgx.Tx], id u
 		return ledger.Recording{}, err
 	}
 	if rec.State != ledger.StateExpired && rec.State != ledger.StateFailed {
-		return ledger.Recording{}, fmt.Errorf("recording %s is %s: only expired or failed recordings can be retried", id, rec.State)
+		return ledger.Recording{}, fmt.Errorf("recording %s is %s: %w", id, rec.State, ErrNotReviewable)
 	}
 	t := p.cfg.Tenants[rec.TenantID]
 	deadline := p.cfg.deadlineFor(t, rec.Lane, p.cfg.Clock.Now())

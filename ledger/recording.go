@@ -322,3 +322,49 @@ func (l *Ledger) CountByState(ctx context.Context) (map[State]int, error) {
 	}
 	return out, nil
 }
+
+// PageFilter narrows RecordingPage.
+type PageFilter struct {
+	State    State  // "" = any
+	TenantID string // "" = any
+	Lane     Lane   // "" = any
+	// After is the cursor: the recordings after it in (created_at, id)
+	// order. Zero: from the first.
+	After PageCursor
+	Limit int // 0 = 100
+}
+
+// PageCursor is a position in (created_at, id) order: the last recording
+// of the previous page.
+type PageCursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// IsZero reports whether c is the start.
+func (c PageCursor) IsZero() bool { return c.ID == uuid.Nil }
+
+// RecordingPage lists up to Limit recordings after f.After, oldest first,
+// and the cursor of the next page (zero when this one is the last).
+func (l *Ledger) RecordingPage(ctx context.Context, f PageFilter) ([]Recording, PageCursor, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	p := dbsqlc.RecordingPageParams{State: string(f.State), TenantID: f.TenantID, Lane: string(f.Lane), MaxRows: int64(f.Limit) + 1}
+	if !f.After.IsZero() {
+		at, id := dbTime(f.After.CreatedAt), f.After.ID
+		p.AfterCreated, p.AfterID = &at, &id
+	}
+	rs, err := l.queries.RecordingPage(ctx, l.pool, p)
+	if err != nil {
+		return nil, PageCursor{}, fmt.Errorf("listing recordings: %w", translate(err))
+	}
+	out := recordingsFrom(rs)
+	var next PageCursor
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		last := out[len(out)-1]
+		next = PageCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return out, next, nil
+}

@@ -338,3 +338,19 @@ type warnOnly struct{ slog.Handler }
 func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
 }
+
+// Pending counts the migrations (River's and callscribe's) not yet
+// applied; an error when the database cannot be read.
+func (m *Migrator) Pending(ctx context.Context) (int, error) {
+	st, err := m.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range st {
+		if !s.Applied {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -2,18 +2,25 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/ingestapi"
+	"github.com/callscribe/callscribe/migrations"
+	"github.com/callscribe/callscribe/tokens"
 )
 
 // Defaults of `callscribe serve`.
@@ -28,35 +35,46 @@ const (
 
 func (a *app) serveCommand() *cobra.Command {
 	var addr string
+	var noWorkers bool
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the capacity HTTP API: vendor leases and call slots for live-call runtimes in any language",
-		Long: `serve answers the JSON HTTP API of package capacity (see httpapi.NewHandler)
-on --addr, counting in the Redis of redis_url with the limits of
-capacity.limits, and call slots with the caps of capacity.orgs (by default
-10 calls per organisation, 5 per campaign):
+		Short: "Serve callscribe over HTTP: the recordings API and the pipeline's workers (with database_url), and the capacity API",
+		Long: `serve runs, in one process:
 
-  POST /v1/leases                {provider, kind, holder, lane}
-  POST /v1/leases/refresh        {leases: [lease...]}
-  POST /v1/leases/release        {lease}
-  POST /v1/slots                 {org, campaign, timeout_ms, retry_ms}
-  POST /v1/slots/bind            {slot, call_id}
-  POST /v1/slots/release         {slot}
-  POST /v1/calls/{call_id}/release
+- with database_url set: the recordings API (package ingestapi) and the
+  pipeline's workers (--no-workers: the API alone), authenticated by the
+  tokens of ` + "`callscribe tokens create`" + `:
+
+  POST /v1/recordings            {call_id, audio, lane, deadline, ...}: 201 new, 200 existing
+  POST /v1/recordings:batch      {items: [...]}: each item's status, good ones kept
+  GET  /v1/recordings/{call_id}  the call's recordings with their events
+  GET  /v1/recordings?state=&lane=&cursor=&limit=
+  POST /v1/recordings/{id}:retry (admin token)
+
+- the capacity API (package capacity/httpapi), counting in the Redis of
+  redis_url with the limits of capacity.limits and the call slots of
+  capacity.orgs (by default 10 calls per organisation, 5 per campaign):
+
+  POST /v1/leases, /v1/leases/refresh, /v1/leases/release
+  POST /v1/slots, /v1/slots/bind, /v1/slots/release
+  POST /v1/calls/{call_id}/release, /v1/calls/{call_id}/transcriber
   GET  /v1/status
 
-serve runs no heartbeat: a client refreshes the leases it holds itself
-through /v1/leases/refresh (every capacity.heartbeat_every, well within
-capacity.lease_stt and lease_tts), so the leases of a client that dies
-lapse on their own. With database_url set, every request needs
-"Authorization: Bearer TOKEN", a token of ` + "`callscribe tokens create`" + `: a
-tenant's token acts for that organisation only (another's slots and calls
-are 404), an admin token for all. ` + EnvAPIToken + `, when set, is accepted as an
-admin token. Without either, serve listens on a loopback address only.
-The bound address is printed on stdout. Ctrl-C stops accepting requests
-and lets those in flight finish (up to 10s).`,
+- GET /healthz (the process is up) and GET /readyz (PostgreSQL reachable
+  and migrated: 200, else 503; Redis down is "degraded", still 200,
+  because capacity fails open).
+
+A tenant's token acts for that tenant (its organisation in the capacity
+API) only: another's recordings, slots and calls are 404. ` + EnvAPIToken + `, when
+set, is accepted by the capacity API as an admin token. Without any
+authentication serve listens on a loopback address only. A client of the
+capacity API refreshes its own leases (/v1/leases/refresh), so the leases
+of a client that dies lapse on their own. The bound address is printed on
+stdout. Ctrl-C stops accepting requests, lets those in flight finish (up
+to 10s), then stops the workers within pipeline.shutdown_grace.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
 			leases, rdb, err := a.openLeases()
 			if err != nil {
 				return err
@@ -76,26 +94,96 @@ and lets those in flight finish (up to 10s).`,
 				agents[name] = live.CallProviders{STT: ag.STT, TTS: ag.TTS}
 			}
 			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents}
+			mux := http.NewServeMux()
+			var (
+				e       *pipelineEnv
+				workers bool
+			)
 			if a.config.DatabaseURL != "" {
-				// The tokens of `callscribe tokens create`: each acts for
-				// its tenant's organisation only, or as an admin.
-				pool, err := connect(cmd.Context(), a.config.DatabaseURL, a.logger)
+				caps, stop, err := a.capsFrom(ctx, leases, rdb)
 				if err != nil {
 					return err
 				}
-				defer pool.Close()
-				opts.Authenticate = serveAuthenticator(pool)
+				defer stop()
+				if e, err = a.openPipeline(ctx, caps); err != nil {
+					return err
+				}
+				defer e.Close()
+				store := tokens.New(e.pool)
+				opts.Authenticate = serveAuthenticator(e.pool)
+				ingest := ingestapi.NewHandler(ingestapi.Config{Pipeline: e.pipeline, Ledger: e.ledger, Client: e.client,
+					Auth: store, Logger: a.logger})
+				for _, p := range []string{"/v1/recordings", "/v1/recordings/", "/v1/recordings:batch"} {
+					mux.Handle(p, ingest)
+				}
+				if !noWorkers {
+					// River's own context must outlive the signal: stopping is ours.
+					if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+						return fmt.Errorf("starting workers: %w", err)
+					}
+					workers = true
+				}
 			}
 			auth := opts.Token != "" || opts.Authenticate != nil
 			if !auth && !loopbackAddr(addr) {
 				return fmt.Errorf("serve: refusing to listen on %s without authentication: set database_url (tokens from `callscribe tokens create`) or %s, or listen on a loopback address", addr, EnvAPIToken)
 			}
-			handler := httpapi.NewHandler(leases, slots, opts)
-			return a.serveHTTP(cmd.Context(), addr, handler, auth)
+			mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				_, _ = io.WriteString(w, "ok\n")
+			})
+			mux.HandleFunc("GET /readyz", a.readyz(e, rdb))
+			mux.Handle("/", httpapi.NewHandler(leases, slots, opts))
+			err = a.serveHTTP(ctx, addr, mux, auth)
+			if workers {
+				cfg := e.pipeline.Config()
+				a.logger.Info("stopping the workers: no new work is fetched; running steps get the shutdown grace", slog.Duration("grace", cfg.ShutdownGrace))
+				if serr := e.pipeline.Stop(context.WithoutCancel(ctx), e.client); serr != nil && err == nil {
+					err = serr
+				}
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", ServeAddrDefault, "host:port to listen on (port 0: any free port)")
+	cmd.Flags().BoolVar(&noWorkers, "no-workers", false, "serve the APIs without running the pipeline's workers")
 	return cmd
+}
+
+// readyz answers 200 when PostgreSQL (with database_url) answers and is
+// migrated, 503 otherwise; Redis down is reported as degraded, not
+// unready, because capacity fails open.
+func (a *app) readyz(e *pipelineEnv, rdb *redis.Client) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		out := map[string]string{"postgres": "not configured", "redis": "ok"}
+		ready := true
+		if e != nil {
+			out["postgres"] = "ok"
+			pending, err := migrations.New(e.pool, nil).Pending(ctx)
+			switch {
+			case err != nil:
+				a.logger.Warn("readyz: PostgreSQL", slog.String("error", err.Error()))
+				ready, out["postgres"] = false, "unreachable"
+			case pending > 0:
+				ready, out["postgres"] = false, fmt.Sprintf("%d migrations pending: run callscribe migrate up", pending)
+			}
+		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			a.logger.Warn("readyz: Redis", slog.String("error", err.Error()))
+			out["redis"] = "degraded: unreachable (capacity fails open)"
+		}
+		status := http.StatusOK
+		out["status"] = "ready"
+		if !ready {
+			status, out["status"] = http.StatusServiceUnavailable, "unready"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(out)
+	}
 }
 
 // serveHTTP listens on addr, prints the bound address and serves handler

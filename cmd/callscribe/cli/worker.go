@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -27,15 +28,11 @@ func (a *app) workerCommand() *cobra.Command {
 					return err
 				}
 				defer func() { _ = rdb.Close() }()
-				if len(a.config.Capacity.Limits) > 0 {
-					hb := leases.StartHeartbeat(context.WithoutCancel(ctx), capacity.HeartbeatConfig{})
-					defer hb.Stop()
-					caps.slots = leaseSlots{leases: leases, limits: a.config.Capacity.Limits}
-					a.logger.Info("vendor slots shared through Redis", slog.Int("limits", len(a.config.Capacity.Limits)))
-				}
-				if caps.windows, err = a.openWindows(rdb); err != nil {
+				var stop func()
+				if caps, stop, err = a.capsFrom(ctx, leases, rdb); err != nil {
 					return err
 				}
+				defer stop()
 			} else {
 				a.logger.Warn("no Redis URL: scopes have no shared concurrency window (admission is the scope's deadline and probe only)")
 			}
@@ -56,4 +53,25 @@ func (a *app) workerCommand() *cobra.Command {
 			return e.pipeline.Stop(context.WithoutCancel(ctx), e.client)
 		},
 	}
+}
+
+// capsFrom is the shared capacity a pipeline works with, from the
+// process's leases and Redis: the vendor slots (with their heartbeat,
+// stopped by the returned func) when capacity.limits is set, and the
+// scopes' windows.
+func (a *app) capsFrom(ctx context.Context, leases *capacity.Leases, rdb *redis.Client) (pipelineCaps, func(), error) {
+	var caps pipelineCaps
+	stop := func() {}
+	if len(a.config.Capacity.Limits) > 0 {
+		hb := leases.StartHeartbeat(context.WithoutCancel(ctx), capacity.HeartbeatConfig{})
+		stop = hb.Stop
+		caps.slots = leaseSlots{leases: leases, limits: a.config.Capacity.Limits}
+		a.logger.Info("vendor slots shared through Redis", slog.Int("limits", len(a.config.Capacity.Limits)))
+	}
+	var err error
+	if caps.windows, err = a.openWindows(rdb); err != nil {
+		stop()
+		return caps, func() {}, err
+	}
+	return caps, stop, nil
 }

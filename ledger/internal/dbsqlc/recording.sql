@@ -90,6 +90,17 @@ WHERE (@state::text = '' OR state = @state::text)
 ORDER BY created_at, id
 LIMIT @max_rows::bigint;
 
+-- name: RecordingPage :many
+-- One page of recordings in (created_at, id) order after a cursor.
+SELECT * FROM recordings
+WHERE (@state::text = '' OR state = @state::text)
+  AND (@tenant_id::text = '' OR tenant_id = @tenant_id::text)
+  AND (@lane::text = '' OR lane = @lane::text)
+  AND (sqlc.narg(after_created)::timestamptz IS NULL
+       OR (created_at, id) > (sqlc.narg(after_created)::timestamptz, sqlc.narg(after_id)::uuid))
+ORDER BY created_at, id
+LIMIT @max_rows::bigint;
+
 -- name: RecordingListByCall :many
 SELECT * FROM recordings WHERE tenant_id = @tenant_id AND call_id = @call_id ORDER BY created_at, id;
 

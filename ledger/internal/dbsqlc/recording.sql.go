@@ -520,6 +520,76 @@ func (q *Queries) RecordingNote(ctx context.Context, db DBTX, arg RecordingNoteP
 	return i, err
 }
 
+const recordingPage = `-- name: RecordingPage :many
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM recordings
+WHERE ($1::text = '' OR state = $1::text)
+  AND ($2::text = '' OR tenant_id = $2::text)
+  AND ($3::text = '' OR lane = $3::text)
+  AND ($4::timestamptz IS NULL
+       OR (created_at, id) > ($4::timestamptz, $5::uuid))
+ORDER BY created_at, id
+LIMIT $6::bigint
+`
+
+type RecordingPageParams struct {
+	State        string
+	TenantID     string
+	Lane         string
+	AfterCreated *time.Time
+	AfterID      *uuid.UUID
+	MaxRows      int64
+}
+
+// One page of recordings in (created_at, id) order after a cursor.
+func (q *Queries) RecordingPage(ctx context.Context, db DBTX, arg RecordingPageParams) ([]Recording, error) {
+	rows, err := db.Query(ctx, recordingPage,
+		arg.State,
+		arg.TenantID,
+		arg.Lane,
+		arg.AfterCreated,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Recording
+	for rows.Next() {
+		var i Recording
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.CallID,
+			&i.AudioSha256,
+			&i.BusinessKey,
+			&i.State,
+			&i.Attempt,
+			&i.Lane,
+			&i.AudioUri,
+			&i.AudioBytes,
+			&i.Deadline,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LastEventSeq,
+			&i.Provider,
+			&i.ProviderID,
+			&i.Model,
+			&i.Language,
+			&i.NotBefore,
+			&i.StartedAt,
+			&i.AudioDurationMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordingStateGet = `-- name: RecordingStateGet :one
 SELECT state FROM recordings WHERE id = $1
 `

@@ -1,0 +1,493 @@
+// Package ingestapi is the recordings API of `callscribe serve`: platforms
+// feed recordings and read their state over HTTP with a tenant's token.
+//
+//	POST /v1/recordings               {call_id, audio, lane, deadline, model, language, started_at} → 201 new | 200 existing
+//	POST /v1/recordings:batch         {items: [...]} (at most MaxBatch)       → 200 {results: [{index, status, recording | error}]}
+//	GET  /v1/recordings/{call_id}                                             → 200 {recordings: [{..., events}]} | 404
+//	GET  /v1/recordings?state=&lane=&cursor=&limit=                           → 200 {recordings, next_cursor}
+//	POST /v1/recordings/{id}:retry    (admin)                                 → 200 {recording} | 404 | 409
+//
+// A tenant's token reads and writes that tenant only: another tenant's
+// recording is 404, never 403, so ids do not leak. An admin token names
+// the tenant in the body (tenant_id) or the query (?tenant=). Bodies are
+// strict: size-limited, unknown fields and trailing data refused, errors
+// naming the field. Audio keys are confined to the tenant's part of the
+// recordings root ("<tenant>/...").
+package ingestapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/tokens"
+)
+
+// Limits of a request.
+const (
+	MaxBodyBytes      = 64 << 10
+	MaxBatchBodyBytes = 1 << 20
+	MaxBatch          = 500
+	MaxPage           = 500
+)
+
+// Authenticator says whom a bearer token speaks for (tokens.Store).
+type Authenticator interface {
+	Authenticate(ctx context.Context, bearer string) (tokens.Principal, error)
+}
+
+// Config is what the API serves from.
+type Config struct {
+	Pipeline *jobs.Pipeline
+	Ledger   *ledger.Ledger
+	// Client inserts the transcribe jobs (the process's River client).
+	Client *river.Client[pgx.Tx]
+	Auth   Authenticator
+	Logger *slog.Logger
+}
+
+type api struct{ cfg Config }
+
+// NewHandler returns the API's routes (mount it at the server's root).
+func NewHandler(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &api{cfg: cfg}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/recordings", a.auth(a.create))
+	mux.HandleFunc("POST /v1/recordings:batch", a.auth(a.batch))
+	mux.HandleFunc("GET /v1/recordings", a.auth(a.list))
+	mux.HandleFunc("GET /v1/recordings/{call_id}", a.auth(a.byCall))
+	mux.HandleFunc("POST /v1/recordings/{action}", a.auth(a.action))
+	return mux
+}
+
+type principalKey struct{}
+
+func principalOf(r *http.Request) tokens.Principal {
+	p, _ := r.Context().Value(principalKey{}).(tokens.Principal)
+	return p
+}
+
+func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			unauthorized(w)
+			return
+		}
+		p, err := a.cfg.Auth.Authenticate(r.Context(), strings.TrimSpace(cred))
+		if errors.Is(err, tokens.ErrInvalid) {
+			unauthorized(w)
+			return
+		}
+		if err != nil {
+			a.cfg.Logger.Warn("ingest api: checking a token", slog.String("error", err.Error()))
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the token could not be checked now; retry")
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="callscribe"`)
+	writeError(w, http.StatusUnauthorized, "unauthorized", "", "missing or wrong bearer token")
+}
+
+// item is one recording to ingest.
+type item struct {
+	// TenantID: an admin token's choice; a tenant token may omit it or
+	// repeat its own.
+	TenantID  string     `json:"tenant_id,omitempty"`
+	CallID    string     `json:"call_id"`
+	Audio     string     `json:"audio"`
+	Lane      string     `json:"lane,omitempty"`
+	Deadline  *time.Time `json:"deadline,omitempty"`
+	Model     string     `json:"model,omitempty"`
+	Language  string     `json:"language,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+}
+
+// fieldError is a refused field.
+type fieldError struct {
+	status      int
+	typ, field  string
+	msg         string
+	notYourData bool
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+func invalid(field, format string, args ...any) *fieldError {
+	return &fieldError{status: http.StatusBadRequest, typ: "invalid_request", field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+// request turns an item into an ingest request for principal p.
+func request(p tokens.Principal, it item) (jobs.IngestRequest, *fieldError) {
+	tenant := it.TenantID
+	switch {
+	case p.Admin && tenant == "":
+		return jobs.IngestRequest{}, invalid("tenant_id", "is required with an admin token")
+	case !p.Admin && tenant == "":
+		tenant = p.Tenant
+	case !p.Admin && tenant != p.Tenant:
+		// Not this token's tenant: as if it did not exist.
+		return jobs.IngestRequest{}, &fieldError{status: http.StatusNotFound, typ: "not_found", field: "tenant_id", msg: "no such tenant", notYourData: true}
+	}
+	if it.CallID == "" {
+		return jobs.IngestRequest{}, invalid("call_id", "is required")
+	}
+	if it.Audio == "" {
+		return jobs.IngestRequest{}, invalid("audio", "is required: the recording's key under the recordings root, \"%s/...\"", tenant)
+	}
+	// Confined to the tenant's part of the root: a clean relative key
+	// under "<tenant>/".
+	if strings.HasPrefix(it.Audio, "/") || strings.Contains(it.Audio, "://") || path.Clean(it.Audio) != it.Audio ||
+		!strings.HasPrefix(it.Audio, tenant+"/") {
+		return jobs.IngestRequest{}, invalid("audio", "must be a clean key under the tenant's part of the recordings root, \"%s/...\"", tenant)
+	}
+	req := jobs.IngestRequest{TenantID: tenant, CallID: it.CallID, Audio: it.Audio, Model: it.Model, Language: it.Language}
+	switch it.Lane {
+	case "":
+	case string(ledger.LaneImmediate), string(ledger.LaneBatch):
+		req.Lane = ledger.Lane(it.Lane)
+	default:
+		return jobs.IngestRequest{}, invalid("lane", "%q: want immediate or batch", it.Lane)
+	}
+	if it.Deadline != nil {
+		req.Deadline = *it.Deadline
+	}
+	if it.StartedAt != nil {
+		req.StartedAt = *it.StartedAt
+	}
+	return req, nil
+}
+
+// ingest ingests one item: the recording and whether it is new, or the
+// refusal.
+func (a *api) ingest(ctx context.Context, p tokens.Principal, it item) (jobs.IngestResult, *fieldError) {
+	req, fe := request(p, it)
+	if fe != nil {
+		return jobs.IngestResult{}, fe
+	}
+	res, err := a.cfg.Pipeline.Ingest(ctx, a.cfg.Client, req)
+	if err == nil {
+		return res, nil
+	}
+	var reqErr *jobs.RequestError
+	var keyErr *audio.KeyError
+	var tooLarge *audio.TooLargeError
+	switch {
+	case errors.As(err, &reqErr):
+		return res, invalid(reqErr.Field, "%s", reqErr.Detail)
+	case errors.Is(err, jobs.ErrUnknownTenant):
+		return res, &fieldError{status: http.StatusNotFound, typ: "not_found", field: "tenant_id", msg: "no such tenant"}
+	case errors.Is(err, audio.ErrNotFound):
+		return res, &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_not_found", field: "audio", msg: "no recording at that key"}
+	case errors.As(err, &tooLarge):
+		return res, &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_too_large", field: "audio", msg: tooLarge.Error()}
+	case errors.As(err, &keyErr), errors.Is(err, audio.ErrFormat):
+		return res, &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_unreadable", field: "audio", msg: err.Error()}
+	default:
+		a.cfg.Logger.Error("ingest api: ingesting", slog.String("tenant", req.TenantID), slog.String("error", err.Error()))
+		return res, &fieldError{status: http.StatusInternalServerError, typ: "internal", msg: "ingesting the recording failed"}
+	}
+}
+
+func (a *api) create(w http.ResponseWriter, r *http.Request) {
+	var it item
+	if fe := decode(w, r, MaxBodyBytes, &it); fe != nil {
+		writeFieldError(w, fe)
+		return
+	}
+	res, fe := a.ingest(r.Context(), principalOf(r), it)
+	if fe != nil {
+		writeFieldError(w, fe)
+		return
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, map[string]any{"recording": res.Recording, "created": res.Created})
+}
+
+func (a *api) batch(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Items []item `json:"items"`
+	}
+	if fe := decode(w, r, MaxBatchBodyBytes, &body); fe != nil {
+		writeFieldError(w, fe)
+		return
+	}
+	switch {
+	case len(body.Items) == 0:
+		writeFieldError(w, invalid("items", "is empty"))
+		return
+	case len(body.Items) > MaxBatch:
+		writeFieldError(w, &fieldError{status: http.StatusRequestEntityTooLarge, typ: "too_large", field: "items",
+			msg: fmt.Sprintf("%d items, at most %d", len(body.Items), MaxBatch)})
+		return
+	}
+	type result struct {
+		Index     int               `json:"index"`
+		Status    int               `json:"status"`
+		Recording *ledger.Recording `json:"recording,omitempty"`
+		Error     *errorBody        `json:"error,omitempty"`
+	}
+	out := make([]result, len(body.Items))
+	failed := 0
+	for i, it := range body.Items {
+		res, fe := a.ingest(r.Context(), principalOf(r), it)
+		if fe != nil {
+			failed++
+			e := fe.body()
+			out[i] = result{Index: i, Status: fe.status, Error: &e}
+			continue
+		}
+		rec := res.Recording
+		out[i] = result{Index: i, Status: map[bool]int{true: http.StatusCreated, false: http.StatusOK}[res.Created], Recording: &rec}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out, "failed": failed})
+}
+
+// recordingWithEvents is a recording and its history.
+type recordingWithEvents struct {
+	ledger.Recording
+	Events []ledger.Event `json:"events"`
+}
+
+func (a *api) withEvents(ctx context.Context, recs []ledger.Recording) ([]recordingWithEvents, error) {
+	out := make([]recordingWithEvents, len(recs))
+	for i, rec := range recs {
+		evs, err := a.cfg.Ledger.Events(ctx, rec.ID)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = recordingWithEvents{Recording: rec, Events: evs}
+	}
+	return out, nil
+}
+
+// tenantOf is the tenant a read names: a tenant token's own; an admin's
+// ?tenant= (required).
+func tenantOf(r *http.Request) (string, *fieldError) {
+	p := principalOf(r)
+	q := r.URL.Query().Get("tenant")
+	switch {
+	case p.Admin && q == "":
+		return "", invalid("tenant", "is required with an admin token")
+	case p.Admin:
+		return q, nil
+	case q != "" && q != p.Tenant:
+		return "", &fieldError{status: http.StatusNotFound, typ: "not_found", field: "tenant", msg: "no such tenant"}
+	}
+	return p.Tenant, nil
+}
+
+func (a *api) byCall(w http.ResponseWriter, r *http.Request) {
+	tenant, fe := tenantOf(r)
+	if fe != nil {
+		writeFieldError(w, fe)
+		return
+	}
+	recs, err := a.cfg.Ledger.RecordingsByCall(r.Context(), tenant, r.PathValue("call_id"))
+	if err != nil {
+		a.internal(w, "reading a call", err)
+		return
+	}
+	if len(recs) == 0 {
+		writeError(w, http.StatusNotFound, "not_found", "call_id", "no recording of that call")
+		return
+	}
+	out, err := a.withEvents(r.Context(), recs)
+	if err != nil {
+		a.internal(w, "reading events", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"recordings": out})
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	tenant, fe := tenantOf(r)
+	if fe != nil {
+		writeFieldError(w, fe)
+		return
+	}
+	q := r.URL.Query()
+	f := ledger.PageFilter{TenantID: tenant, Limit: 100}
+	if s := q.Get("state"); s != "" {
+		if !ledger.State(s).Valid() {
+			writeFieldError(w, invalid("state", "%q is not a state", s))
+			return
+		}
+		f.State = ledger.State(s)
+	}
+	if l := q.Get("lane"); l != "" {
+		if l != string(ledger.LaneImmediate) && l != string(ledger.LaneBatch) {
+			writeFieldError(w, invalid("lane", "%q: want immediate or batch", l))
+			return
+		}
+		f.Lane = ledger.Lane(l)
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxPage {
+			writeFieldError(w, invalid("limit", "want 1-%d", MaxPage))
+			return
+		}
+		f.Limit = n
+	}
+	if c := q.Get("cursor"); c != "" {
+		cur, ok := parseCursor(c)
+		if !ok {
+			writeFieldError(w, invalid("cursor", "is not a cursor this API gave"))
+			return
+		}
+		f.After = cur
+	}
+	recs, next, err := a.cfg.Ledger.RecordingPage(r.Context(), f)
+	if err != nil {
+		a.internal(w, "listing recordings", err)
+		return
+	}
+	out, err := a.withEvents(r.Context(), recs)
+	if err != nil {
+		a.internal(w, "reading events", err)
+		return
+	}
+	resp := map[string]any{"recordings": out}
+	if !next.IsZero() {
+		resp["next_cursor"] = formatCursor(next)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// action is POST /v1/recordings/{id}:retry.
+func (a *api) action(w http.ResponseWriter, r *http.Request) {
+	idText, verb, ok := strings.Cut(r.PathValue("action"), ":")
+	if !ok || verb != "retry" {
+		writeError(w, http.StatusNotFound, "not_found", "", "no route "+r.URL.Path)
+		return
+	}
+	if !principalOf(r).Admin {
+		// Operator endpoint; a tenant token learns nothing about the id.
+		writeError(w, http.StatusNotFound, "not_found", "id", "no such recording")
+		return
+	}
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		writeFieldError(w, invalid("id", "is not a recording id"))
+		return
+	}
+	rec, err := a.cfg.Pipeline.Retry(r.Context(), a.cfg.Client, id, "retried through the API")
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "id", "no such recording")
+	case errors.Is(err, jobs.ErrNotReviewable), errors.Is(err, jobs.ErrJobRunning):
+		writeError(w, http.StatusConflict, "conflict", "id", err.Error())
+	case err != nil:
+		a.internal(w, "retrying a recording", err)
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"recording": rec})
+	}
+}
+
+func (a *api) internal(w http.ResponseWriter, what string, err error) {
+	a.cfg.Logger.Error("ingest api: "+what, slog.String("error", err.Error()))
+	writeError(w, http.StatusInternalServerError, "internal", "", what+" failed")
+}
+
+// decode reads a JSON body strictly: Content-Type application/json, at
+// most limit bytes, no unknown fields, nothing after the value.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) *fieldError {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		return &fieldError{status: http.StatusUnsupportedMediaType, typ: "unsupported_media_type", msg: "send Content-Type: application/json"}
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var tooLarge *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return &fieldError{status: http.StatusRequestEntityTooLarge, typ: "too_large", msg: fmt.Sprintf("the body is over %d bytes", limit)}
+	case errors.As(err, &typeErr):
+		return invalid(typeErr.Field, "want %s", typeErr.Type)
+	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
+		return invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "is not a field of this request")
+	case err != nil:
+		return invalid("", "the body is not JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if errors.As(err, &tooLarge) {
+			return &fieldError{status: http.StatusRequestEntityTooLarge, typ: "too_large", msg: fmt.Sprintf("the body is over %d bytes", limit)}
+		}
+		return invalid("", "trailing data after the JSON value")
+	}
+	return nil
+}
+
+type errorBody struct {
+	Type    string `json:"type"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *fieldError) body() errorBody { return errorBody{Type: e.typ, Field: e.field, Message: e.msg} }
+
+func writeFieldError(w http.ResponseWriter, fe *fieldError) {
+	writeJSON(w, fe.status, map[string]any{"error": fe.body()})
+}
+
+func writeError(w http.ResponseWriter, status int, typ, field, msg string) {
+	writeJSON(w, status, map[string]any{"error": errorBody{Type: typ, Field: field, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func formatCursor(c ledger.PageCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "." + c.ID.String()))
+}
+
+func parseCursor(s string) (ledger.PageCursor, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return ledger.PageCursor{}, false
+	}
+	micros, id, ok := strings.Cut(string(b), ".")
+	if !ok {
+		return ledger.PageCursor{}, false
+	}
+	n, err := strconv.ParseInt(micros, 10, 64)
+	u, err2 := uuid.Parse(id)
+	if err != nil || err2 != nil || u == uuid.Nil {
+		return ledger.PageCursor{}, false
+	}
+	return ledger.PageCursor{CreatedAt: time.UnixMicro(n).UTC(), ID: u}, true
+}
