@@ -137,6 +137,11 @@ func (p *Pipeline) Ingest(ctx context.Context, client *river.Client[pgx.Tx], req
 	if err != nil {
 		return IngestResult{}, err
 	}
+	// Each tenant reads only its own part of the recordings root.
+	if !strings.HasPrefix(key, req.TenantID+"/") {
+		return IngestResult{}, &RequestError{Field: "audio",
+			Detail: fmt.Sprintf("%q is outside the tenant's part of the recordings root (%s/...)", key, req.TenantID)}
+	}
 	info, err := p.audio.Inspect(ctx, key)
 	if err != nil {
 		return IngestResult{}, err

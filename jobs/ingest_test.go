@@ -109,3 +109,17 @@ func TestIngestRefusesFIFOAndNonWAV(t *testing.T) {
 		t.Fatalf("text file named .wav: Ingest() error = %v, want audio.ErrFormat naming the key", err)
 	}
 }
+
+// A tenant reads only its own part of the recordings root ("<tenant>/"),
+// through the CLI's manifest as through the API.
+func TestIngestConfinesAudioToTheTenant(t *testing.T) {
+	t.Parallel()
+	e, _ := setup(t, sttsim.Config{}, jobs.Config{}, 1)
+	other := filepath.Join(e.root, "t2", "call.wav")
+	writeWAV(t, other, time.Second, 1)
+	_, err := e.pipeline.Ingest(context.Background(), e.client, jobs.IngestRequest{TenantID: "t1", CallID: "c", Audio: other})
+	var re *jobs.RequestError
+	if !errors.As(err, &re) || re.Field != "audio" || !strings.Contains(err.Error(), "t1/...") {
+		t.Fatalf("t1 ingesting t2's audio: %v, want a *RequestError for audio", err)
+	}
+}
