@@ -60,6 +60,9 @@ func (a *app) serveCommand() *cobra.Command {
   POST /v1/calls/{call_id}/release, /v1/calls/{call_id}/transcriber
   GET  /v1/status
 
+- River UI at /riverui/ (admin token: a bearer header, or the password of
+  the browser's login prompt).
+
 - GET /healthz (the process is up) and GET /readyz (PostgreSQL reachable
   and migrated: 200, else 503; Redis down is "degraded", still 200,
   because capacity fails open).
@@ -116,6 +119,12 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				for _, p := range []string{"/v1/recordings", "/v1/recordings/", "/v1/recordings:batch"} {
 					mux.Handle(p, ingest)
 				}
+				ui, stopUI, err := newRiverUI(ctx, e.client, a.logger)
+				if err != nil {
+					return err
+				}
+				defer stopUI()
+				mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, adminCheck(token, opts.Authenticate)))
 				if !noWorkers {
 					// River's own context must outlive the signal: stopping is ours.
 					if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {

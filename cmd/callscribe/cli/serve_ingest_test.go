@@ -105,6 +105,24 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	if code, got := call("GET", "/v1/status", ""); code != 200 {
 		t.Fatalf("capacity status: %d %v", code, got)
 	}
+	// River UI: an admin's, not a tenant's.
+	_, out, _ = run(t, ctx, env, "--config", config, "tokens", "create", "--admin")
+	admin := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
+	for _, c := range []struct {
+		tok  string
+		want int
+	}{{token, 401}, {admin, 200}} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/riverui/", nil)
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("River UI with a %s token: %d, want %d", map[bool]string{true: "tenant", false: "admin"}[c.tok == token], resp.StatusCode, c.want)
+		}
+	}
 	cancel()
 	select {
 	case code := <-done:
