@@ -29,6 +29,11 @@ const (
 	SweepIntervalDefault     = time.Minute
 	RetentionDefault         = 90 * 24 * time.Hour
 	RetentionEveryDefault    = time.Hour
+	// CohortDefault is TenantConfig.Cohort's default.
+	CohortDefault = "default"
+	// RolloutRefresh is how long a worker keeps a cohort's mode before
+	// reading it again: `rollout set` takes effect within it.
+	RolloutRefresh = 2 * time.Second
 	ShutdownGraceDefault     = 30 * time.Second
 	MinConfidenceDefault     = 0.5
 	DurationToleranceDefault = 0.15
@@ -76,6 +81,10 @@ type TenantConfig struct {
 	// transcript, action sets, deliveries) and audio are kept after its
 	// last change. Default 0: Config.Retention (90 days). Never "forever".
 	Retention time.Duration `yaml:"retention"`
+	// Cohort: the rollout cohort the tenant belongs to; its deferral mode
+	// (observe or enforce, `callscribe rollout set`) applies to the
+	// tenant's requests. Default "default".
+	Cohort string `yaml:"cohort"`
 	// KeepAudio: the retention purge leaves the audio objects in the
 	// recordings root (and records that it did). Default false: removed.
 	KeepAudio bool `yaml:"keep_audio"`
@@ -194,6 +203,9 @@ func (c Config) WithDefaults() Config {
 	for id, t := range c.Tenants {
 		if t.MinConfidence == 0 {
 			t.MinConfidence = MinConfidenceDefault
+		}
+		if t.Cohort == "" {
+			t.Cohort = CohortDefault
 		}
 		if t.Scope == "" {
 			h := sha256.Sum256([]byte(t.APIKey))

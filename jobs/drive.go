@@ -93,7 +93,7 @@ func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID) (*stepCt
 		s.unconfigured = fmt.Errorf("tenant %q is not configured", rec.TenantID)
 		return s, nil
 	}
-	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t.Scope)
+	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t.Scope) || p.rollout.observed(ctx, p.ledger, t.Cohort)
 	return s, nil
 }
 

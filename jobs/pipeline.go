@@ -25,6 +25,7 @@ import (
 // it at once and a killed job resumes where the ledger says.
 type Pipeline struct {
 	cfg           Config
+	rollout       rolloutModes
 	ledger        *ledger.Ledger
 	audio         *audio.Store
 	providers     map[string]stt.Provider // by tenant
@@ -92,7 +93,7 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline
 	}
 	p := &Pipeline{cfg: cfg, db: pool, ledger: l, audio: deps.Store, providers: map[string]stt.Provider{}, log: cfg.Logger,
 		commitActions: deps.Commit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait,
-		window: deps.Window, planLimitOf: deps.PlanLimit}
+		window: deps.Window, planLimitOf: deps.PlanLimit, rollout: rolloutModes{log: cfg.Logger}}
 	if p.extractor == nil {
 		p.extractor = extract.RuleExtractor{}
 	}

@@ -18,20 +18,20 @@ import (
 // admitAndSubmit: eligible -> submitted once the scope and the vendor's
 // capacity let the recording through, then the submission itself.
 func (p *Pipeline) admitAndSubmit(ctx context.Context, s *stepCtx) (outcome, error) {
-	return p.send(ctx, s, func(probe bool) (ledger.Recording, error) {
+	return p.send(ctx, s, func(probe bool, admittedAt time.Time) (ledger.Recording, error) {
 		name := s.prov.Name()
 		return p.move(ctx, s.rec, ledger.StateSubmitted, "admitted", func(tr *ledger.Transition) {
 			tr.Provider = &name
-			tr.Detail = map[string]any{"scope": s.tenant.Scope, "probe": probe}
+			tr.Detail = submissionDetail(s, probe, admittedAt)
 		})
 	})
 }
 
 // resubmit submits a recording in submitted again, recording why.
 func (p *Pipeline) resubmit(ctx context.Context, s *stepCtx, why string) (outcome, error) {
-	return p.send(ctx, s, func(probe bool) (ledger.Recording, error) {
+	return p.send(ctx, s, func(probe bool, admittedAt time.Time) (ledger.Recording, error) {
 		return p.ledger.Note(ctx, ledger.Note{RecordingID: s.rec.ID, State: ledger.StateSubmitted, Reason: why, Submission: true,
-			Detail: map[string]any{"scope": s.tenant.Scope, "probe": probe}})
+			Detail: submissionDetail(s, probe, admittedAt)})
 	})
 }
 
@@ -40,7 +40,7 @@ func (p *Pipeline) resubmit(ctx context.Context, s *stepCtx, why string) (outcom
 // while it is full) and the vendor's capacity (snooze without a slot);
 // record the submission with record (probe: this request is the scope's
 // probe); submit. The answer settles the slots (settle).
-func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool) (ledger.Recording, error)) (outcome, error) {
+func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool, admittedAt time.Time) (ledger.Recording, error)) (outcome, error) {
 	if s.rec.Attempt >= p.cfg.MaxSubmissions {
 		_, err := p.move(ctx, s.rec, ledger.StateFailed, fmt.Sprintf("gave up after %d submissions", s.rec.Attempt),
 			func(t *ledger.Transition) { t.ResponseClass = "max_submissions" })
@@ -93,12 +93,19 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(probe bool)
 			p.release(ctx, s, capacity.Neutral, "")
 		}
 	}()
-	rec, err := record(probe)
+	rec, err := record(probe, admittedAt)
 	if err != nil {
 		return next, err
 	}
 	s.rec = rec
 	return p.submit(ctx, s, probe, admittedAt)
+}
+
+// submissionDetail is what a submission's event records: its scope,
+// whether it was the probe, and when its admission was asked (the
+// deadlines recorded before that instant were known to it).
+func submissionDetail(s *stepCtx, probe bool, admittedAt time.Time) map[string]any {
+	return map[string]any{"scope": s.tenant.Scope, "probe": probe, "admitted_at": admittedAt.UTC().Format(time.RFC3339Nano)}
 }
 
 // admit asks the ledger whether the recording's scope admits a request

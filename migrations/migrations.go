@@ -121,6 +121,7 @@ var dropsData = map[int64][]string{
 	5: {"outbox"},
 	6: {"retention_audio", "retention_purges"},
 	7: {"api_tokens"},
+	8: {"rollout_cohorts", "rollout_events"},
 }
 
 // riverDropsData: rolling River back drops its jobs.

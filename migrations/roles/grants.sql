@@ -18,13 +18,14 @@ BEGIN
     FOREACH t IN ARRAY ARRAY['recordings', 'recording_events', 'recording_states', 'recording_state_edges',
                              'transcripts', 'action_sets', 'outbox', 'outbox_events', 'counters',
                              'scope_deferrals', 'scope_deferral_extensions', 'retention_purges',
-                             'retention_audio', 'callscribe_schema_version', 'api_tokens'] LOOP
+                             'retention_audio', 'callscribe_schema_version', 'api_tokens',
+                             'rollout_cohorts', 'rollout_events'] LOOP
         EXECUTE format('REVOKE ALL ON %I FROM callscribe_runtime, callscribe_purge', t);
         EXECUTE format('GRANT SELECT ON %I TO callscribe_runtime', t);
     END LOOP;
     FOREACH t IN ARRAY ARRAY['recordings', 'recording_events', 'transcripts', 'action_sets', 'outbox',
                              'outbox_events', 'counters', 'scope_deferrals', 'scope_deferral_extensions',
-                             'retention_audio', 'api_tokens'] LOOP
+                             'retention_audio', 'api_tokens', 'rollout_cohorts', 'rollout_events'] LOOP
         EXECUTE format('GRANT INSERT ON %I TO callscribe_runtime', t);
     END LOOP;
     GRANT UPDATE (state, attempt, updated_at, last_event_seq, provider, provider_id, model, language,
@@ -34,6 +35,7 @@ BEGIN
                   paused_at) ON scope_deferrals TO callscribe_runtime;
     GRANT UPDATE (value) ON counters TO callscribe_runtime;
     GRANT UPDATE (revoked_at) ON api_tokens TO callscribe_runtime;
+    GRANT UPDATE (mode, reason, updated_at) ON rollout_cohorts TO callscribe_runtime;
 
     FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname = s AND c.relkind IN ('r', 'p') AND c.relname LIKE 'river\_%' LOOP

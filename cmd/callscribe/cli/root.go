@@ -56,7 +56,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.retentionCommand(), a.tokensCommand(), a.demoCommand(),
+	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.retentionCommand(), a.tokensCommand(), a.rolloutCommand(), a.demoCommand(),
 		a.workerCommand(), a.ingestCommand(), a.jobsCommand(), a.scopesCommand(), a.simulateCommand(), a.outboxCommand(), a.replayCommand(), a.capacityCommand())
 	root.AddCommand(a.serveCommand())
 

@@ -84,6 +84,22 @@ type RetentionPurge struct {
 	Policy              []byte
 }
 
+type RolloutCohort struct {
+	Cohort    string
+	Mode      string
+	Reason    string
+	UpdatedAt time.Time
+}
+
+type RolloutEvent struct {
+	ID        int64
+	Cohort    string
+	PriorMode *string
+	Mode      string
+	Reason    string
+	At        time.Time
+}
+
 type ScopeDeferral struct {
 	Scope          string
 	NotBefore      time.Time
