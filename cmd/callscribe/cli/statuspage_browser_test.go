@@ -106,7 +106,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
-		if resp.StatusCode != 201 {
+		if resp.StatusCode != http.StatusCreated {
 			t.Fatalf("create call-%d: %d", i, resp.StatusCode)
 		}
 	}
