@@ -18,7 +18,7 @@ GOVULNCHECK := bin/govulncheck-$(GOVULNCHECK_VERSION)-$(GOTOOLCHAIN)
 VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
 VULNDB := bin/vulndb-$(VULNDB_VERSION)
 
-.PHONY: help test lint vuln generate demo build fuzz bench
+.PHONY: help test lint vuln generate demo build fuzz bench screenshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ build: ## build bin/callscribe
 
 bench: ## the concurrency window against per-worker sleepers on one throttling vendor (figures side by side)
 	go run ./internal/cmd/testenv --install -- go test -run '^$$' -bench Herd -benchtime 1x ./jobs/
+
+screenshot: ## write status.png: the status page with demo data, in headless Chromium (apt-get install -y chromium)
+	go run ./internal/cmd/screenshot -o status.png
 
 fuzz: ## fuzz the Retry-After parser for 60s
 	go test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./ledger/retryafter/

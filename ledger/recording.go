@@ -323,6 +323,29 @@ func (l *Ledger) CountByState(ctx context.Context) (map[State]int, error) {
 	return out, nil
 }
 
+// StateCount is how many recordings of one tenant and lane are in one
+// state.
+type StateCount struct {
+	TenantID   string `json:"tenant_id"`
+	Lane       Lane   `json:"lane"`
+	State      State  `json:"state"`
+	Recordings int    `json:"recordings"`
+}
+
+// CountByTenantLaneState counts recordings per tenant, lane and state,
+// sorted by tenant, lane, then state; combinations with none are left out.
+func (l *Ledger) CountByTenantLaneState(ctx context.Context) ([]StateCount, error) {
+	rows, err := l.queries.RecordingCountByTenantLaneState(ctx, l.pool)
+	if err != nil {
+		return nil, fmt.Errorf("counting recordings by tenant and lane: %w", translate(err))
+	}
+	out := make([]StateCount, len(rows))
+	for i, r := range rows {
+		out[i] = StateCount{TenantID: r.TenantID, Lane: Lane(r.Lane), State: State(r.State), Recordings: int(r.Recordings)}
+	}
+	return out, nil
+}
+
 // PageFilter narrows RecordingPage.
 type PageFilter struct {
 	State    State  // "" = any

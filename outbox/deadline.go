@@ -248,6 +248,20 @@ func (o *Outbox) Backlog(ctx context.Context) (Backlog, error) {
 	return Backlog{Pending: s.Pending, OldestCreatedAt: oldest, OldestAge: max(o.cfg.Clock.Now().Sub(oldest), 0)}, nil
 }
 
+// CountByState counts the deliveries in each state (StatePending,
+// StateDelivered, StateDead); a state with none is absent.
+func (o *Outbox) CountByState(ctx context.Context) (map[string]int64, error) {
+	rows, err := o.queries.OutboxCountByState(ctx, o.pool)
+	if err != nil {
+		return nil, fmt.Errorf("counting deliveries by state: %w", translate(err))
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.State] = r.Deliveries
+	}
+	return out, nil
+}
+
 // Listing is what `callscribe outbox list --json` prints: rows, the
 // counters and gauges, and the pending deliveries at a glance.
 type Listing struct {

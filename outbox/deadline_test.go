@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -388,6 +389,10 @@ func TestSweepKillsPendingRowsWhoseJobIsGone(t *testing.T) {
 	b, err = c.outbox.Backlog(ctx)
 	if err != nil || b.Pending != 1 || b.OldestAge != stub.Now().Sub(start) {
 		t.Fatalf("backlog %+v, %v; want the daily row alone", b, err)
+	}
+	counts, err := c.outbox.CountByState(ctx)
+	if want := map[string]int64{outbox.StatePending: 1, outbox.StateDead: 2}; err != nil || !maps.Equal(counts, want) {
+		t.Fatalf("count by state %v, %v; want %v", counts, err, want)
 	}
 }
 

@@ -120,6 +120,18 @@ func (s *Store) List(ctx context.Context) ([]Token, error) {
 	return out, nil
 }
 
+// Get returns token id (revoked or not), or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id int64) (Token, error) {
+	row, err := s.q.TokenGet(ctx, s.pool, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Token{}, ErrNotFound
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("tokens: reading %d: %w", id, err)
+	}
+	return tokenOf(row), nil
+}
+
 // Revoke revokes token id at once: the next request with it is refused.
 // Revoking a revoked token changes nothing; an unknown id is ErrNotFound.
 func (s *Store) Revoke(ctx context.Context, id int64) (Token, error) {

@@ -86,3 +86,27 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 		}
 	}
 }
+
+// Get reads a token by id, revoked or not, never its secret.
+func TestGet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := tokens.New(testdb.AsRuntime(t, testdb.New(t)))
+	admin, _, err := s.Create(ctx, "", "ops", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, admin.ID)
+	if err != nil || got.ID != admin.ID || !got.Admin || got.Name != "ops" || got.RevokedAt != nil {
+		t.Fatalf("get %d: %+v, %v; want %+v", admin.ID, got, err, admin)
+	}
+	if _, err := s.Revoke(ctx, admin.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, admin.ID); err != nil || got.RevokedAt == nil {
+		t.Fatalf("get revoked %d: %+v, %v; want it revoked", admin.ID, got, err)
+	}
+	if _, err := s.Get(ctx, admin.ID+1000); !errors.Is(err, tokens.ErrNotFound) {
+		t.Fatalf("get unknown: %v, want ErrNotFound", err)
+	}
+}

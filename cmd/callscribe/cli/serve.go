@@ -20,6 +20,7 @@ import (
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/ingestapi"
 	"github.com/callscribe/callscribe/migrations"
+	"github.com/callscribe/callscribe/statuspage"
 	"github.com/callscribe/callscribe/tokens"
 )
 
@@ -59,6 +60,10 @@ func (a *app) serveCommand() *cobra.Command {
   POST /v1/slots, /v1/slots/bind, /v1/slots/release
   POST /v1/calls/{call_id}/release, /v1/calls/{call_id}/transcriber
   GET  /v1/status
+
+- the status page at / (admin token: a bearer header, or signed in once
+  from the browser for a session cookie): recordings, cooldowns, capacity
+  with per-minute peaks, outbox backlog and recent warnings.
 
 - River UI at /riverui/ (admin token: a bearer header, or the password of
   the browser's login prompt).
@@ -125,6 +130,14 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				}
 				defer stopUI()
 				mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, adminCheck(token, opts.Authenticate)))
+				// The status page at the root (the capacity API keeps the rest of "/").
+				page, err := a.statusPage(statusSources{ledger: e.ledger, outbox: e.outbox, leases: leases,
+					windows: caps.windows, slots: slots}, store, token, opts.Authenticate)
+				if err != nil {
+					return err
+				}
+				mux.Handle("GET /{$}", page)
+				mux.Handle(statuspage.PathPrefix, page)
 				if !noWorkers {
 					// River's own context must outlive the signal: stopping is ours.
 					if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {

@@ -112,3 +112,7 @@ LIMIT @max_rows::bigint;
 
 -- name: RecordingCountByState :many
 SELECT state, count(*) AS recordings FROM recordings GROUP BY state ORDER BY state;
+
+-- name: RecordingCountByTenantLaneState :many
+SELECT tenant_id, lane, state, count(*) AS recordings
+FROM recordings GROUP BY tenant_id, lane, state ORDER BY tenant_id, lane, state;

@@ -41,6 +41,43 @@ func (q *Queries) RecordingCountByState(ctx context.Context, db DBTX) ([]Recordi
 	return items, nil
 }
 
+const recordingCountByTenantLaneState = `-- name: RecordingCountByTenantLaneState :many
+SELECT tenant_id, lane, state, count(*) AS recordings
+FROM recordings GROUP BY tenant_id, lane, state ORDER BY tenant_id, lane, state
+`
+
+type RecordingCountByTenantLaneStateRow struct {
+	TenantID   string
+	Lane       string
+	State      string
+	Recordings int64
+}
+
+func (q *Queries) RecordingCountByTenantLaneState(ctx context.Context, db DBTX) ([]RecordingCountByTenantLaneStateRow, error) {
+	rows, err := db.Query(ctx, recordingCountByTenantLaneState)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RecordingCountByTenantLaneStateRow
+	for rows.Next() {
+		var i RecordingCountByTenantLaneStateRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.Lane,
+			&i.State,
+			&i.Recordings,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordingGet = `-- name: RecordingGet :one
 SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM recordings WHERE id = $1
 `

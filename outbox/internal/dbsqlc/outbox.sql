@@ -64,3 +64,6 @@ SELECT created_at, count(*) OVER () AS pending
 FROM outbox WHERE state = 'pending'
 ORDER BY created_at
 LIMIT 1;
+
+-- name: OutboxCountByState :many
+SELECT state, count(*) AS deliveries FROM outbox GROUP BY state ORDER BY state;

@@ -10,6 +10,35 @@ import (
 	"time"
 )
 
+const outboxCountByState = `-- name: OutboxCountByState :many
+SELECT state, count(*) AS deliveries FROM outbox GROUP BY state ORDER BY state
+`
+
+type OutboxCountByStateRow struct {
+	State      string
+	Deliveries int64
+}
+
+func (q *Queries) OutboxCountByState(ctx context.Context, db DBTX) ([]OutboxCountByStateRow, error) {
+	rows, err := db.Query(ctx, outboxCountByState)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxCountByStateRow
+	for rows.Next() {
+		var i OutboxCountByStateRow
+		if err := rows.Scan(&i.State, &i.Deliveries); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxGet = `-- name: OutboxGet :one
 SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
        o.not_before, o.created_at, o.updated_at, o.deadline, s.tenant_id, s.call_id

@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
+	"github.com/callscribe/callscribe/statuspage"
+	"github.com/callscribe/callscribe/tokens"
+)
+
+// Limits of what the status page reads per refresh.
+const (
+	statusRecentDead     = 5
+	statusRecentWarnings = 20
+	statusWarningWindow  = 24 * time.Hour
+)
+
+// statusSources are what the status page reads; any but ledger may be nil.
+type statusSources struct {
+	ledger  *ledger.Ledger
+	outbox  *outbox.Outbox
+	leases  *capacity.Leases
+	windows *capacity.Windows
+	slots   *capacity.Slots
+}
+
+// statusPage returns the status page's handler for serve: admins only,
+// by the bearer token (token: EnvAPIToken's value, or an admin token of
+// store) or by a session signed in with one. A session's token is looked
+// up on every request, so revoking it ends the session at once.
+func (a *app) statusPage(src statusSources, store *tokens.Store, token string,
+	authenticate func(ctx context.Context, bearer string) (string, bool, bool, error),
+) (http.Handler, error) {
+	sessions, err := statuspage.NewSessions(statuspage.SessionTTLDefault, nil)
+	if err != nil {
+		return nil, err
+	}
+	return statuspage.New(statuspage.Config{
+		Snapshot: src.snapshot,
+		IsAdmin:  adminCheck(token, authenticate),
+		SignIn: func(ctx context.Context, cred string) (int64, bool, error) {
+			if token != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(token)) == 1 {
+				return 0, true, nil // the environment's token: id 0
+			}
+			p, err := store.Authenticate(ctx, cred)
+			switch {
+			case errors.Is(err, tokens.ErrInvalid):
+				return 0, false, nil
+			case err != nil:
+				return 0, false, err
+			}
+			return p.TokenID, p.Admin, nil
+		},
+		StillValid: func(ctx context.Context, id int64) (bool, error) {
+			if id == 0 {
+				return token != "", nil
+			}
+			t, err := store.Get(ctx, id)
+			switch {
+			case errors.Is(err, tokens.ErrNotFound):
+				return false, nil
+			case err != nil:
+				return false, err
+			}
+			return t.Admin && t.RevokedAt == nil, nil
+		},
+		Sessions: sessions,
+		Logger:   a.logger.With(slog.String("component", "statuspage")),
+	})
+}
+
+// snapshot reads the page's data. A source that fails is named in
+// Problems; the rest is still shown.
+func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error) {
+	now := time.Now().UTC()
+	snap := statuspage.Snapshot{At: now}
+	problem := func(what string, err error) {
+		snap.Problems = append(snap.Problems, fmt.Sprintf("%s: %v", what, err))
+	}
+	counts, err := s.ledger.CountByTenantLaneState(ctx)
+	if err != nil {
+		return snap, err // PostgreSQL down: the page has nothing to say
+	}
+	for _, c := range counts {
+		snap.Recordings = append(snap.Recordings, statuspage.RecordingCount{Tenant: c.TenantID, Lane: string(c.Lane),
+			State: string(c.State), Count: c.Recordings})
+	}
+	if err := s.cooldowns(ctx, now, &snap); err != nil {
+		problem("scope cooldowns", err)
+	}
+	if s.leases != nil {
+		if err := s.capacity(ctx, now, &snap); err != nil {
+			problem("capacity", err)
+		}
+		snap.FailOpen = append(snap.FailOpen, statuspage.Counter{Name: "leases", Value: s.leases.Uncounted()})
+	}
+	if s.slots != nil {
+		snap.FailOpen = append(snap.FailOpen, statuspage.Counter{Name: "call slots", Value: s.slots.Uncounted()})
+	}
+	if s.windows != nil {
+		snap.FailOpen = append(snap.FailOpen, statuspage.Counter{Name: "windows", Value: s.windows.Uncounted()})
+		if err := s.windowWarnings(ctx, now, &snap); err != nil {
+			problem("window events", err)
+		}
+	}
+	if s.outbox != nil {
+		if err := s.outboxState(ctx, &snap); err != nil {
+			problem("outbox", err)
+		}
+	}
+	slices.SortStableFunc(snap.Warnings, func(a, b statuspage.Warning) int { return b.At.Compare(a.At) })
+	if len(snap.Warnings) > statusRecentWarnings {
+		snap.Warnings = snap.Warnings[:statusRecentWarnings]
+	}
+	return snap, nil
+}
+
+// cooldowns: the scopes deferred or paused now, each with the cause of its
+// deadline (the last offer that moved it) and its window.
+func (s statusSources) cooldowns(ctx context.Context, now time.Time, snap *statuspage.Snapshot) error {
+	ds, err := s.ledger.ScopeDeferrals(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if !d.Active(now) && !d.Paused {
+			continue
+		}
+		c := statuspage.Cooldown{Scope: d.Scope, Deadline: d.NotBefore, Paused: d.Paused, PausedReason: d.PausedReason}
+		ext, err := s.ledger.ScopeDeferralExtensions(ctx, d.Scope)
+		if err != nil {
+			return err
+		}
+		for i := len(ext) - 1; i >= 0; i-- {
+			if e := ext[i]; !e.ObserveOnly && e.ResultingNotBefore.Equal(e.OfferedNotBefore) {
+				c.Cause = e.Source
+				if e.RetryAfter != nil {
+					c.Cause += fmt.Sprintf(" (Retry-After: %q)", *e.RetryAfter)
+				}
+				if e.Reason != "" {
+					c.Cause += ": " + e.Reason
+				}
+				break
+			}
+		}
+		if s.windows != nil {
+			if w, err := s.windows.State(ctx, d.Scope); err == nil {
+				c.Window = &statuspage.Window{Size: w.Size, InFlight: w.InFlight, Waiting: w.Waiting, Phase: w.Phase}
+			}
+		}
+		snap.Cooldowns = append(snap.Cooldowns, c)
+	}
+	return nil
+}
+
+// capacity: each provider/kind's leases and peaks, and its learned-limit
+// drops of the last statusWarningWindow as warnings.
+func (s statusSources) capacity(ctx context.Context, now time.Time, snap *statuspage.Snapshot) error {
+	st, err := s.leases.Status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range st {
+		pr := statuspage.Provider{Provider: p.Provider, Kind: p.Kind, InUse: p.InUse, ConfiguredLimit: p.ConfiguredLimit,
+			EffectiveLimit: p.EffectiveLimit, Learned: p.Learned}
+		for _, m := range p.PeakPerMinute {
+			pr.Peaks = append(pr.Peaks, statuspage.MinutePeak{Minute: m.Minute, Peak: m.Peak})
+		}
+		snap.Providers = append(snap.Providers, pr)
+		events, err := s.leases.LimitEvents(ctx, p.Provider, p.Kind)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			if e.Reason != "refusal" || now.Sub(e.At) > statusWarningWindow {
+				continue
+			}
+			snap.Warnings = append(snap.Warnings, statuspage.Warning{At: e.At, Kind: "learned-limit", Subject: p.Provider + "/" + p.Kind,
+				Detail: fmt.Sprintf("the vendor refused at %d in use: limit %d → %d", e.InUse, e.From, e.To)})
+		}
+	}
+	return nil
+}
+
+// windowWarnings: the cooldowns and overloads of every scope's window in
+// the last statusWarningWindow.
+func (s statusSources) windowWarnings(ctx context.Context, now time.Time, snap *statuspage.Snapshot) error {
+	scopes, err := s.windows.Scopes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, scope := range scopes {
+		events, err := s.windows.Events(ctx, scope)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			if (e.Kind != "cooldown" && e.Kind != "overload") || now.Sub(e.At) > statusWarningWindow {
+				continue
+			}
+			snap.Warnings = append(snap.Warnings, statuspage.Warning{At: e.At, Kind: e.Kind, Subject: scope,
+				Detail: fmt.Sprintf("window %d → %d: %s", e.From, e.To, e.Reason)})
+		}
+	}
+	return nil
+}
+
+func (s statusSources) outboxState(ctx context.Context, snap *statuspage.Snapshot) error {
+	b, err := s.outbox.Backlog(ctx)
+	if err != nil {
+		return err
+	}
+	counts, err := s.outbox.CountByState(ctx)
+	if err != nil {
+		return err
+	}
+	snap.Outbox = statuspage.Outbox{Pending: b.Pending, OldestAge: b.OldestAge, Delivered: counts[outbox.StateDelivered],
+		Dead: counts[outbox.StateDead]}
+	if snap.Outbox.Dead == 0 {
+		return nil
+	}
+	dead, err := s.outbox.Rows(ctx, outbox.StateDead, 0)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(dead, func(a, b outbox.Row) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+	for _, r := range dead[:min(len(dead), statusRecentDead)] {
+		snap.Outbox.RecentDead = append(snap.Outbox.RecentDead, statuspage.DeadDelivery{ID: r.ID, Tenant: r.TenantID,
+			CallID: r.CallID, Target: r.Target, Class: r.LastClass, Updated: r.UpdatedAt})
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package statuspage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Paths the handler serves besides "/".
+const (
+	// PathPrefix holds the page's other paths.
+	PathPrefix = "/status/"
+	DataPath   = "/status/data"
+	LoginPath  = "/status/login"
+	LogoutPath = "/status/logout"
+	// RefreshEveryDefault is how often the page refreshes its sections.
+	RefreshEveryDefault = 5 * time.Second
+	// maxLoginForm bounds a sign-in request's body.
+	maxLoginForm = 4 << 10
+)
+
+// Config wires the handler to its data and its checks.
+type Config struct {
+	// Snapshot reads what the page shows. Required. An error is answered
+	// 503; a source that fails alone belongs in Snapshot.Problems.
+	Snapshot func(ctx context.Context) (Snapshot, error)
+	// IsAdmin reports whether r carries an admin's credential (a bearer
+	// token); an error means it cannot tell now (503). Required.
+	IsAdmin func(r *http.Request) (bool, error)
+	// SignIn checks a token typed into the sign-in form: ok when it is an
+	// admin's, with its id (0 for a token that has none). Required.
+	SignIn func(ctx context.Context, token string) (tokenID int64, ok bool, err error)
+	// StillValid reports whether the admin token a session was signed in
+	// with is still valid (not revoked), on every request of the session.
+	// Required.
+	StillValid func(ctx context.Context, tokenID int64) (bool, error)
+	// Sessions signs the session cookies. Required.
+	Sessions *Sessions
+	// RefreshEvery: how often the page refreshes. Default
+	// RefreshEveryDefault.
+	RefreshEvery time.Duration
+	// Logger: default slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the page: mount it at "GET /{$}" and PathPrefix.
+type Handler struct {
+	cfg Config
+}
+
+// New returns the page's handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Snapshot == nil || cfg.IsAdmin == nil || cfg.SignIn == nil || cfg.StillValid == nil || cfg.Sessions == nil {
+		return nil, errors.New("statuspage: Config needs Snapshot, IsAdmin, SignIn, StillValid and Sessions")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.RefreshEvery = refreshOr(cfg.RefreshEvery)
+	return &Handler{cfg: cfg}, nil
+}
+
+// ServeHTTP serves "/", DataPath, LoginPath and LogoutPath.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("Cache-Control", "no-store")
+	switch {
+	case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.page(w, r, false)
+	case r.URL.Path == DataPath && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		h.page(w, r, true)
+	case r.URL.Path == LoginPath && r.Method == http.MethodPost:
+		h.login(w, r)
+	case r.URL.Path == LoginPath && r.Method == http.MethodGet:
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	case r.URL.Path == LogoutPath && r.Method == http.MethodPost:
+		http.SetCookie(w, h.cfg.Sessions.Clear(r.TLS != nil))
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// authorised: a valid session whose token is still valid, or an admin's
+// bearer token.
+func (h *Handler) authorised(r *http.Request) (bool, error) {
+	if id, ok := h.cfg.Sessions.Verify(r); ok {
+		valid, err := h.cfg.StillValid(r.Context(), id)
+		if err != nil || valid {
+			return valid, err
+		}
+	}
+	return h.cfg.IsAdmin(r)
+}
+
+func (h *Handler) page(w http.ResponseWriter, r *http.Request, sections bool) {
+	ok, err := h.authorised(r)
+	switch {
+	case err != nil:
+		h.cfg.Logger.Warn("status page: the credential could not be checked", slog.String("error", err.Error()))
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the token could not be checked now; retry", http.StatusServiceUnavailable)
+		return
+	case !ok && sections:
+		w.Header().Add("WWW-Authenticate", `Bearer realm="callscribe admin"`)
+		http.Error(w, "an admin token or a session is required", http.StatusUnauthorized)
+		return
+	case !ok:
+		w.Header().Add("WWW-Authenticate", `Bearer realm="callscribe admin"`)
+		h.writeLogin(w, http.StatusUnauthorized, "")
+		return
+	}
+	snap, err := h.cfg.Snapshot(r.Context())
+	if err != nil {
+		h.cfg.Logger.Warn("status page: reading the snapshot", slog.String("error", err.Error()))
+		http.Error(w, "the status could not be read now; retry", http.StatusServiceUnavailable)
+		return
+	}
+	var buf bytes.Buffer
+	if sections {
+		err = RenderSections(&buf, snap)
+	} else {
+		err = Render(&buf, snap, h.cfg.RefreshEvery)
+	}
+	if err != nil {
+		h.cfg.Logger.Error("status page: rendering", slog.String("error", err.Error()))
+		http.Error(w, "rendering failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = buf.WriteTo(w)
+}
+
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxLoginForm)
+	if err := r.ParseForm(); err != nil {
+		h.writeLogin(w, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	id, ok, err := h.cfg.SignIn(r.Context(), r.PostForm.Get("token"))
+	switch {
+	case err != nil:
+		h.cfg.Logger.Warn("status page: sign-in could not check the token", slog.String("error", err.Error()))
+		w.Header().Set("Retry-After", "1")
+		h.writeLogin(w, http.StatusServiceUnavailable, "The token could not be checked now; try again.")
+	case !ok:
+		h.cfg.Logger.Info("status page: sign-in refused")
+		h.writeLogin(w, http.StatusUnauthorized, "That is not a valid admin token.")
+	default:
+		h.cfg.Logger.Info("status page: signed in", slog.Int64("token_id", id))
+		http.SetCookie(w, h.cfg.Sessions.Cookie(id, r.TLS != nil))
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	}
+}
+
+func (h *Handler) writeLogin(w http.ResponseWriter, status int, msg string) {
+	var buf bytes.Buffer
+	if err := renderLogin(&buf, msg); err != nil {
+		http.Error(w, "rendering failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}

@@ -1,0 +1,114 @@
+package statuspage
+
+import "time"
+
+// Snapshot is everything the page shows, read at one moment.
+type Snapshot struct {
+	// At is when it was read (UTC).
+	At time.Time
+	// Recordings counts recordings per tenant, lane and state, sorted by
+	// tenant then lane.
+	Recordings []RecordingCount
+	// Cooldowns lists the scopes deferred (or paused) at At.
+	Cooldowns []Cooldown
+	// Providers is the capacity per provider/kind, sorted.
+	Providers []Provider
+	// Outbox is the CRM deliveries at a glance.
+	Outbox Outbox
+	// Warnings are recent events an operator should see, newest first.
+	Warnings []Warning
+	// FailOpen counts the operations that went ahead without Redis since
+	// the process started, per part ("leases", "windows", "slots").
+	FailOpen []Counter
+	// Problems names the sources that could not be read; the rest of the
+	// page is still shown.
+	Problems []string
+}
+
+// RecordingCount is how many of a tenant's recordings in a lane are in a
+// state.
+type RecordingCount struct {
+	Tenant string
+	Lane   string
+	State  string
+	Count  int
+}
+
+// Cooldown is one throttling scope's deferral.
+type Cooldown struct {
+	Scope string
+	// Deadline: no new work is admitted before it.
+	Deadline time.Time
+	// Cause is what set the deadline (the source and reason of the last
+	// offer that moved it, with the raw Retry-After when there was one).
+	Cause string
+	// Paused: an operator must resume the scope; PausedReason says why.
+	Paused       bool
+	PausedReason string
+	// Window is the scope's concurrency window; nil when there is none.
+	Window *Window
+}
+
+// Window is a scope's concurrency window.
+type Window struct {
+	Size     int
+	InFlight int
+	Waiting  int
+	Phase    string
+}
+
+// Provider is one provider/kind's capacity.
+type Provider struct {
+	Provider string
+	Kind     string
+	InUse    int
+	// ConfiguredLimit is capacity.limits'; EffectiveLimit is the one in
+	// force (learned from a vendor's refusal when Learned).
+	ConfiguredLimit int
+	EffectiveLimit  int
+	Learned         bool
+	// Peaks is the most leases held at once per minute, oldest first.
+	Peaks []MinutePeak
+}
+
+// MinutePeak is the most leases held at once during one minute.
+type MinutePeak struct {
+	Minute time.Time
+	Peak   int
+}
+
+// Outbox is the CRM deliveries at a glance.
+type Outbox struct {
+	Pending   int64
+	OldestAge time.Duration
+	Delivered int64
+	Dead      int64
+	// RecentDead are the newest dead deliveries (at most a few).
+	RecentDead []DeadDelivery
+}
+
+// DeadDelivery is one delivery given up on.
+type DeadDelivery struct {
+	ID      int64
+	Tenant  string
+	CallID  string
+	Target  string
+	Class   string
+	Updated time.Time
+}
+
+// Warning is one event an operator should see.
+type Warning struct {
+	At time.Time
+	// Kind: "learned-limit" (a vendor refused below the limit and it was
+	// lowered), "cooldown" or "overload" (a scope's window), "fail-open".
+	Kind    string
+	Subject string
+	Detail  string
+}
+
+// Counter is a named count.
+type Counter struct {
+	Name  string
+	Value int64
+}
