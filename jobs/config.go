@@ -33,7 +33,7 @@ const (
 	CohortDefault = "default"
 	// RolloutRefresh is how long a worker keeps a cohort's mode before
 	// reading it again: `rollout set` takes effect within it.
-	RolloutRefresh = 2 * time.Second
+	RolloutRefresh           = 2 * time.Second
 	ShutdownGraceDefault     = 30 * time.Second
 	MinConfidenceDefault     = 0.5
 	DurationToleranceDefault = 0.15
