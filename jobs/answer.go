@@ -40,7 +40,6 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 	case stt.OutcomePending:
 		return p.pending(ctx, s, a)
 	case stt.OutcomeThrottled:
-		p.metrics.VendorThrottled(s.prov.Name(), s.tenant.Scope, resp.HTTPStatus)
 		// The scope's deadline is recorded before the slot is given
 		// back, so whoever gets the slot sees the cooldown.
 		err := p.throttled(ctx, s, resp, log)
@@ -132,6 +131,7 @@ func (p *Pipeline) throttled(ctx context.Context, s *stepCtx, resp stt.Response,
 	if err != nil {
 		return err
 	}
+	p.metrics.VendorThrottled(s.prov.Name(), scope, resp.HTTPStatus)
 	notBefore := res.NotBefore
 	if res.Scope.Moved {
 		p.metrics.VendorCooldown(scope, notBefore.Sub(p.cfg.Clock.Now()))

@@ -298,11 +298,11 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		log.Warn("CRM refused the action set: dead, reviewable (callscribe outbox list --state dead)")
 		return o.settle(ctx, r, StateDead, res, nil, "CRM refused it: "+res.Message)
 	case connector.OutcomeThrottled:
-		o.metrics.CRMThrottled(r.Target, r.Scope, res.HTTPStatus)
 		out, err := o.ledger.ScopeDeferralFromSignal(ctx, ledger.ThrottlePolicy{RetryAfter: o.cfg.RetryAfter}, throttleSignal(r.Scope, jobID, attempt, res))
 		if err != nil {
 			return err
 		}
+		o.metrics.CRMThrottled(r.Target, r.Scope, res.HTTPStatus)
 		// Given back once the scope's deferral is recorded, so that the
 		// waiters it wakes are deferred too.
 		settled = true
