@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ import (
 func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
 	t.Helper()
 	rr := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	m.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rr.Code != 200 {
 		t.Fatalf("GET /metrics: %d %s", rr.Code, rr.Body)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ func TestNewMetrics(t *testing.T) {
 	m.Committed("t1", "batch", 1, time.Second)
 	m.Committed("t2", "batch", 1, time.Second)
 	rr := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	m.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	body := rr.Body.String()
 	for _, want := range []string{`callscribe_transcripts_committed_total{tenant="t1"} 1`, `callscribe_transcripts_committed_total{tenant="other"} 1`} {
 		if !strings.Contains(body, want) {
