@@ -46,8 +46,10 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 		p.settle(ctx, s, a)
 		return next, err
 	case stt.OutcomeQuotaExhausted:
+		p.metrics.VendorFailed(s.prov.Name(), string(resp.Outcome))
 		return next, p.quotaExhausted(ctx, s, resp, log)
 	case stt.OutcomePermanent:
+		p.metrics.VendorFailed(s.prov.Name(), string(resp.Outcome))
 		_, err := p.move(ctx, s.rec, ledger.StateFailed, fmt.Sprintf("vendor refused it (%s, HTTP %d): %s", resp.Class, resp.HTTPStatus, resp.Message),
 			func(tr *ledger.Transition) { tr.ResponseClass = resp.Class })
 		return done, err
@@ -55,6 +57,7 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 		// A poll or reconcile answer outside the cases resume handles.
 		return resubmitting("the vendor does not know the transcription"), nil
 	}
+	p.metrics.VendorFailed(s.prov.Name(), string(stt.OutcomeTransient))
 	return next, p.transient(ctx, s, resp, log)
 }
 
@@ -80,6 +83,11 @@ func (p *Pipeline) transcribed(ctx context.Context, s *stepCtx, resp stt.Respons
 			DurationSeconds: tr.DurationSeconds, Segments: segs})
 	if err == nil {
 		faultPoint("after_transcript_persisted")
+		secs := tr.DurationSeconds
+		if secs <= 0 {
+			secs = s.rec.AudioDuration.Seconds()
+		}
+		p.metrics.BillableAudio(s.prov.Name(), s.rec.TenantID, secs)
 	}
 	return err
 }
@@ -123,7 +131,11 @@ func (p *Pipeline) throttled(ctx context.Context, s *stepCtx, resp stt.Response,
 	if err != nil {
 		return err
 	}
+	p.metrics.VendorThrottled(s.prov.Name(), scope, resp.HTTPStatus)
 	notBefore := res.NotBefore
+	if res.Scope.Moved {
+		p.metrics.VendorCooldown(scope, notBefore.Sub(p.cfg.Clock.Now()))
+	}
 	if !s.observeOnly && notBefore.After(p.cfg.Clock.Now()) {
 		p.cooldown(ctx, s, fmt.Sprintf("HTTP %d %s", resp.HTTPStatus, resp.Class))
 	}

@@ -37,7 +37,38 @@ type Pipeline struct {
 	slotWait      time.Duration
 	window        *capacity.Windows
 	planLimitOf   func(provider string) int
+	metrics       Metrics
 }
+
+// Metrics records what the pipeline did, for operators (metrics.Metrics in
+// callscribe). Each event is recorded once, by the worker that made it
+// happen, after the ledger recorded it.
+type Metrics interface {
+	// VendorThrottled: a throttled answer (429, or 503 with a timing
+	// signal) of provider for scope.
+	VendorThrottled(provider, scope string, status int)
+	// VendorFailed: a request that failed with outcome (transient,
+	// permanent, quota_exhausted).
+	VendorFailed(provider, outcome string)
+	// VendorCooldown: a throttled answer moved scope's deadline to length
+	// from now.
+	VendorCooldown(scope string, length time.Duration)
+	// BillableAudio: provider transcribed seconds of tenant's audio.
+	BillableAudio(provider, tenant string, seconds float64)
+	// Committed: a transcript's actions were committed (not a commit that
+	// converged on another worker's), after submissions to the vendor and
+	// receiptToCommit since ingest.
+	Committed(tenant, lane string, submissions int, receiptToCommit time.Duration)
+}
+
+// noMetrics records nothing.
+type noMetrics struct{}
+
+func (noMetrics) VendorThrottled(string, string, int)          {}
+func (noMetrics) VendorFailed(string, string)                  {}
+func (noMetrics) VendorCooldown(string, time.Duration)         {}
+func (noMetrics) BillableAudio(string, string, float64)        {}
+func (noMetrics) Committed(string, string, int, time.Duration) {}
 
 // CommitFunc commits a validated recording's actions: its action set, the
 // job that delivers it and the validated → committed transition, in one
@@ -77,6 +108,9 @@ type Deps struct {
 	// transcriptions (0: none); a scope's window never grows above it.
 	// Default nil: none.
 	PlanLimit func(provider string) int
+	// Metrics records what the pipeline does. Default nil: nothing is
+	// recorded.
+	Metrics Metrics
 }
 
 // New builds a pipeline on pool and l. Its River workers, queues and
@@ -93,7 +127,10 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline
 	}
 	p := &Pipeline{cfg: cfg, db: pool, ledger: l, audio: deps.Store, providers: map[string]stt.Provider{}, log: cfg.Logger,
 		commitActions: deps.Commit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait,
-		window: deps.Window, planLimitOf: deps.PlanLimit, rollout: rolloutModes{log: cfg.Logger}}
+		window: deps.Window, planLimitOf: deps.PlanLimit, rollout: rolloutModes{log: cfg.Logger}, metrics: deps.Metrics}
+	if p.metrics == nil {
+		p.metrics = noMetrics{}
+	}
 	if p.extractor == nil {
 		p.extractor = extract.RuleExtractor{}
 	}

@@ -79,6 +79,8 @@ func (p *Pipeline) commit(ctx context.Context, s *stepCtx) error {
 	}
 	if duplicate {
 		s.log.Info("commit converged on another worker's action set")
+	} else {
+		p.metrics.Committed(rec.TenantID, string(rec.Lane), rec.Attempt, p.cfg.Clock.Now().Sub(rec.CreatedAt))
 	}
 	faultPoint("between_commit_and_delivery")
 	return nil

@@ -123,6 +123,7 @@ func (o *Outbox) expire(ctx context.Context, r Row, now time.Time, how string) (
 	if err != nil {
 		return false, err
 	}
+	o.settled(ctx, r, StateDead)
 	o.cfg.Logger.Warn("delivery deadline passed: dead, reviewable (callscribe outbox list --state dead)",
 		slog.Int64("outbox", r.ID), slog.Time("deadline", r.Deadline), slog.String("last_class", r.LastClass))
 	return true, nil

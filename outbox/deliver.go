@@ -174,7 +174,27 @@ func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, re
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return nil // settled meanwhile by another try
 	}
+	if err == nil && state != StatePending {
+		o.settled(ctx, r, state)
+	}
 	return err
+}
+
+// settled records a row settled as state (by a try, or by its deadline),
+// once: the statement that settled it succeeded.
+func (o *Outbox) settled(ctx context.Context, r Row, state string) {
+	if _, none := o.metrics.(noMetrics); none {
+		return
+	}
+	var since time.Duration
+	if state == StateDelivered {
+		if set, err := o.actionSet(ctx, r.ActionSetID); err == nil {
+			if rec, err := o.ledger.Recording(ctx, set.RecordingID); err == nil {
+				since = o.cfg.Clock.Now().Sub(rec.CreatedAt)
+			}
+		}
+	}
+	o.metrics.CRMSettled(r.Target, state, since)
 }
 
 // deliver is one try: admission to the CRM's scope and a slot of its
@@ -282,10 +302,14 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		if err != nil {
 			return err
 		}
+		o.metrics.CRMThrottled(r.Target, r.Scope, res.HTTPStatus)
 		// Given back once the scope's deferral is recorded, so that the
 		// waiters it wakes are deferred too.
 		settled = true
 		o.release(ctx, r, answer, why)
+		if out.Scope.Moved {
+			o.metrics.CRMCooldown(r.Scope, out.NotBefore.Sub(o.cfg.Clock.Now()))
+		}
 		if out.Scope.Moved && out.NotBefore.After(o.cfg.Clock.Now()) {
 			o.cooldown(ctx, r.Scope, why)
 		}

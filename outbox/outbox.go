@@ -98,7 +98,31 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the dispatcher's logs. Default (nil): discard.
 	Logger *slog.Logger
+	// Metrics records what the dispatcher does (metrics.Metrics in
+	// callscribe). Default (nil): nothing is recorded.
+	Metrics Metrics
 }
+
+// Metrics records the dispatcher's events, each once, by the try that
+// made it happen, after the outbox recorded it.
+type Metrics interface {
+	// CRMThrottled: a throttled answer of target for scope.
+	CRMThrottled(target, scope string, status int)
+	// CRMCooldown: a throttled answer moved scope's deadline to length from
+	// now.
+	CRMCooldown(scope string, length time.Duration)
+	// CRMSettled: a row of target was settled as state (delivered, dead),
+	// by a try or by its deadline; for delivered, receiptToCRM is the time
+	// since its recording's receipt (0 if unknown).
+	CRMSettled(target, state string, receiptToCRM time.Duration)
+}
+
+// noMetrics records nothing.
+type noMetrics struct{}
+
+func (noMetrics) CRMThrottled(string, string, int)         {}
+func (noMetrics) CRMCooldown(string, time.Duration)        {}
+func (noMetrics) CRMSettled(string, string, time.Duration) {}
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -149,6 +173,7 @@ type Outbox struct {
 	pool    *pgxpool.Pool
 	ledger  *ledger.Ledger
 	queries *dbsqlc.Queries
+	metrics Metrics
 }
 
 // New returns an Outbox. Its dispatcher, queue and deadline sweep are
@@ -166,7 +191,11 @@ func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) *Outbox {
 	if cfg.SweepInterval < 0 || cfg.SweepGrace < 0 {
 		panic(fmt.Sprintf("outbox.New: SweepInterval %s and SweepGrace %s must not be negative", cfg.SweepInterval, cfg.SweepGrace))
 	}
-	return &Outbox{cfg: cfg, pool: pool, ledger: l, queries: dbsqlc.New()}
+	o := &Outbox{cfg: cfg, pool: pool, ledger: l, queries: dbsqlc.New(), metrics: cfg.Metrics}
+	if o.metrics == nil {
+		o.metrics = noMetrics{}
+	}
+	return o
 }
 
 // Config returns the configuration, defaults applied.

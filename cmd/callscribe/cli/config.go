@@ -62,10 +62,20 @@ type Config struct {
 	// (a staging CRM, say). One marked production: true is refused unless
 	// --allow-production is given.
 	CRMTargets map[string]CRMConfig `yaml:"crm_targets"`
+	// Metrics: the Prometheus metrics at /metrics.
+	Metrics MetricsConfig `yaml:"metrics"`
 
 	// exposed is set when the file holds a secret inline and others can
 	// read it (see LogWarnings).
 	exposed *exposedSecrets
+}
+
+// MetricsConfig is the metrics section.
+type MetricsConfig struct {
+	// MaxTenantLabels: how many distinct tenants keep their id in a metric's
+	// tenant label, the rest being "other". Default 0:
+	// metrics.MaxTenantLabelsDefault (20); negative: every tenant "other".
+	MaxTenantLabels int `yaml:"max_tenant_labels"`
 }
 
 // exposedSecrets: a configuration file readable by group or others that

@@ -18,6 +18,7 @@ import (
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/metrics"
 	"github.com/callscribe/callscribe/outbox"
 )
 
@@ -47,6 +48,9 @@ type pipelineCaps struct {
 	slots jobs.Slots
 	// windows: the scopes' concurrency windows.
 	windows *capacity.Windows
+	// metrics: what the pipeline and the outbox record (newMetrics); nil:
+	// nothing.
+	metrics *metrics.Metrics
 }
 
 // openPipeline connects to the configured (lasting) database and builds
@@ -102,11 +106,16 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	// leaves a row alone for a job run's limit after its deadline, so that
 	// a try begun before it can record the CRM's answer.
 	timing := cfg.WithDefaults()
-	e.outbox = outbox.New(outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
+	obCfg := outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
 		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.windows,
-		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout}, pool, e.ledger)
-	e.pipeline, err = jobs.New(pool, e.ledger, cfg, jobs.Deps{Store: e.store, Commit: commitThrough(e.outbox), Slots: caps.slots,
-		Window: caps.windows, PlanLimit: a.planLimit})
+		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout}
+	deps := jobs.Deps{Store: e.store, Slots: caps.slots, Window: caps.windows, PlanLimit: a.planLimit}
+	if caps.metrics != nil {
+		obCfg.Metrics, deps.Metrics = caps.metrics, caps.metrics
+	}
+	e.outbox = outbox.New(obCfg, pool, e.ledger)
+	deps.Commit = commitThrough(e.outbox)
+	e.pipeline, err = jobs.New(pool, e.ledger, cfg, deps)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,8 @@ func (a *app) serveCommand() *cobra.Command {
   with per-minute peaks, outbox backlog and recent warnings.
 
 - River UI at /riverui/ (admin token: a bearer header, or the password of
-  the browser's login prompt).
+  the browser's login prompt), and Prometheus metrics at /metrics (admin
+  token: scrape with it as a bearer token).
 
 - GET /healthz (the process is up) and GET /readyz (PostgreSQL reachable
   and migrated: 200, else 503; Redis down is "degraded", still 200,
@@ -113,10 +114,20 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 					return err
 				}
 				defer stop()
-				if e, err = a.openPipeline(ctx, caps); err != nil {
+				pool, err := connect(ctx, a.config.DatabaseURL, a.logger)
+				if err != nil {
+					return err
+				}
+				// This process's metrics: its workers' counters, and the
+				// global gauges read from the database and Redis.
+				m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, windows: caps.windows})
+				caps.metrics = m
+				if e, err = a.pipelineOn(ctx, pool, caps); err != nil {
+					pool.Close()
 					return err
 				}
 				defer e.Close()
+				mux.Handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, serveAuthenticator(pool))))
 				store := tokens.New(e.pool)
 				opts.Authenticate = serveAuthenticator(e.pool)
 				ingest := ingestapi.NewHandler(ingestapi.Config{Pipeline: e.pipeline, Ledger: e.ledger, Client: e.client,

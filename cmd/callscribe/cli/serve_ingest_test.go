@@ -109,18 +109,22 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	_, out, _ = run(t, ctx, env, "--config", config, "tokens", "create", "--admin")
 	admin := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
 	for _, c := range []struct {
-		tok  string
-		want int
-	}{{token, 401}, {admin, 200}} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/riverui/", nil)
+		path, tok string
+		want      int
+	}{{"/riverui/", token, 401}, {"/riverui/", admin, 200}, {"/metrics", token, 401}, {"/metrics", admin, 200}} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+c.path, nil)
 		req.Header.Set("Authorization", "Bearer "+c.tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		b, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		if resp.StatusCode != c.want {
-			t.Errorf("River UI with a %s token: %d, want %d", map[bool]string{true: "tenant", false: "admin"}[c.tok == token], resp.StatusCode, c.want)
+			t.Errorf("%s with a %s token: %d, want %d", c.path, map[bool]string{true: "tenant", false: "admin"}[c.tok == token], resp.StatusCode, c.want)
+		}
+		if c.path == "/metrics" && c.want == 200 && !strings.Contains(string(b), "callscribe_submissions_per_transcript_count 1") {
+			t.Errorf("/metrics lacks the one committed transcript:\n%.2000s", b)
 		}
 	}
 	cancel()

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/metrics"
+)
+
+// metricsSources is what one process's metrics read besides what its own
+// pipeline and outbox record. Every field may be nil.
+type metricsSources struct {
+	// pool: the database of the global gauges (queue depths, backlogs,
+	// cooldowns, duplicate-key conflicts). Give it to one process only
+	// (serve); a worker passes nil.
+	pool *pgxpool.Pool
+	// leases: its fail-open grants (this process's), and with pool the
+	// vendors' capacity (in use, limits, learned limits: global).
+	leases *capacity.Leases
+	// slots and windows: their fail-open grants (this process's).
+	slots   *capacity.Slots
+	windows *capacity.Windows
+}
+
+// newMetrics builds this process's metrics from src, with
+// metrics.max_tenant_labels. Serve it with Handler at /metrics; give it
+// to the pipeline through pipelineCaps.metrics so that the workers of
+// this process record into it.
+//
+// In `callscribe serve`:
+//
+//	m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots})
+//	mux.Handle("GET /metrics", m.Handler())
+//
+// and in a process running workers (caps being its pipelineCaps):
+//
+//	caps.metrics = a.newMetrics(metricsSources{leases: leases, windows: caps.windows})
+//
+// with m.Handler() served on an address of its own when that process
+// serves no HTTP: Prometheus scrapes every process and sums the
+// counters; the global gauges come from serve alone.
+func (a *app) newMetrics(src metricsSources) *metrics.Metrics {
+	cfg := metrics.Config{MaxTenantLabels: a.config.Metrics.MaxTenantLabels, FailOpen: map[string]func() int64{}}
+	if src.pool != nil {
+		cfg.Pool = src.pool
+		if src.leases != nil {
+			cfg.Capacity = src.leases
+		}
+	}
+	if src.leases != nil {
+		cfg.FailOpen["leases"] = src.leases.Uncounted
+	}
+	if src.slots != nil {
+		cfg.FailOpen["slots"] = src.slots.Uncounted
+	}
+	if src.windows != nil {
+		cfg.FailOpen["windows"] = src.windows.Uncounted
+	}
+	return metrics.New(cfg)
+}

@@ -1,0 +1,192 @@
+package metrics
+
+import (
+	"context"
+	"embed"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+//go:embed sql/*.sql
+var queries embed.FS
+
+func query(name string) string {
+	b, err := queries.ReadFile("sql/" + name + ".sql")
+	if err != nil {
+		panic(fmt.Sprintf("metrics: query %s: %v", name, err))
+	}
+	return string(b)
+}
+
+var (
+	qOldestEligible = query("oldest_eligible")
+	qScopes         = query("scopes")
+	qOutbox         = query("outbox")
+	qRiver          = query("river")
+	qCounters       = query("counters")
+)
+
+// The gauges read at scrape time.
+var (
+	descOldestEligible = prometheus.NewDesc("callscribe_oldest_eligible_age_seconds",
+		"Age (since receipt) of the oldest recording waiting to be submitted (eligible, or retry_wait past its not_before), by lane; 0 when none waits. Global: read from the database.",
+		[]string{"lane"}, nil)
+	descCooldownsActive = prometheus.NewDesc("callscribe_scope_cooldowns_active",
+		"Throttling scopes (speech vendor and CRM) whose deadline is still ahead. Global: read from the database.", nil, nil)
+	descScopesPaused = prometheus.NewDesc("callscribe_scopes_paused",
+		"Throttling scopes paused until an operator resumes them. Global: read from the database.", nil, nil)
+	descOutboxPending = prometheus.NewDesc("callscribe_outbox_backlog",
+		"Outbox rows pending delivery to a CRM. Global: read from the database.", nil, nil)
+	descOutboxDead = prometheus.NewDesc("callscribe_outbox_dead",
+		"Outbox rows dead (given up, reviewable). Global: read from the database.", nil, nil)
+	descOutboxOldest = prometheus.NewDesc("callscribe_outbox_oldest_pending_age_seconds",
+		"Age of the oldest pending outbox row since its commit; 0 when none is pending. Global: read from the database.", nil, nil)
+	descRiverDepth = prometheus.NewDesc("callscribe_river_queue_depth",
+		"River jobs waiting in a queue, by queue and state (available, scheduled, retryable). Global: read from the database.",
+		[]string{"queue", "state"}, nil)
+	descDuplicateKey = prometheus.NewDesc("callscribe_duplicate_key_conflicts_total",
+		"Commits that met an action set another worker had already committed, and converged on it (the counters table). Global: read from the database.",
+		nil, nil)
+	descCapInUse = prometheus.NewDesc("callscribe_capacity_in_use",
+		"Vendor concurrency slots held, by provider and kind. Global: read from Redis.", []string{"provider", "kind"}, nil)
+	descCapLimit = prometheus.NewDesc("callscribe_capacity_limit",
+		"Configured vendor concurrency limit, by provider and kind.", []string{"provider", "kind"}, nil)
+	descCapEffective = prometheus.NewDesc("callscribe_capacity_effective_limit",
+		"Vendor concurrency limit in force (learned from a refusal, else configured), by provider and kind. Global: read from Redis.",
+		[]string{"provider", "kind"}, nil)
+	descCapLearned = prometheus.NewDesc("callscribe_capacity_limit_learned",
+		"1 when the limit in force was learned from a vendor's refusal, else 0, by provider and kind. Global: read from Redis.",
+		[]string{"provider", "kind"}, nil)
+)
+
+// sharedCollector reads the global gauges from the database and Redis at
+// each scrape.
+type sharedCollector struct{ m *Metrics }
+
+func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
+	if c.m.cfg.Pool != nil {
+		for _, d := range []*prometheus.Desc{descOldestEligible, descCooldownsActive, descScopesPaused, descOutboxPending,
+			descOutboxDead, descOutboxOldest, descRiverDepth, descDuplicateKey} {
+			ch <- d
+		}
+	}
+	if c.m.cfg.Capacity != nil {
+		for _, d := range []*prometheus.Desc{descCapInUse, descCapLimit, descCapEffective, descCapLearned} {
+			ch <- d
+		}
+	}
+}
+
+func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.m.cfg.ScrapeTimeout)
+	defer cancel()
+	if c.m.cfg.Pool != nil {
+		if err := c.collectDatabase(ctx, ch); err != nil {
+			c.m.scrapeErrors.WithLabelValues("database").Inc()
+		}
+	}
+	if c.m.cfg.Capacity != nil {
+		if err := c.collectCapacity(ctx, ch); err != nil {
+			c.m.scrapeErrors.WithLabelValues("capacity").Inc()
+		}
+	}
+}
+
+// collectDatabase sends the database's gauges; on an error it stops,
+// having sent those read before.
+func (c *sharedCollector) collectDatabase(ctx context.Context, ch chan<- prometheus.Metric) error {
+	pool := c.m.cfg.Pool
+	now := c.m.cfg.Clock.Now().UTC()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	rows, err := pool.Query(ctx, qOldestEligible, now)
+	if err != nil {
+		return err
+	}
+	var lane string
+	var age float64
+	for rows.Next() {
+		if err := rows.Scan(&lane, &age); err != nil {
+			rows.Close()
+			return err
+		}
+		gauge(descOldestEligible, max(age, 0), lane)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var cooling, paused int64
+	if err := pool.QueryRow(ctx, qScopes, now).Scan(&cooling, &paused); err != nil {
+		return err
+	}
+	gauge(descCooldownsActive, float64(cooling))
+	gauge(descScopesPaused, float64(paused))
+	var pending, dead int64
+	var oldest float64
+	if err := pool.QueryRow(ctx, qOutbox, now).Scan(&pending, &dead, &oldest); err != nil {
+		return err
+	}
+	gauge(descOutboxPending, float64(pending))
+	gauge(descOutboxDead, float64(dead))
+	gauge(descOutboxOldest, max(oldest, 0))
+	rows, err = pool.Query(ctx, qRiver)
+	if err != nil {
+		return err
+	}
+	var queue, state string
+	var jobs int64
+	for rows.Next() {
+		if err := rows.Scan(&queue, &state, &jobs); err != nil {
+			rows.Close()
+			return err
+		}
+		gauge(descRiverDepth, float64(jobs), queue, state)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = pool.Query(ctx, qCounters)
+	if err != nil {
+		return err
+	}
+	counters := map[string]int64{}
+	var name string
+	var value int64
+	for rows.Next() {
+		if err := rows.Scan(&name, &value); err != nil {
+			rows.Close()
+			return err
+		}
+		counters[name] = value
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	ch <- prometheus.MustNewConstMetric(descDuplicateKey, prometheus.CounterValue, float64(counters[counterDuplicateKeyConflicts]))
+	return nil
+}
+
+// counterDuplicateKeyConflicts is outbox.CounterDuplicateKeyConflicts
+// (a test keeps them equal).
+const counterDuplicateKeyConflicts = "duplicate_key_conflicts"
+
+// collectCapacity sends the vendors' capacity gauges.
+func (c *sharedCollector) collectCapacity(ctx context.Context, ch chan<- prometheus.Metric) error {
+	status, err := c.m.cfg.Capacity.Status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range status {
+		learned := 0.0
+		if s.Learned {
+			learned = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descCapInUse, prometheus.GaugeValue, float64(s.InUse), s.Provider, s.Kind)
+		ch <- prometheus.MustNewConstMetric(descCapLimit, prometheus.GaugeValue, float64(s.ConfiguredLimit), s.Provider, s.Kind)
+		ch <- prometheus.MustNewConstMetric(descCapEffective, prometheus.GaugeValue, float64(s.EffectiveLimit), s.Provider, s.Kind)
+		ch <- prometheus.MustNewConstMetric(descCapLearned, prometheus.GaugeValue, learned, s.Provider, s.Kind)
+	}
+	return nil
+}

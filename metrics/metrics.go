@@ -1,0 +1,235 @@
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/clock"
+)
+
+// Defaults of Config.
+const (
+	MaxTenantLabelsDefault = 20
+	ScrapeTimeoutDefault   = 5 * time.Second
+)
+
+// Config configures the metrics of one process.
+type Config struct {
+	// Pool, when set, is the database the scrape-time gauges are read
+	// from (oldest eligible recording by lane, active cooldowns, outbox
+	// backlog, River queue depth, the counters table). They are global:
+	// give a Pool to one process only (or aggregate them with max).
+	// Default nil: none exported.
+	Pool *pgxpool.Pool
+	// Capacity, when set, is read at each scrape for the vendors' capacity
+	// gauges (a *capacity.Leases). Global, like Pool's. Default nil: none.
+	Capacity CapacityStatus
+	// FailOpen counts this process's grants made without Redis, by
+	// component ("leases", "slots", "windows": the Uncounted method of
+	// capacity.Leases, Slots and Windows). Per process. Default nil: none.
+	FailOpen map[string]func() int64
+	// MaxTenantLabels: how many distinct tenants keep their name in a
+	// tenant label; the rest are "other". Default 0:
+	// MaxTenantLabelsDefault (20); negative: none (every tenant "other").
+	MaxTenantLabels int
+	// ScrapeTimeout bounds the database and Redis reads of one scrape.
+	// Default 0: ScrapeTimeoutDefault (5s).
+	ScrapeTimeout time.Duration
+	// Clock measures ages and durations. Default nil: clock.System.
+	Clock clock.Clock
+}
+
+// CapacityStatus reads the vendors' concurrency: *capacity.Leases.
+type CapacityStatus interface {
+	Status(ctx context.Context) ([]capacity.ProviderStatus, error)
+}
+
+// Metrics holds callscribe's registry and every metric. Its recording
+// methods satisfy jobs.Metrics and outbox.Metrics; a nil *Metrics records
+// nothing.
+type Metrics struct {
+	cfg     Config
+	reg     *prometheus.Registry
+	tenants *TenantLabels
+
+	vendorThrottled *prometheus.CounterVec
+	vendorFailed    *prometheus.CounterVec
+	billable        *prometheus.CounterVec
+	committed       *prometheus.CounterVec
+	submissions     prometheus.Histogram
+	receiptCommit   *prometheus.HistogramVec
+	cooldown        *prometheus.HistogramVec
+	crmThrottled    *prometheus.CounterVec
+	crmSettled      *prometheus.CounterVec
+	receiptCRM      prometheus.Histogram
+	scrapeErrors    *prometheus.CounterVec
+}
+
+// Buckets of the histograms.
+var (
+	// SubmissionsBuckets: submissions to the speech vendor per committed
+	// transcript.
+	SubmissionsBuckets = []float64{1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50}
+	// CooldownBuckets: seconds a scope's deadline was moved ahead by.
+	CooldownBuckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600}
+	// LatencyBuckets: seconds from receipt (ingest) to the commit of a
+	// transcript's actions, or to their delivery in the CRM.
+	LatencyBuckets = []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400}
+)
+
+// New returns the metrics of one process, registered in a registry of
+// their own with the Go runtime and process collectors.
+func New(cfg Config) *Metrics {
+	if cfg.MaxTenantLabels == 0 {
+		cfg.MaxTenantLabels = MaxTenantLabelsDefault
+	}
+	if cfg.ScrapeTimeout <= 0 {
+		cfg.ScrapeTimeout = ScrapeTimeoutDefault
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), tenants: NewTenantLabels(cfg.MaxTenantLabels)}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	m.vendorThrottled = counter("callscribe_vendor_throttled_total",
+		"Throttled answers of speech vendors (429, or 503 with a timing signal), by provider, throttling scope and HTTP status. Per process.",
+		"provider", "scope", "status")
+	m.vendorFailed = counter("callscribe_vendor_failed_attempts_total",
+		"Requests to speech vendors that failed without a transcript and were not throttling (transient, permanent, quota_exhausted), by provider and outcome. Per process.",
+		"provider", "outcome")
+	m.billable = counter("callscribe_billable_audio_seconds_total",
+		"Seconds of audio transcribed (the vendor's reported duration, else the measured one), by provider and tenant (tenants past the configured count are \"other\"). Per process.",
+		"provider", "tenant")
+	m.committed = counter("callscribe_transcripts_committed_total",
+		"Transcripts whose actions were committed to the outbox, by tenant (tenants past the configured count are \"other\"). Per process.",
+		"tenant")
+	m.submissions = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "callscribe_submissions_per_transcript",
+		Help:    "Submissions to the speech vendor per committed transcript (the ledger's attempt count at commit), observed once per commit. Per process.",
+		Buckets: SubmissionsBuckets})
+	m.receiptCommit = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "callscribe_receipt_to_commit_seconds",
+		Help:    "Seconds from a recording's receipt (ingest) to the commit of its actions for the CRM, by lane. Per process.",
+		Buckets: LatencyBuckets}, []string{"lane"})
+	m.cooldown = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "callscribe_scope_cooldown_seconds",
+		Help:    "Seconds a throttling scope's deadline was moved ahead to (deadline minus now) each time a throttled answer moved it, by kind (stt, crm). Per process.",
+		Buckets: CooldownBuckets}, []string{"kind"})
+	m.crmThrottled = counter("callscribe_crm_throttled_total",
+		"Throttled answers of CRMs, by target, throttling scope and HTTP status. Per process.",
+		"target", "scope", "status")
+	m.crmSettled = counter("callscribe_crm_deliveries_total",
+		"Outbox rows settled, by a delivery try or by their deadline, by target and state (delivered, dead). Per process.",
+		"target", "state")
+	m.receiptCRM = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "callscribe_receipt_to_crm_seconds",
+		Help:    "Seconds from a recording's receipt (ingest) to the CRM's acceptance of its action set. Per process.",
+		Buckets: LatencyBuckets})
+	m.scrapeErrors = counter("callscribe_scrape_errors_total",
+		"Scrapes that could not read a source of gauges (database, capacity); those gauges were left out.",
+		"source")
+	m.reg.MustRegister(m.vendorThrottled, m.vendorFailed, m.billable, m.committed, m.submissions, m.receiptCommit, m.cooldown,
+		m.crmThrottled, m.crmSettled, m.receiptCRM, m.scrapeErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for component, f := range cfg.FailOpen {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_fail_open_total",
+			Help:        "Capacity grants made without counting them because Redis could not be reached, by component. Per process.",
+			ConstLabels: prometheus.Labels{"component": component}}, func() float64 { return float64(f()) }))
+	}
+	if cfg.Pool != nil || cfg.Capacity != nil {
+		m.reg.MustRegister(&sharedCollector{m: m})
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format (mount
+// it at /metrics).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry, for a caller's own collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Tenant is tenant's bounded label (TenantLabels).
+func (m *Metrics) Tenant(tenant string) string { return m.tenants.Label(tenant) }
+
+// VendorThrottled counts a speech vendor's throttled answer.
+func (m *Metrics) VendorThrottled(provider, scope string, status int) {
+	if m == nil {
+		return
+	}
+	m.vendorThrottled.WithLabelValues(provider, scope, strconv.Itoa(status)).Inc()
+}
+
+// VendorFailed counts a request to a speech vendor that failed with
+// outcome (transient, permanent, quota_exhausted).
+func (m *Metrics) VendorFailed(provider, outcome string) {
+	if m == nil {
+		return
+	}
+	m.vendorFailed.WithLabelValues(provider, outcome).Inc()
+}
+
+// VendorCooldown observes a speech vendor scope's deadline moved ahead by
+// length.
+func (m *Metrics) VendorCooldown(_ string, length time.Duration) {
+	if m == nil {
+		return
+	}
+	m.cooldown.WithLabelValues("stt").Observe(max(length, 0).Seconds())
+}
+
+// BillableAudio counts seconds of audio a provider transcribed for tenant.
+func (m *Metrics) BillableAudio(provider, tenant string, seconds float64) {
+	if m == nil || seconds <= 0 {
+		return
+	}
+	m.billable.WithLabelValues(provider, m.tenants.Label(tenant)).Add(seconds)
+}
+
+// Committed observes a transcript whose actions were committed: its
+// tenant, lane, submissions to the vendor and time since receipt.
+func (m *Metrics) Committed(tenant, lane string, submissions int, receiptToCommit time.Duration) {
+	if m == nil {
+		return
+	}
+	m.committed.WithLabelValues(m.tenants.Label(tenant)).Inc()
+	m.submissions.Observe(float64(submissions))
+	m.receiptCommit.WithLabelValues(lane).Observe(max(receiptToCommit, 0).Seconds())
+}
+
+// CRMThrottled counts a CRM's throttled answer.
+func (m *Metrics) CRMThrottled(target, scope string, status int) {
+	if m == nil {
+		return
+	}
+	m.crmThrottled.WithLabelValues(target, scope, strconv.Itoa(status)).Inc()
+}
+
+// CRMCooldown observes a CRM scope's deadline moved ahead by length.
+func (m *Metrics) CRMCooldown(_ string, length time.Duration) {
+	if m == nil {
+		return
+	}
+	m.cooldown.WithLabelValues("crm").Observe(max(length, 0).Seconds())
+}
+
+// CRMSettled counts an outbox row settled as state (delivered, dead) by a
+// try; for a delivered row, receiptToCRM (when positive) is the time from
+// its recording's receipt.
+func (m *Metrics) CRMSettled(target, state string, receiptToCRM time.Duration) {
+	if m == nil {
+		return
+	}
+	m.crmSettled.WithLabelValues(target, state).Inc()
+	if state == "delivered" && receiptToCRM > 0 {
+		m.receiptCRM.Observe(receiptToCRM.Seconds())
+	}
+}

@@ -1,0 +1,2 @@
+-- Counters: the counters table (duplicate_key_conflicts, ...).
+SELECT name, value FROM counters ORDER BY name;
