@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"github.com/redis/go-redis/v9"
 	"log/slog"
+	"net"
+	"net/http"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +15,8 @@ import (
 )
 
 func (a *app) workerCommand() *cobra.Command {
-	return &cobra.Command{
+	var metricsAddr string
+	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the pipeline's River workers until SIGTERM or Ctrl-C (then finish running steps within pipeline.shutdown_grace)",
 		Args:  cobra.NoArgs,
@@ -36,6 +40,16 @@ func (a *app) workerCommand() *cobra.Command {
 			} else {
 				a.logger.Warn("no Redis URL: scopes have no shared concurrency window (admission is the scope's deadline and probe only)")
 			}
+			if metricsAddr != "" {
+				// This process's counters, for Prometheus to scrape and sum
+				// across workers; the global gauges come from serve.
+				caps.metrics = a.newMetrics(metricsSources{windows: caps.windows})
+				stopMetrics, err := a.serveMetrics(ctx, metricsAddr, caps.metrics.Handler())
+				if err != nil {
+					return err
+				}
+				defer stopMetrics()
+			}
 			e, err := a.openPipeline(ctx, caps)
 			if err != nil {
 				return err
@@ -53,6 +67,27 @@ func (a *app) workerCommand() *cobra.Command {
 			return e.pipeline.Stop(context.WithoutCancel(ctx), e.client)
 		},
 	}
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve this process's Prometheus metrics on host:port (loopback only; no authentication) at /metrics")
+	return cmd
+}
+
+// serveMetrics serves h at /metrics on addr, a loopback address (the
+// endpoint has no authentication), until the returned func is called.
+func (a *app) serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
+	if !loopbackAddr(addr) {
+		return nil, fmt.Errorf("--metrics-addr %s: a loopback address only (the endpoint has no authentication; put serve's authenticated /metrics or a proxy in front for more)", addr)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: listening on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(a.env.Stdout, "metrics on http://%s/metrics\n", ln.Addr())
+	return func() { _ = srv.Close() }, nil
 }
 
 // capsFrom is the shared capacity a pipeline works with, from the

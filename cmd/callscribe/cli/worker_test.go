@@ -2,9 +2,12 @@ package cli_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +51,7 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Run(wctx, []string{"--config", config, "worker"}, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
+		done <- cli.Run(wctx, []string{"--config", config, "worker", "--metrics-addr", "127.0.0.1:0"}, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
 	}()
 	committed := func() bool {
 		_, listed, _ := run(t, ctx, env, "--config", config, "jobs", "list", "--state", "committed")
@@ -57,6 +60,20 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	if !testwait.Until(60*time.Second, changes, committed) {
 		_, all, _ := run(t, ctx, env, "--config", config, "jobs", "list")
 		t.Fatalf("not all committed after 60s:\n%s\n%s", all, errOut.String())
+	}
+	// The worker's own counters, for Prometheus to sum across workers.
+	m := regexp.MustCompile(`metrics on (http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("the worker printed no metrics address:\n%s", out.String())
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraped, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !strings.Contains(string(scraped), "callscribe_submissions_per_transcript_count 4") {
+		t.Fatalf("the worker's metrics lack its 4 commits:\n%.3000s", scraped)
 	}
 	stop()
 	select {
