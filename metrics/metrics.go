@@ -36,6 +36,9 @@ type Config struct {
 	// component ("leases", "slots", "windows": the Uncounted method of
 	// capacity.Leases, Slots and Windows). Per process. Default nil: none.
 	FailOpen map[string]func() int64
+	// AuthFailures, when set, counts this process's refused API tokens
+	// (tokens.Store.Failures). Per process. Default nil: not exported.
+	AuthFailures func() uint64
 	// MaxTenantLabels: how many distinct tenants keep their name in a
 	// tenant label; the rest are "other". Default 0:
 	// MaxTenantLabelsDefault (20); negative: none (every tenant "other").
@@ -141,6 +144,11 @@ func New(cfg Config) *Metrics {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_fail_open_total",
 			Help:        "Capacity grants made without counting them because Redis could not be reached, by component. Per process.",
 			ConstLabels: prometheus.Labels{"component": component}}, func() float64 { return float64(f()) }))
+	}
+	if f := cfg.AuthFailures; f != nil {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_failures_total",
+			Help: "API requests refused for a missing, unknown, wrong or revoked token. Per process."},
+			func() float64 { return float64(f()) }))
 	}
 	if cfg.Pool != nil || cfg.Capacity != nil {
 		m.reg.MustRegister(&sharedCollector{m: m})

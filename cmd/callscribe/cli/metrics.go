@@ -5,6 +5,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/metrics"
+	"github.com/callscribe/callscribe/tokens"
 )
 
 // metricsSources is what one process's metrics read besides what its own
@@ -20,6 +21,8 @@ type metricsSources struct {
 	// slots and windows: their fail-open grants (this process's).
 	slots   *capacity.Slots
 	windows *capacity.Windows
+	// tokens: the process's token store, whose refusals are counted.
+	tokens *tokens.Store
 }
 
 // newMetrics builds this process's metrics from src, with
@@ -55,6 +58,9 @@ func (a *app) newMetrics(src metricsSources) *metrics.Metrics {
 	}
 	if src.windows != nil {
 		cfg.FailOpen["windows"] = src.windows.Uncounted
+	}
+	if src.tokens != nil {
+		cfg.AuthFailures = src.tokens.Failures
 	}
 	return metrics.New(cfg)
 }

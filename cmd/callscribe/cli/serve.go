@@ -118,18 +118,20 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				if err != nil {
 					return err
 				}
+				// One token store for every API of this process, so that
+				// its refusals are counted in one place.
+				store := tokens.New(pool)
+				opts.Authenticate = storeAuthenticator(store)
 				// This process's metrics: its workers' counters, and the
 				// global gauges read from the database and Redis.
-				m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, windows: caps.windows})
+				m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, windows: caps.windows, tokens: store})
 				caps.metrics = m
 				if e, err = a.pipelineOn(ctx, pool, caps); err != nil {
 					pool.Close()
 					return err
 				}
 				defer e.Close()
-				mux.Handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, serveAuthenticator(pool))))
-				store := tokens.New(e.pool)
-				opts.Authenticate = serveAuthenticator(e.pool)
+				mux.Handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, opts.Authenticate)))
 				ingest := ingestapi.NewHandler(ingestapi.Config{Pipeline: e.pipeline, Ledger: e.ledger, Client: e.client,
 					Auth: store, Logger: a.logger})
 				for _, p := range []string{"/v1/recordings", "/v1/recordings/", "/v1/recordings:batch"} {

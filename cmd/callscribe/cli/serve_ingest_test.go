@@ -105,6 +105,14 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	if code, got := call("GET", "/v1/status", ""); code != 200 {
 		t.Fatalf("capacity status: %d %v", code, got)
 	}
+	// A made-up token is refused, and counted.
+	breq, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/recordings", nil)
+	breq.Header.Set("Authorization", "Bearer cs_1_"+strings.Repeat("0", 64))
+	if bresp, err := http.DefaultClient.Do(breq); err != nil || bresp.StatusCode != 401 {
+		t.Fatalf("a made-up token: %v %v", bresp, err)
+	} else {
+		_ = bresp.Body.Close()
+	}
 	// River UI: an admin's, not a tenant's.
 	_, out, _ = run(t, ctx, env, "--config", config, "tokens", "create", "--admin")
 	admin := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
@@ -123,7 +131,8 @@ func TestServeIngestsAndDrives(t *testing.T) {
 		if resp.StatusCode != c.want {
 			t.Errorf("%s with a %s token: %d, want %d", c.path, map[bool]string{true: "tenant", false: "admin"}[c.tok == token], resp.StatusCode, c.want)
 		}
-		if c.path == "/metrics" && c.want == 200 && !strings.Contains(string(b), "callscribe_submissions_per_transcript_count 1") {
+		if c.path == "/metrics" && c.want == 200 && (!strings.Contains(string(b), "callscribe_submissions_per_transcript_count 1") ||
+			!strings.Contains(string(b), "callscribe_auth_failures_total 1")) {
 			t.Errorf("/metrics lacks the one committed transcript:\n%.2000s", b)
 		}
 	}

@@ -115,7 +115,12 @@ func (a *app) tokensCommand() *cobra.Command {
 
 // serveAuthenticator checks serve's tokens against the database.
 func serveAuthenticator(pool *pgxpool.Pool) func(ctx context.Context, bearer string) (string, bool, bool, error) {
-	s := tokens.New(pool)
+	return storeAuthenticator(tokens.New(pool))
+}
+
+// storeAuthenticator checks tokens against s (one store per process, so
+// that its refusals are counted in one place).
+func storeAuthenticator(s *tokens.Store) func(ctx context.Context, bearer string) (string, bool, bool, error) {
 	return func(ctx context.Context, bearer string) (string, bool, bool, error) {
 		p, err := s.Authenticate(ctx, bearer)
 		switch {
