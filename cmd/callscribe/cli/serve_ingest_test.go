@@ -108,7 +108,7 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	// A made-up token is refused, and counted.
 	breq, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/recordings", nil)
 	breq.Header.Set("Authorization", "Bearer cs_1_"+strings.Repeat("0", 64))
-	if bresp, err := http.DefaultClient.Do(breq); err != nil || bresp.StatusCode != 401 {
+	if bresp, err := http.DefaultClient.Do(breq); err != nil || bresp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a made-up token: %v %v", bresp, err)
 	} else {
 		_ = bresp.Body.Close()
