@@ -43,8 +43,9 @@ generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger, outbox a
 build: ## build bin/callscribe
 	go build -o bin/callscribe ./cmd/callscribe
 
-bench: ## the concurrency window against per-worker sleepers on one throttling vendor (figures side by side)
+bench: ## the window against per-worker sleepers on one throttling vendor; pipeline throughput against River at its best (figures side by side)
 	go run ./internal/cmd/testenv --install -- go test -run '^$$' -bench Herd -benchtime 1x ./jobs/
+	go run ./internal/cmd/testenv --install -- go test -run '^$$' -bench 'Pipeline$$|RiverNoop' -benchtime 1000x ./jobs/
 
 screenshot: ## write status.png: the status page with demo data, in headless Chromium (apt-get install -y chromium)
 	go run ./internal/cmd/screenshot -o status.png
