@@ -46,6 +46,14 @@ func BenchmarkPipeline(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	commits := func() int64 {
+		var n int64
+		if err := e.pool.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	before := commits()
 	b.ResetTimer()
 	// A recording's job completes when it is validated.
 	completed, unsubscribe := e.client.Subscribe(river.EventKindJobCompleted)
@@ -66,6 +74,9 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 	b.StopTimer()
 	_ = e.client.StopAndCancel(ctx)
+	// The statistics collector reports with a delay of up to a second.
+	time.Sleep(1500 * time.Millisecond)
+	b.ReportMetric(float64(commits()-before)/float64(len(files)), "db-commits/recording")
 }
 
 // BenchmarkRiverNoop is River at its best on the same machine and
