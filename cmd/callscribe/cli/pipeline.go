@@ -159,6 +159,10 @@ func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 		FetchPollInterval:    100 * time.Millisecond,
 		JobTimeout:           cfg.StepTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
+		// River's nightly REINDEX needs the tables' owner, and the
+		// process acts as the runtime role: off here; the owner runs it
+		// (docs/operations.md).
+		ReindexerIndexNames: []string{},
 	})
 }
 
