@@ -239,8 +239,8 @@ func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, 
 		ErrorLog:     slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
 	}
 	bound := ln.Addr().String()
-	fmt.Fprintf(a.env.Stdout, "capacity API listening on http://%s\n", bound)
-	a.logger.Info("capacity API listening", slog.String("addr", bound), slog.Bool("token_required", auth))
+	fmt.Fprintf(a.env.Stdout, "callscribe serve listening on http://%s\n", bound)
+	a.logger.Info("serve listening", slog.String("addr", bound), slog.Bool("token_required", auth))
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -249,7 +249,7 @@ func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, 
 		return fmt.Errorf("serving on %s: %w", bound, err)
 	case <-ctx.Done():
 	}
-	a.logger.Info("capacity API shutting down", slog.String("addr", bound))
+	a.logger.Info("serve shutting down: no new requests; those in flight finish", slog.String("addr", bound))
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
