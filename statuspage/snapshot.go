@@ -101,7 +101,9 @@ type DeadDelivery struct {
 type Warning struct {
 	At time.Time
 	// Kind: "learned-limit" (a vendor refused below the limit and it was
-	// lowered), "cooldown" or "overload" (a scope's window), "fail-open".
+	// lowered), "over-limit-connect" (a live call connected with every
+	// transcriber full), "cooldown" or "overload" (a scope's window),
+	// "fail-open".
 	Kind    string
 	Subject string
 	Detail  string

@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/callscribe/callscribe/capacity"
 )
@@ -50,6 +51,8 @@ func ConnectTranscriber(ctx context.Context, leases *capacity.Leases, callID str
 	if slot, ok := tryTranscriber(ctx, leases, callID, p.STT); ok {
 		return slot
 	}
+	leases.RecordWarning(ctx, capacity.Warning{Kind: capacity.WarningOverLimitConnect, Subject: p.STT[0] + "/" + capacity.KindSTT,
+		Detail: fmt.Sprintf("a call connected over the limit: all %d STT providers full, the primary taken uncounted", len(p.STT))})
 	return TranscriberSlot{Provider: p.STT[0], OverLimit: true}
 }
 

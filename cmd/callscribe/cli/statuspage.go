@@ -188,6 +188,16 @@ func (s statusSources) capacity(ctx context.Context, now time.Time, snap *status
 				Detail: fmt.Sprintf("the vendor refused at %d in use: limit %d → %d", e.InUse, e.From, e.To)})
 		}
 	}
+	// Live calls connected over their transcribers' limit.
+	ws, err := s.leases.Warnings(ctx, statusRecentWarnings)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if now.Sub(w.At) <= statusWarningWindow {
+			snap.Warnings = append(snap.Warnings, statuspage.Warning{At: w.At, Kind: w.Kind, Subject: w.Subject, Detail: w.Detail})
+		}
+	}
 	return nil
 }
 
