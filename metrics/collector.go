@@ -65,6 +65,7 @@ var (
 type sharedCollector struct{ m *Metrics }
 
 func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.m.scrapeErrors.Describe(ch)
 	if c.m.cfg.Pool != nil {
 		for _, d := range []*prometheus.Desc{descOldestEligible, descCooldownsActive, descScopesPaused, descOutboxPending,
 			descOutboxDead, descOutboxOldest, descRiverDepth, descDuplicateKey} {
@@ -91,6 +92,9 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 			c.m.scrapeErrors.WithLabelValues("capacity").Inc()
 		}
 	}
+	// After the reads, so that a scrape reports its own errors (the
+	// registry collects its collectors concurrently).
+	c.m.scrapeErrors.Collect(ch)
 }
 
 // collectDatabase sends the database's gauges; on an error it stops,

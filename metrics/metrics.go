@@ -138,7 +138,7 @@ func New(cfg Config) *Metrics {
 		"Scrapes that could not read a source of gauges (database, capacity); those gauges were left out.",
 		"source")
 	m.reg.MustRegister(m.vendorThrottled, m.vendorFailed, m.billable, m.committed, m.submissions, m.receiptCommit, m.cooldown,
-		m.crmThrottled, m.crmSettled, m.receiptCRM, m.scrapeErrors,
+		m.crmThrottled, m.crmSettled, m.receiptCRM,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for component, f := range cfg.FailOpen {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_fail_open_total",
