@@ -16,11 +16,25 @@ import (
 	"github.com/callscribe/callscribe/internal/devservice"
 	"github.com/callscribe/callscribe/internal/pgrole"
 	"github.com/callscribe/callscribe/migrations"
+	"github.com/callscribe/callscribe/outbox"
 )
 
-// PoolMaxConnsDefault is the connection pool size unless the database URL
-// sets pool_max_conns.
+// PoolMaxConnsDefault is the connection pool size of a process that runs
+// no workers, unless the database URL sets pool_max_conns.
 const PoolMaxConnsDefault = 40
+
+// poolSpare is the connections a worker process keeps beyond one per
+// worker: River's fetchers, leader election, notifier and maintenance,
+// and serve's API requests.
+const poolSpare = 10
+
+// poolSize is the pool a process running the configured workers needs:
+// one connection per worker of each queue (immediate, batch, the CRM
+// dispatcher's) plus poolSpare, and never below PoolMaxConnsDefault.
+func (a *app) poolSize() int32 {
+	c := a.config.PipelineConfig().WithDefaults()
+	return int32(max(c.ImmediateWorkers+c.BatchWorkers+outbox.WorkersDefault+poolSpare, PoolMaxConnsDefault))
+}
 
 // connect opens a pool on url for the runtime and checks that the server
 // answers. Its connections act as the runtime role (SET ROLE
@@ -28,16 +42,22 @@ const PoolMaxConnsDefault = 40
 // not, it warns on log: the process then acts as the user it logged in as,
 // usually the tables' owner.
 func connect(ctx context.Context, dbURL string, log *slog.Logger) (*pgxpool.Pool, error) {
-	return connectAs(ctx, dbURL, migrations.RuntimeRole, log)
+	return connectAs(ctx, dbURL, migrations.RuntimeRole, log, PoolMaxConnsDefault)
+}
+
+// connectWorkers is connect with a pool sized for size connections (see
+// poolSize), for a process that runs the pipeline's workers.
+func connectWorkers(ctx context.Context, dbURL string, log *slog.Logger, size int32) (*pgxpool.Pool, error) {
+	return connectAs(ctx, dbURL, migrations.RuntimeRole, log, size)
 }
 
 // connectOwner opens a pool that acts as the user it logs in as: for
 // migrations, which need the tables' owner.
 func connectOwner(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
-	return connectAs(ctx, dbURL, "", nil)
+	return connectAs(ctx, dbURL, "", nil, PoolMaxConnsDefault)
 }
 
-func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger) (*pgxpool.Pool, error) {
+func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger, size int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("database URL %s: %w", redactURL(dbURL), err)
@@ -57,7 +77,7 @@ func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger) (*pgxp
 	// pgxpool's default (4 on a small machine) starves a worker running
 	// dozens of River workers; pool_max_conns in the URL still wins.
 	if !strings.Contains(dbURL, "pool_max_conns") {
-		cfg.MaxConns = PoolMaxConnsDefault
+		cfg.MaxConns = size
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -217,7 +217,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	}
 	// The workers act as the runtime role, as a deployment's do; the
 	// migration above needed the owner.
-	rt, err := connect(ctx, svc.DatabaseURL, a.logger)
+	rt, err := connectWorkers(ctx, svc.DatabaseURL, a.logger, a.poolSize())
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func (a *app) openPipeline(ctx context.Context, caps pipelineCaps) (*pipelineEnv
 	if a.config.DatabaseURL == "" {
 		return nil, errNoDatabase
 	}
-	pool, err := connect(ctx, a.config.DatabaseURL, a.logger)
+	pool, err := connectWorkers(ctx, a.config.DatabaseURL, a.logger, a.poolSize())
 	if err != nil {
 		return nil, err
 	}

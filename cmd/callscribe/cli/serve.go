@@ -114,7 +114,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 					return err
 				}
 				defer stop()
-				pool, err := connect(ctx, a.config.DatabaseURL, a.logger)
+				pool, err := connectWorkers(ctx, a.config.DatabaseURL, a.logger, a.poolSize())
 				if err != nil {
 					return err
 				}
