@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,15 +54,7 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	go func() {
 		done <- cli.Run(sctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"}, cli.Env{Stdout: &sout, Stderr: &serr, Getenv: envOf(env)})
 	}()
-	addrRE := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)\n`)
-	var base string
-	for deadline := time.Now().Add(15 * time.Second); base == ""; time.Sleep(10 * time.Millisecond) {
-		if m := addrRE.FindStringSubmatch(sout.String()); m != nil {
-			base = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("serve printed no address:\n%s\n%s", sout.String(), serr.String())
-		}
-	}
+	base := serveBase(t, &sout, &serr, done)
 	call := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
 		var rd io.Reader

@@ -45,22 +45,7 @@ func TestServe(t *testing.T) {
 			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
 	}()
 
-	addrRE := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)\n`)
-	var base string
-	for deadline := time.Now().Add(10 * time.Second); base == ""; {
-		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d before listening:\n%s\n%s", code, out.String(), errOut.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve printed no address:\n%s\n%s", out.String(), errOut.String())
-		}
-	}
+	base := serveBase(t, &out, &errOut, done)
 
 	post := func(path, body, token string) (int, map[string]any) {
 		t.Helper()
@@ -159,5 +144,27 @@ func TestServeRejectsBadOrgCaps(t *testing.T) {
 	code, _, stderr := run(t, context.Background(), env, "--config", config, "serve", "--addr", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(stderr, "capacity.orgs") || !strings.Contains(stderr, "spring") {
 		t.Fatalf("campaign cap above its org's: %d %q", code, stderr)
+	}
+}
+
+var serveAddrRE = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)\n`)
+
+// serveBase waits up to 15s for an in-process `callscribe serve` to print
+// its address on out, and returns it; it fails the test if serve exits
+// first (done) or prints none.
+func serveBase(t *testing.T, out, errOut *syncBuffer, done <-chan int) string {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if m := serveAddrRE.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before listening:\n%s\n%s", code, out.String(), errOut.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve printed no address:\n%s\n%s", out.String(), errOut.String())
+		}
 	}
 }

@@ -75,15 +75,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			t.Error("serve did not stop within 45s")
 		}
 	}()
-	addrRE := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)\n`)
-	var base string
-	for deadline := time.Now().Add(15 * time.Second); base == ""; time.Sleep(10 * time.Millisecond) {
-		if m := addrRE.FindStringSubmatch(sout.String()); m != nil {
-			base = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("serve printed no address:\n%s\n%s", sout.String(), serr.String())
-		}
-	}
+	base := serveBase(t, &sout, &serr, done)
 	get := func(path, token string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)

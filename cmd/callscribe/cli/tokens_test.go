@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
@@ -70,15 +69,7 @@ func TestServeWithTenantTokens(t *testing.T) {
 		done <- cli.Run(sctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
 			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
 	}()
-	addrRE := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)\n`)
-	var base string
-	for deadline := time.Now().Add(10 * time.Second); base == ""; time.Sleep(10 * time.Millisecond) {
-		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("serve printed no address:\n%s\n%s", out.String(), errOut.String())
-		}
-	}
+	base := serveBase(t, &out, &errOut, done)
 	var lastBody string
 	post := func(path, body, tok string) int {
 		t.Helper()
