@@ -36,7 +36,7 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 	}
 	switch resp.Outcome {
 	case stt.OutcomeCompleted:
-		return next, p.transcribed(ctx, s, resp)
+		return done, p.transcribed(ctx, s, resp)
 	case stt.OutcomePending:
 		return p.pending(ctx, s, a)
 	case stt.OutcomeThrottled:
@@ -61,8 +61,8 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 	return next, p.transient(ctx, s, resp, log)
 }
 
-// transcribed: submitted -> transcribed with the transcript, in one
-// transaction.
+// transcribed: submitted -> transcribed with the transcript, and on to
+// committed, in one transaction (finish).
 func (p *Pipeline) transcribed(ctx context.Context, s *stepCtx, resp stt.Response) error {
 	tr := resp.Transcript
 	if tr == nil {
@@ -76,20 +76,8 @@ func (p *Pipeline) transcribed(ctx context.Context, s *stepCtx, resp stt.Respons
 	if pid == "" {
 		pid = tr.ProviderID
 	}
-	_, err := p.ledger.RecordTranscript(ctx,
-		ledger.Transition{RecordingID: s.rec.ID, From: ledger.StateSubmitted, To: ledger.StateTranscribed, Reason: "transcript received",
-			ResponseClass: resp.Class, ProviderID: nonEmpty(pid)},
-		ledger.Transcript{Provider: s.prov.Name(), ProviderID: pid, Text: tr.Text, Language: tr.Language, Confidence: tr.Confidence,
-			DurationSeconds: tr.DurationSeconds, Segments: segs})
-	if err == nil {
-		faultPoint("after_transcript_persisted")
-		secs := tr.DurationSeconds
-		if secs <= 0 {
-			secs = s.rec.AudioDuration.Seconds()
-		}
-		p.metrics.BillableAudio(s.prov.Name(), s.rec.TenantID, secs)
-	}
-	return err
+	return p.finish(ctx, s, &freshTranscript{responseClass: resp.Class, Transcript: ledger.Transcript{Provider: s.prov.Name(),
+		ProviderID: pid, Text: tr.Text, Language: tr.Language, Confidence: tr.Confidence, DurationSeconds: tr.DurationSeconds, Segments: segs}})
 }
 
 // pending: the vendor accepted the work; poll it after PollAfter (when the

@@ -47,8 +47,8 @@ func newClient(pool *pgxpool.Pool, p *jobs.Pipeline, ob *outbox.Outbox, adjust f
 
 // commitThrough commits validated recordings through ob.
 func commitThrough(ob *outbox.Outbox) jobs.CommitFunc {
-	return func(ctx context.Context, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
-		res, err := ob.Commit(ctx, client, rec, actions)
+	return func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
+		res, err := ob.CommitTx(ctx, tx, client, rec, actions)
 		return res.Duplicate, err
 	}
 }

@@ -171,10 +171,8 @@ func (p *Pipeline) take(ctx context.Context, s *stepCtx, o outcome) (outcome, er
 		return p.admitAndSubmit(ctx, s)
 	case ledger.StateSubmitted:
 		return p.resume(ctx, s)
-	case ledger.StateTranscribed:
-		return next, p.validate(ctx, s)
-	case ledger.StateValidated:
-		return done, p.commit(ctx, s)
+	case ledger.StateTranscribed, ledger.StateValidated:
+		return done, p.finish(ctx, s, nil)
 	}
 	return done, nil
 }

@@ -33,7 +33,7 @@ import (
 //	go run ./internal/cmd/testenv -- go test -race -tags callscribe_faults -run TestCrashPoints ./jobs/
 func TestCrashPoints(t *testing.T) {
 	t.Parallel()
-	for _, point := range []string{"after_stt_accepted", "after_transcript_persisted", "between_commit_and_delivery", "after_crm_applied"} {
+	for _, point := range []string{"after_stt_accepted", "before_transcript_commit", "between_commit_and_delivery", "after_crm_applied"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			crashAt(t, point)

@@ -91,8 +91,8 @@ func TestMetricsRollout(t *testing.T) {
 	const n = 30
 	procA := metrics.New(metrics.Config{})
 	var ob *outbox.Outbox
-	commit := func(ctx context.Context, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
-		res, err := ob.Commit(ctx, client, rec, actions)
+	commit := func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
+		res, err := ob.CommitTx(ctx, tx, client, rec, actions)
 		return res.Duplicate, err
 	}
 	e, files := setupWith(t, sttsim.Config{MaxInFlight: 2, RateLimitShare: 0.3, Cooldown: 300 * time.Millisecond,

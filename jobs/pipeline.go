@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +39,8 @@ type Pipeline struct {
 	window        *capacity.Windows
 	planLimitOf   func(provider string) int
 	metrics       Metrics
+	// zones: the tenants' time zones by name, loaded once.
+	zones sync.Map
 }
 
 // Metrics records what the pipeline did, for operators (metrics.Metrics in
@@ -70,12 +73,13 @@ func (noMetrics) VendorCooldown(string, time.Duration)         {}
 func (noMetrics) BillableAudio(string, string, float64)        {}
 func (noMetrics) Committed(string, string, int, time.Duration) {}
 
-// CommitFunc commits a validated recording's actions: its action set, the
-// job that delivers it and the validated → committed transition, in one
-// transaction, inserting the job with client. duplicate reports that
-// another worker had committed the set first and the commit converged on
-// theirs. In callscribe it is outbox.Outbox.Commit.
-type CommitFunc func(ctx context.Context, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (duplicate bool, err error)
+// CommitFunc commits a validated recording's actions inside tx: its
+// action set, the job that delivers it (inserted with client) and the
+// validated → committed transition, which commit or roll back with the
+// pipeline's other writes of the step (the transcript and its validation).
+// duplicate reports that another worker had committed the set first and
+// the commit converged on theirs. In callscribe it is outbox.Outbox.CommitTx.
+type CommitFunc func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (duplicate bool, err error)
 
 // Deps is what a pipeline works with besides its configuration.
 type Deps struct {

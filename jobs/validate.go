@@ -13,69 +13,93 @@ import (
 	"github.com/callscribe/callscribe/ledger"
 )
 
-// validate: transcribed -> validated, or failed with a reason a person can
-// act on. The audio's duration is the one ingest measured and the ledger
-// keeps (Recording.AudioDuration); the audio is not read again. When it is
+// finish takes a recording that has its transcript to committed in one
+// transaction, writing one event per transition: submitted → transcribed
+// (with fresh, the transcript the vendor just returned), transcribed →
+// validated (or failed, with a reason a person can act on), and validated →
+// committed (the action set, its outbox row and delivery job, through
+// Commit). A recording found in transcribed or validated (an older step,
+// or an extraction that failed) starts from there, with its stored
+// transcript. Nothing here asks the speech vendor's scope: work that has a
+// transcript goes on during a cooldown. The actions are extracted before
+// the transaction begins (an extractor may take its time); one that fails
+// leaves the recording validated, its transcript kept, and the job retries
+// the commit.
+//
+// The audio's duration is the one ingest measured and the ledger keeps
+// (Recording.AudioDuration); the audio is not read again. When it is
 // unknown (not a WAV file ingest could measure, or ingested before the
 // ledger kept durations) the duration check is skipped, and the event says
 // so in its detail (audio_duration: unknown).
-func (p *Pipeline) validate(ctx context.Context, s *stepCtx) error {
-	tr, err := p.ledger.Transcript(ctx, s.rec.ID)
-	if err != nil {
-		return err
-	}
-	var detail map[string]any
-	if s.rec.AudioDuration == 0 {
-		detail = map[string]any{"audio_duration": "unknown: duration check skipped"}
-		s.log.Info("audio duration unknown; validating without the duration check")
-	}
-	t := s.tenant
-	verr := crm.Validate(crm.Transcript{Text: tr.Text, Language: tr.Language, Confidence: tr.Confidence, DurationSeconds: tr.DurationSeconds},
-		crm.Rules{MinConfidence: t.MinConfidence, Languages: t.Languages, AudioDuration: s.rec.AudioDuration,
-			DurationTolerance: p.cfg.DurationTolerance, DurationSlack: p.cfg.DurationSlack})
-	if verr != nil {
-		var ve *crm.ValidationError
-		class := "validation"
-		if errors.As(verr, &ve) {
-			class = "validation_" + ve.Check
-		}
-		_, err := p.move(ctx, s.rec, ledger.StateFailed, verr.Error(), func(e *ledger.Transition) { e.ResponseClass, e.Detail = class, detail })
-		return err
-	}
-	_, err = p.move(ctx, s.rec, ledger.StateValidated, "transcript valid", func(e *ledger.Transition) { e.Detail = detail })
-	return err
-}
-
-// commit: validated -> committed. The actions are extracted from the
-// transcript and committed with their outbox row and delivery job in one
-// transaction (outbox.Commit). Work that already has a transcript goes on
-// during a vendor cooldown: nothing here asks the speech vendor's scope.
-func (p *Pipeline) commit(ctx context.Context, s *stepCtx) error {
+func (p *Pipeline) finish(ctx context.Context, s *stepCtx, fresh *freshTranscript) error {
 	rec := s.rec
-	tr, err := p.ledger.Transcript(ctx, rec.ID)
+	tr, err := p.transcriptOf(ctx, rec, fresh)
 	if err != nil {
 		return err
 	}
-	var loc *time.Location
-	if tz := s.tenant.TimeZone; tz != "" {
-		// Config.Validate checked the name; a failure here is the
-		// system's time zone database going missing.
-		if loc, err = time.LoadLocation(tz); err != nil {
-			return fmt.Errorf("tenant %s time zone: %w", rec.TenantID, err)
+	var check validation
+	if rec.State != ledger.StateValidated {
+		check = p.check(s, tr)
+	}
+	commit := p.commitActions != nil && check.err == nil
+	var actions []crm.Action
+	var extractErr error
+	var client *river.Client[pgx.Tx]
+	if commit {
+		actions, extractErr = p.extract(ctx, s, tr)
+		if client, err = river.ClientFromContextSafely[pgx.Tx](ctx); err != nil {
+			return fmt.Errorf("committing %s: %w", rec.CallID, err)
 		}
 	}
-	actions, err := p.extractor.Extract(ctx, crm.ExtractInput{TenantID: rec.TenantID, CallID: rec.CallID, Text: tr.Text,
-		StartedAt: rec.StartedAt, Location: loc})
-	if err != nil {
-		return fmt.Errorf("extracting actions of %s: %w", rec.CallID, err)
-	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return fmt.Errorf("committing %s: %w", rec.CallID, err)
-	}
-	duplicate, err := p.commitActions(ctx, client, rec, actions)
+	var committed, duplicate bool
+	err = pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
+		cur := rec
+		var err error
+		if fresh != nil {
+			if cur, err = p.ledger.RecordTranscriptTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: ledger.StateSubmitted,
+				To: ledger.StateTranscribed, Reason: "transcript received", ResponseClass: fresh.responseClass,
+				ProviderID: nonEmpty(fresh.ProviderID)}, fresh.Transcript); err != nil {
+				return err
+			}
+		}
+		if cur.State == ledger.StateTranscribed {
+			if check.err != nil {
+				_, err := p.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: cur.State, To: ledger.StateFailed,
+					Reason: check.err.Error(), ResponseClass: check.class, Detail: check.detail})
+				return err
+			}
+			if cur, err = p.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: cur.State, To: ledger.StateValidated,
+				Reason: "transcript valid", Detail: check.detail}); err != nil {
+				return err
+			}
+		}
+		if !commit || extractErr != nil {
+			return nil
+		}
+		if duplicate, err = p.commitActions(ctx, tx, client, cur, actions); err != nil {
+			return err
+		}
+		committed = true
+		if fresh != nil {
+			faultPoint("before_transcript_commit")
+		}
+		return nil
+	})
 	if err != nil {
 		return err
+	}
+	if fresh != nil {
+		secs := fresh.DurationSeconds
+		if secs <= 0 {
+			secs = rec.AudioDuration.Seconds()
+		}
+		p.metrics.BillableAudio(s.prov.Name(), rec.TenantID, secs)
+	}
+	if extractErr != nil {
+		return extractErr
+	}
+	if !committed {
+		return nil
 	}
 	if duplicate {
 		s.log.Info("commit converged on another worker's action set")
@@ -84,4 +108,82 @@ func (p *Pipeline) commit(ctx context.Context, s *stepCtx) error {
 	}
 	faultPoint("between_commit_and_delivery")
 	return nil
+}
+
+// freshTranscript is a transcript the vendor has just returned, not yet
+// stored, with the class of the answer that carried it.
+type freshTranscript struct {
+	ledger.Transcript
+	responseClass string
+}
+
+// transcriptOf returns fresh, or the recording's stored transcript.
+func (p *Pipeline) transcriptOf(ctx context.Context, rec ledger.Recording, fresh *freshTranscript) (ledger.Transcript, error) {
+	if fresh != nil {
+		return fresh.Transcript, nil
+	}
+	return p.ledger.Transcript(ctx, rec.ID)
+}
+
+// validation is what check found: err (with its response class) when the
+// transcript fails a rule; detail for the event either way.
+type validation struct {
+	err    error
+	class  string
+	detail map[string]any
+}
+
+// check applies the tenant's transcript rules to tr.
+func (p *Pipeline) check(s *stepCtx, tr ledger.Transcript) validation {
+	var v validation
+	if s.rec.AudioDuration == 0 {
+		v.detail = map[string]any{"audio_duration": "unknown: duration check skipped"}
+		s.log.Info("audio duration unknown; validating without the duration check")
+	}
+	t := s.tenant
+	v.err = crm.Validate(crm.Transcript{Text: tr.Text, Language: tr.Language, Confidence: tr.Confidence, DurationSeconds: tr.DurationSeconds},
+		crm.Rules{MinConfidence: t.MinConfidence, Languages: t.Languages, AudioDuration: s.rec.AudioDuration,
+			DurationTolerance: p.cfg.DurationTolerance, DurationSlack: p.cfg.DurationSlack})
+	if v.err != nil {
+		v.class = "validation"
+		var ve *crm.ValidationError
+		if errors.As(v.err, &ve) {
+			v.class = "validation_" + ve.Check
+		}
+	}
+	return v
+}
+
+// location returns a tenant's time zone (nil: none configured), loaded
+// once per process.
+func (p *Pipeline) location(tenant, tz string) (*time.Location, error) {
+	if tz == "" {
+		return nil, nil
+	}
+	if loc, ok := p.zones.Load(tz); ok {
+		return loc.(*time.Location), nil
+	}
+	// Config.Validate checked the name; a failure here is the system's
+	// time zone database going missing.
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s time zone: %w", tenant, err)
+	}
+	p.zones.Store(tz, loc)
+	return loc, nil
+}
+
+// extract finds the actions of a recording's transcript.
+func (p *Pipeline) extract(ctx context.Context, s *stepCtx, tr ledger.Transcript) ([]crm.Action, error) {
+	rec := s.rec
+	loc, err := p.location(rec.TenantID, s.tenant.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	actions, err := p.extractor.Extract(ctx, crm.ExtractInput{TenantID: rec.TenantID, CallID: rec.CallID, Text: tr.Text,
+		StartedAt: rec.StartedAt, Location: loc})
+	if err != nil {
+		return nil, fmt.Errorf("extracting actions of %s: %w", rec.CallID, err)
+	}
+	return actions, nil
 }

@@ -54,12 +54,21 @@ func (a Admission) Admitted() bool { return a.Verdict == VerdictAdmit || a.Verdi
 // taken over); never while the scope is paused. probeWait is how long the
 // others wait before asking again while a probe is out.
 func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, probeTimeout, probeWait time.Duration) (Admission, error) {
-	if err := l.queries.ScopeDeferralEnsure(ctx, l.pool, dbsqlc.ScopeDeferralEnsureParams{Scope: scope, At: l.now()}); err != nil {
-		return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
-	}
 	d := Deferral{Scope: scope}
+	// One statement when the scope has its row (every scope after its
+	// first admission): FOR SHARE waits for an extension being written.
+	// A scope without one may have its first extension being inserted,
+	// which FOR SHARE cannot wait for: ensure the row (that insert waits
+	// for it) and read again.
 	row, err := l.queries.ScopeDeferralGetForAdmission(ctx, l.pool, scope)
-	switch err = translate(err); {
+	if err = translate(err); errors.Is(err, ErrNotFound) {
+		if err := l.queries.ScopeDeferralEnsure(ctx, l.pool, dbsqlc.ScopeDeferralEnsureParams{Scope: scope, At: l.now()}); err != nil {
+			return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
+		}
+		row, err = l.queries.ScopeDeferralGetForAdmission(ctx, l.pool, scope)
+		err = translate(err)
+	}
+	switch {
 	case err == nil:
 		d = deferralFrom(row)
 	case !errors.Is(err, ErrNotFound):

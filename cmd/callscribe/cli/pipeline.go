@@ -129,8 +129,8 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 
 // commitThrough commits the pipeline's validated recordings through o.
 func commitThrough(o *outbox.Outbox) jobs.CommitFunc {
-	return func(ctx context.Context, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
-		res, err := o.Commit(ctx, client, rec, actions)
+	return func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
+		res, err := o.CommitTx(ctx, tx, client, rec, actions)
 		return res.Duplicate, err
 	}
 }
