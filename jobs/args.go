@@ -4,13 +4,26 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/callscribe/callscribe/ledger"
 )
 
 // TranscribeArgs drives one recording through the pipeline.
 type TranscribeArgs struct {
-	RecordingID uuid.UUID `json:"recording_id"`
+	RecordingID uuid.UUID `json:"recording_id" river:"unique"`
 	// Queue is QueueImmediate or QueueBatch, by the recording's lane.
-	Queue string `json:"queue"`
+	Queue string `json:"queue" river:"unique"`
+	// TenantID is the recording's tenant, so that a step reads the
+	// recording and its scope's deferral in one statement. Jobs inserted
+	// before it existed have none, and read them one after the other. It
+	// is not part of the job's unique key (the key of a job with and
+	// without it is the same).
+	TenantID string `json:"tenant_id,omitempty"`
+}
+
+// transcribeArgs are the args of rec's transcribe job.
+func transcribeArgs(id uuid.UUID, tenantID string, lane ledger.Lane) TranscribeArgs {
+	return TranscribeArgs{RecordingID: id, Queue: queueFor(lane), TenantID: tenantID}
 }
 
 // Kind is the River job kind.

@@ -78,20 +78,40 @@ type stepCtx struct {
 	log         *slog.Logger
 	// held: the slots taken for this step's submission.
 	held held
+	// scopeRead: the scope's deferral, read with the recording at readAt
+	// (Ledger.RecordingWithScope); the step's first admission check
+	// decides from it instead of reading again. Nil when it was not read.
+	scopeRead *ledger.ScopeRead
+	readAt    time.Time
 }
 
-// load reads the recording and resolves its tenant for one step.
-func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID) (*stepCtx, error) {
-	rec, err := p.ledger.Recording(ctx, id)
+// load reads the recording and resolves its tenant for one step. With
+// tenantHint (the job's TenantID) naming a configured tenant, the
+// recording and its scope's deferral are read in one statement.
+func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHint string) (*stepCtx, error) {
+	readAt := p.cfg.Clock.Now()
+	var rec ledger.Recording
+	var read *ledger.ScopeRead
+	var err error
+	if t, ok := p.cfg.Tenants[tenantHint]; ok && tenantHint != "" {
+		var sr ledger.ScopeRead
+		rec, sr, err = p.ledger.RecordingWithScope(ctx, id, t.Scope)
+		read = &sr
+	} else {
+		rec, err = p.ledger.Recording(ctx, id)
+	}
 	if err != nil {
 		return nil, err
 	}
-	s := &stepCtx{jobID: jobID, rec: rec, log: p.log.With(slog.String("recording", rec.ID.String()))}
+	s := &stepCtx{jobID: jobID, rec: rec, log: p.log.With(slog.String("recording", rec.ID.String())), readAt: readAt}
 	t, ok := p.cfg.Tenants[rec.TenantID]
 	prov := p.providers[rec.TenantID]
 	if !ok || prov == nil {
 		s.unconfigured = fmt.Errorf("tenant %q is not configured", rec.TenantID)
 		return s, nil
+	}
+	if rec.TenantID == tenantHint {
+		s.scopeRead = read
 	}
 	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t.Scope) || p.rollout.observed(ctx, p.ledger, t.Cohort)
 	return s, nil
@@ -104,10 +124,11 @@ func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID) (*stepCt
 // needs another (a resubmission after the vendor forgot the submission)
 // returns it as its outcome, and this loop takes it as the next step. It
 // never holds a transaction or connection across a vendor call.
-func (p *Pipeline) drive(ctx context.Context, jobID int64, id uuid.UUID) error {
+func (p *Pipeline) drive(ctx context.Context, jobID int64, id uuid.UUID, tenantHint string) error {
 	o := next
 	for range maxSteps {
-		s, err := p.load(ctx, jobID, id)
+		s, err := p.load(ctx, jobID, id, tenantHint)
+		tenantHint = "" // the first read only: later steps follow a write
 		if errors.Is(err, ledger.ErrNotFound) {
 			return river.JobCancel(fmt.Errorf("recording %s no longer exists (purged?): %w", id, err))
 		}

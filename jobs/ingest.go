@@ -168,7 +168,7 @@ func (p *Pipeline) Ingest(ctx context.Context, client *river.Client[pgx.Tx], req
 		if ir.Recording.State.Terminal() {
 			return nil
 		}
-		jr, err := client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: ir.Recording.ID, Queue: queueFor(lane)}, nil)
+		jr, err := client.InsertTx(ctx, tx, transcribeArgs(ir.Recording.ID, ir.Recording.TenantID, lane), nil)
 		if err != nil {
 			return fmt.Errorf("enqueueing transcription: %w", err)
 		}
@@ -217,7 +217,7 @@ func (p *Pipeline) Retry(ctx context.Context, client *river.Client[pgx.Tx], id u
 // the recording, so the operator's move is refused with ErrJobRunning (the
 // caller's transaction rolls back; try again in a moment).
 func enqueueAgainTx(ctx context.Context, client *river.Client[pgx.Tx], tx pgx.Tx, rec ledger.Recording) error {
-	jr, err := client.InsertTx(ctx, tx, TranscribeArgs{RecordingID: rec.ID, Queue: queueFor(rec.Lane)}, nil)
+	jr, err := client.InsertTx(ctx, tx, transcribeArgs(rec.ID, rec.TenantID, rec.Lane), nil)
 	if err != nil || !jr.UniqueSkippedAsDuplicate {
 		return err
 	}

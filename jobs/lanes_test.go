@@ -244,3 +244,24 @@ func TestConcurrencyRefusalReportsToCapacity(t *testing.T) {
 		t.Errorf("%d slots still held at the end", slots.held)
 	}
 }
+
+// A transcribe job's unique key is its recording and queue only: a job
+// with TenantID (the one-statement read) and one inserted before it
+// existed are the same job.
+func TestTranscribeArgsTenantIsNotPartOfTheUniqueKey(t *testing.T) {
+	t.Parallel()
+	e, _ := setup(t, sttsim.Config{}, jobs.Config{}, 0)
+	ctx := context.Background()
+	id := uuid.New()
+	first, err := e.client.Insert(ctx, jobs.TranscribeArgs{RecordingID: id, Queue: jobs.QueueBatch}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.client.Insert(ctx, jobs.TranscribeArgs{RecordingID: id, Queue: jobs.QueueBatch, TenantID: "t1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.UniqueSkippedAsDuplicate || second.Job.ID != first.Job.ID {
+		t.Fatalf("the job with a tenant was inserted beside the one without (%d, %d)", first.Job.ID, second.Job.ID)
+	}
+}

@@ -217,7 +217,7 @@ type transcribeWorker struct {
 }
 
 func (w *transcribeWorker) Work(ctx context.Context, job *river.Job[TranscribeArgs]) error {
-	return w.p.drive(ctx, job.ID, job.Args.RecordingID)
+	return w.p.drive(ctx, job.ID, job.Args.RecordingID, job.Args.TenantID)
 }
 
 type sweepWorker struct {

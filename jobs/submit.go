@@ -111,12 +111,22 @@ func submissionDetail(s *stepCtx, probe bool, admittedAt time.Time) map[string]a
 // admit asks the ledger whether the recording's scope admits a request
 // now, and returns when it asked: a deferral recorded before that instant
 // is visible to the check (it is sent as X-Admitted-At).
+//
+// The step's first check decides from the scope's deferral read with the
+// recording (stepCtx.scopeRead), asked when that read began; later checks
+// read the scope again.
 func (p *Pipeline) admit(ctx context.Context, s *stepCtx) (time.Time, ledger.Admission, error) {
-	at := p.cfg.Clock.Now()
-	a, err := p.ledger.ScopeAdmitWait(ctx, s.tenant.Scope, s.jobID, ledger.AdmitPolicy{
+	policy := ledger.AdmitPolicy{
 		ProbeTimeout: p.cfg.ProbeTimeout, ProbeWait: p.cfg.ProbeWait, PausedRecheck: p.cfg.PausedRecheck,
 		ObserveOnly: s.observeOnly, Clock: p.cfg.Clock,
-	})
+	}
+	if read := s.scopeRead; read != nil && read.Scope == s.tenant.Scope {
+		s.scopeRead = nil
+		a, err := p.ledger.ScopeAdmitWaitFrom(ctx, *read, s.jobID, policy)
+		return s.readAt, a, err
+	}
+	at := p.cfg.Clock.Now()
+	a, err := p.ledger.ScopeAdmitWait(ctx, s.tenant.Scope, s.jobID, policy)
 	return at, a, err
 }
 

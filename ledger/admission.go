@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 	"github.com/callscribe/callscribe/ledger/retryafter"
@@ -74,6 +76,13 @@ func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, prob
 	case !errors.Is(err, ErrNotFound):
 		return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, err)
 	}
+	return l.admitFrom(ctx, d, jobID, probeTimeout, probeWait)
+}
+
+// admitFrom decides ScopeAdmit from d, the scope's deferral as just read
+// for admission.
+func (l *Ledger) admitFrom(ctx context.Context, d Deferral, jobID int64, probeTimeout, probeWait time.Duration) (Admission, error) {
+	scope := d.Scope
 	now := l.now()
 	switch {
 	case d.Paused:
@@ -83,7 +92,7 @@ func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, prob
 	case !d.NeedsProbe:
 		return Admission{Verdict: VerdictAdmit, Deferral: d}, nil
 	}
-	_, err = l.queries.ScopeProbeClaim(ctx, l.pool, dbsqlc.ScopeProbeClaimParams{
+	_, err := l.queries.ScopeProbeClaim(ctx, l.pool, dbsqlc.ScopeProbeClaimParams{
 		Scope: scope, JobID: jobID, Now: now, ClaimExpiredBefore: now.Add(-probeTimeout),
 	})
 	if err = translate(err); errors.Is(err, ErrNotFound) {
@@ -93,6 +102,46 @@ func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, prob
 		return Admission{}, fmt.Errorf("claiming the probe of scope %s: %w", scope, err)
 	}
 	return Admission{Verdict: VerdictProbe, Deferral: d}, nil
+}
+
+// ScopeRead is a scope's deferral as RecordingWithScope read it, in the
+// same statement as a recording, for ScopeAdmitWaitFrom.
+type ScopeRead struct {
+	Scope string
+	// Found: the scope had its row (every scope after its first
+	// admission). Without one, ScopeAdmitWaitFrom reads again.
+	Found    bool
+	Deferral Deferral
+}
+
+// RecordingWithScope reads recording id and, in the same statement (one
+// round trip, one transaction), scope's deferral the way an admission
+// check reads it (FOR SHARE: it waits for an extension being written).
+// A job's step reads both at once so that admitting it costs no second
+// statement. It returns ErrNotFound when the recording does not exist.
+func (l *Ledger) RecordingWithScope(ctx context.Context, id uuid.UUID, scope string) (Recording, ScopeRead, error) {
+	row, err := l.queries.RecordingGetWithScope(ctx, l.pool, dbsqlc.RecordingGetWithScopeParams{ID: id, Scope: scope})
+	if err != nil {
+		return Recording{}, ScopeRead{}, fmt.Errorf("reading recording %s: %w", id, translate(err))
+	}
+	read := ScopeRead{Scope: scope, Found: row.DScope != ""}
+	if read.Found {
+		read.Deferral = deferralFrom(dbsqlc.ScopeDeferral{Scope: row.DScope, NotBefore: row.DNotBefore, UpdatedAt: row.DUpdatedAt,
+			NeedsProbe: row.DNeedsProbe, ProbeJobID: row.DProbeJobID, ProbeClaimedAt: row.DProbeClaimedAt, Paused: row.DPaused,
+			PausedReason: row.DPausedReason, PausedAt: row.DPausedAt})
+	}
+	return recordingFrom(row.Recording), read, nil
+}
+
+// ScopeAdmitWaitFrom is ScopeAdmitWait deciding from read, made by
+// RecordingWithScope just before, instead of reading the scope again (a
+// read that found no row reads again, as ScopeAdmit does).
+func (l *Ledger) ScopeAdmitWaitFrom(ctx context.Context, read ScopeRead, jobID int64, p AdmitPolicy) (Admission, error) {
+	if p.ObserveOnly || !read.Found {
+		return l.ScopeAdmitWait(ctx, read.Scope, jobID, p)
+	}
+	a, err := l.admitFrom(ctx, read.Deferral, jobID, p.ProbeTimeout, p.ProbeWait)
+	return l.withWait(a, err, p)
 }
 
 // ScopeProbeSucceeded reopens a scope after its probe got a real answer
@@ -212,6 +261,11 @@ func (l *Ledger) ScopeAdmitWait(ctx context.Context, scope string, jobID int64, 
 		return Admission{Verdict: VerdictAdmit}, nil
 	}
 	a, err := l.ScopeAdmit(ctx, scope, jobID, p.ProbeTimeout, p.ProbeWait)
+	return l.withWait(a, err, p)
+}
+
+// withWait sets a refused admission's Wait under p.
+func (l *Ledger) withWait(a Admission, err error, p AdmitPolicy) (Admission, error) {
 	if err != nil || a.Admitted() {
 		return a, err
 	}

@@ -3,8 +3,11 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -182,5 +185,81 @@ func TestScopeAdmitSeesAConcurrentFirstDeferral(t *testing.T) {
 	}
 	if a := <-got; a.Verdict != ledger.VerdictDeferred {
 		t.Fatalf("admission after the first deferral committed: %s, want deferred", a.Verdict)
+	}
+}
+
+// A step's combined read (RecordingWithScope) and the admission decided
+// from it see a deferral being written when the read began, whether the
+// scope already had its row (the read itself waits) or not (the read finds
+// no row and the admission reads again, waiting for the insert).
+func TestAdmitFromCombinedReadSeesAConcurrentDeferral(t *testing.T) {
+	t.Parallel()
+	for _, existing := range []bool{true, false} {
+		t.Run(fmt.Sprintf("scope row exists=%v", existing), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			rec := b.ingest(t)
+			scope := fmt.Sprintf("combined-%v", existing)
+			if existing {
+				if a, err := b.ledger.ScopeAdmit(ctx, scope, 1, time.Minute, time.Second); err != nil || a.Verdict != ledger.VerdictAdmit {
+					t.Fatalf("first admission: %+v, %v", a, err)
+				}
+			}
+			tx, err := b.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			until := b.clock.Now().Add(time.Hour)
+			if _, err := b.ledger.ScopeDeferralExtendTx(ctx, tx, ledger.Extension{Scope: scope, NotBefore: until}); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				rec  ledger.Recording
+				read ledger.ScopeRead
+				a    ledger.Admission
+				err  error
+			}
+			got := make(chan result, 1)
+			go func() {
+				var r result
+				r.rec, r.read, r.err = b.ledger.RecordingWithScope(ctx, rec.ID, scope)
+				if r.err == nil {
+					r.a, r.err = b.ledger.ScopeAdmitWaitFrom(ctx, r.read, 2, ledger.AdmitPolicy{ProbeTimeout: time.Minute, ProbeWait: time.Second})
+				}
+				got <- r
+			}()
+			select {
+			case r := <-got:
+				t.Fatalf("answered %s before the deferral committed (%v)", r.a.Verdict, r.err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-got
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.rec.ID != rec.ID || r.rec.State != rec.State {
+				t.Fatalf("recording read as %s in %s, want %s in %s", r.rec.ID, r.rec.State, rec.ID, rec.State)
+			}
+			if r.read.Found != existing {
+				t.Fatalf("scope row found = %v, want %v", r.read.Found, existing)
+			}
+			if r.a.Verdict != ledger.VerdictDeferred || !r.a.Until.Equal(until) || r.a.Wait <= 0 {
+				t.Fatalf("admission %+v, want deferred until %s with a wait", r.a, until)
+			}
+		})
+	}
+}
+
+// RecordingWithScope of a recording that does not exist is ErrNotFound.
+func TestRecordingWithScopeNotFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, _, err := b.ledger.RecordingWithScope(context.Background(), uuid.New(), "any"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
 }

@@ -97,3 +97,17 @@ SELECT e.id,
 FROM scope_deferral_extensions e
 WHERE e.scope = @scope
 ORDER BY e.id;
+
+-- name: RecordingGetWithScope :one
+-- A step's one read: the recording and, when the scope has its row, the
+-- scope's deferral FOR SHARE (as ScopeDeferralGetForAdmission: it waits
+-- for an extension being written to commit). d_scope is '' when the
+-- scope has no row.
+SELECT sqlc.embed(r),
+       coalesce(d.scope, '')::text AS d_scope, coalesce(d.not_before, 'epoch')::timestamptz AS d_not_before,
+       coalesce(d.updated_at, 'epoch')::timestamptz AS d_updated_at, coalesce(d.needs_probe, false)::boolean AS d_needs_probe,
+       d.probe_job_id AS d_probe_job_id, d.probe_claimed_at AS d_probe_claimed_at, coalesce(d.paused, false)::boolean AS d_paused,
+       coalesce(d.paused_reason, '')::text AS d_paused_reason, d.paused_at AS d_paused_at
+FROM recordings r
+LEFT JOIN LATERAL (SELECT * FROM scope_deferrals s WHERE s.scope = @scope FOR SHARE) d ON true
+WHERE r.id = @id;

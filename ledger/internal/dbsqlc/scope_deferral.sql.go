@@ -12,6 +12,77 @@ import (
 	"github.com/google/uuid"
 )
 
+const recordingGetWithScope = `-- name: RecordingGetWithScope :one
+SELECT r.id, r.tenant_id, r.call_id, r.audio_sha256, r.business_key, r.state, r.attempt, r.lane, r.audio_uri, r.audio_bytes, r.deadline, r.created_at, r.updated_at, r.last_event_seq, r.provider, r.provider_id, r.model, r.language, r.not_before, r.started_at, r.audio_duration_ms,
+       coalesce(d.scope, '')::text AS d_scope, coalesce(d.not_before, 'epoch')::timestamptz AS d_not_before,
+       coalesce(d.updated_at, 'epoch')::timestamptz AS d_updated_at, coalesce(d.needs_probe, false)::boolean AS d_needs_probe,
+       d.probe_job_id AS d_probe_job_id, d.probe_claimed_at AS d_probe_claimed_at, coalesce(d.paused, false)::boolean AS d_paused,
+       coalesce(d.paused_reason, '')::text AS d_paused_reason, d.paused_at AS d_paused_at
+FROM recordings r
+LEFT JOIN LATERAL (SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at FROM scope_deferrals s WHERE s.scope = $1 FOR SHARE) d ON true
+WHERE r.id = $2
+`
+
+type RecordingGetWithScopeParams struct {
+	Scope string
+	ID    uuid.UUID
+}
+
+type RecordingGetWithScopeRow struct {
+	Recording       Recording
+	DScope          string
+	DNotBefore      time.Time
+	DUpdatedAt      time.Time
+	DNeedsProbe     bool
+	DProbeJobID     *int64
+	DProbeClaimedAt *time.Time
+	DPaused         bool
+	DPausedReason   string
+	DPausedAt       *time.Time
+}
+
+// A step's one read: the recording and, when the scope has its row, the
+// scope's deferral FOR SHARE (as ScopeDeferralGetForAdmission: it waits
+// for an extension being written to commit). d_scope is ” when the
+// scope has no row.
+func (q *Queries) RecordingGetWithScope(ctx context.Context, db DBTX, arg RecordingGetWithScopeParams) (RecordingGetWithScopeRow, error) {
+	row := db.QueryRow(ctx, recordingGetWithScope, arg.Scope, arg.ID)
+	var i RecordingGetWithScopeRow
+	err := row.Scan(
+		&i.Recording.ID,
+		&i.Recording.TenantID,
+		&i.Recording.CallID,
+		&i.Recording.AudioSha256,
+		&i.Recording.BusinessKey,
+		&i.Recording.State,
+		&i.Recording.Attempt,
+		&i.Recording.Lane,
+		&i.Recording.AudioUri,
+		&i.Recording.AudioBytes,
+		&i.Recording.Deadline,
+		&i.Recording.CreatedAt,
+		&i.Recording.UpdatedAt,
+		&i.Recording.LastEventSeq,
+		&i.Recording.Provider,
+		&i.Recording.ProviderID,
+		&i.Recording.Model,
+		&i.Recording.Language,
+		&i.Recording.NotBefore,
+		&i.Recording.StartedAt,
+		&i.Recording.AudioDurationMs,
+		&i.DScope,
+		&i.DNotBefore,
+		&i.DUpdatedAt,
+		&i.DNeedsProbe,
+		&i.DProbeJobID,
+		&i.DProbeClaimedAt,
+		&i.DPaused,
+		&i.DPausedReason,
+		&i.DPausedAt,
+	)
+	return i, err
+}
+
 const scopeDeferralEnsure = `-- name: ScopeDeferralEnsure :exec
 INSERT INTO scope_deferrals (scope, not_before, updated_at)
 VALUES ($1, 'epoch', $2)
