@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +17,7 @@ import (
 )
 
 func (a *app) workerCommand() *cobra.Command {
-	var metricsAddr string
+	var metricsAddr, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the pipeline's River workers until SIGTERM or Ctrl-C (then finish running steps within pipeline.shutdown_grace)",
@@ -24,6 +26,13 @@ func (a *app) workerCommand() *cobra.Command {
 			ctx := cmd.Context()
 			if a.config.DatabaseURL == "" {
 				return errNoDatabase
+			}
+			if cpuProfile != "" {
+				stopProfile, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
 			}
 			var caps pipelineCaps
 			if a.config.RedisURL != "" {
@@ -68,7 +77,25 @@ func (a *app) workerCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve this process's Prometheus metrics on host:port (loopback only; no authentication) at /metrics")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of this process to FILE from start until the worker has stopped (off by default; read it with go tool pprof)")
 	return cmd
+}
+
+// startCPUProfile profiles the process's CPU into a new file at path
+// until the returned func is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path) //nolint:gosec // the operator names the file
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // serveMetrics serves h at /metrics on addr, a loopback address (the

@@ -1,0 +1,692 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/callscribe/callscribe/crm/crmsim"
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testredis"
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/outbox"
+)
+
+// The sizes of the throughput runs.
+const (
+	benchSmall  = 1_000
+	benchMedium = 10_000
+	benchLarge  = 100_000
+	// benchHold is how long the worker runs with benchLarge recordings
+	// queued before its peak RSS is read.
+	benchHold = 20 * time.Second
+	// benchIngestParts: the benchLarge recordings are ingested by this
+	// many `ingest --manifest` processes at once.
+	benchIngestParts = 4
+	// benchText is what the vendor double hears in every recording: one
+	// follow-up, so each recording ends in one CRM delivery.
+	benchText = "Thanks for the call. I'll send you the rate sheet for Chicago to Dallas and Memphis to Atlanta by Friday."
+)
+
+// BenchmarkThroughput is `make bench`'s harness, in one sitting on one
+// database server:
+//
+//   - RiverNoop: River at its best, bare no-op jobs inserted with
+//     InsertMany before the clock, as many workers in all as the pipeline
+//     run has (immediate + batch + crm queues), FetchCooldown at River's
+//     minimum (river.FetchCooldownMin, 1ms) → jobs/s.
+//   - Pipeline/1000 and Pipeline/10000: `callscribe ingest --manifest`
+//     (timed: the ingest rate), then a `callscribe worker` process, built
+//     from this tree and run with the defaults, against zero-latency,
+//     never-failing doubles over HTTP (the stt-http/v1 simulator and the
+//     crm-webhook/v1 simulator, served by this process) until every
+//     recording's outbox row is delivered → recordings/s received →
+//     delivered (worker start to the last delivery), database commits per
+//     recording (pg_stat_database.xact_commit, ingest and worker, less
+//     this harness's own queries), the worker's peak RSS (VmHWM), and
+//     receipt → CRM delivery p50 and p99 (recording created_at, or the
+//     worker's start when it was queued before, to the outbox row's
+//     delivery).
+//   - Queued/100000 (BENCH_LARGE=1): 100,000 recordings ingested the
+//     same way (by benchIngestParts ingest processes at once), the worker
+//     run for benchHold, its peak RSS against the 1,000 run's.
+//
+// Each run has a fresh database (internal/testdb), a tenant, API key and
+// CRM token of its own (so Redis holds fresh scope windows). Every wait is
+// bounded: a run that does not finish fails with the recordings' states
+// and the worker's log. BENCH_CPUPROFILE=FILE writes the worker's CPU
+// profile of the 10,000 run (`callscribe worker --cpuprofile`). When the
+// server preloads pg_stat_statements, the top 10 statements by total time
+// of the 10,000 run are printed. Run it with -benchtime 1x:
+//
+//	make bench  (or: go run ./internal/cmd/testenv -- go test -run '^$' -bench Throughput -benchtime 1x -timeout 30m ./cmd/callscribe/cli/)
+func BenchmarkThroughput(b *testing.B) {
+	rig := &benchRig{bin: filepath.Join(b.TempDir(), "callscribe"), runs: map[int]*throughputRun{}}
+	build := exec.Command("go", "build", "-o", rig.bin, "github.com/callscribe/callscribe/cmd/callscribe")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building callscribe: %v\n%s", err, out)
+	}
+	cfg := jobs.Config{}.WithDefaults()
+	rig.maxWorkers = cfg.ImmediateWorkers + cfg.BatchWorkers + outbox.WorkersDefault
+	if p := os.Getenv("BENCH_CPUPROFILE"); p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rig.cpuProfile = abs
+	}
+	b.Run("RiverNoop", func(b *testing.B) { rig.riverNoop(b, benchMedium) })
+	b.Run("Pipeline/1000", func(b *testing.B) { rig.pipeline(b, benchSmall, 0) })
+	b.Run("Pipeline/10000", func(b *testing.B) { rig.pipeline(b, benchMedium, 0) })
+	if os.Getenv("BENCH_LARGE") != "" {
+		b.Run("Queued/100000", func(b *testing.B) { rig.pipeline(b, benchLarge, benchHold) })
+	}
+	if !b.Failed() {
+		rig.print()
+	}
+}
+
+// benchRig holds the harness's binary and what each run measured.
+type benchRig struct {
+	bin        string
+	maxWorkers int
+	cpuProfile string
+	riverRate  float64 // jobs/s
+	runs       map[int]*throughputRun
+	statements []string // pg_stat_statements' top lines of the 10,000 run, or why none
+}
+
+// throughputRun is what one pipeline run measured.
+type throughputRun struct {
+	n             int
+	ingestRate    float64 // recordings/s through `ingest --manifest`
+	rate          float64 // recordings/s, worker start to the last delivery (0 for a held run)
+	ingestCommits float64 // per recording
+	workerCommits float64 // per recording
+	peakRSS       int64   // bytes, the worker's VmHWM
+	delivered     int
+	latency       []laneLatency
+}
+
+// laneLatency is receipt → CRM delivery of one lane ("all" for both).
+type laneLatency struct {
+	lane     string
+	n        int
+	p50, p99 time.Duration
+}
+
+type benchNoop struct{}
+
+func (benchNoop) Kind() string { return "bench_noop" }
+
+type benchNoopWorker struct {
+	river.WorkerDefaults[benchNoop]
+	done chan struct{}
+}
+
+func (w *benchNoopWorker) Work(context.Context, *river.Job[benchNoop]) error {
+	w.done <- struct{}{}
+	return nil
+}
+
+// riverNoop times n bare jobs from Start to the last completed.
+func (r *benchRig) riverNoop(b *testing.B, n int) {
+	pool := testdb.New(b)
+	ctx := context.Background()
+	w := &benchNoopWorker{done: make(chan struct{}, n)}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: r.maxWorkers}},
+		Workers:           workers,
+		FetchCooldown:     river.FetchCooldownMin,
+		FetchPollInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: benchNoop{}}
+	}
+	for start := 0; start < n; start += 1000 {
+		if _, err := client.InsertMany(ctx, params[start:min(start+1000, n)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = client.StopAndCancel(ctx) }()
+	timeout := time.After(2 * time.Minute)
+	for i := range n {
+		select {
+		case <-w.done:
+		case <-timeout:
+			b.Fatalf("River: %d of %d no-op jobs done after 2 minutes", i, n)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	r.riverRate = float64(n) / elapsed.Seconds()
+	b.ReportMetric(r.riverRate, "jobs/s")
+	b.ReportMetric(float64(r.maxWorkers), "max-workers")
+}
+
+// pipeline ingests n recordings and runs a worker process on them: until
+// all are delivered (hold 0), or for hold.
+func (r *benchRig) pipeline(b *testing.B, n int, hold time.Duration) {
+	pool := testdb.New(b)
+	dbURL := testdb.URLOf(b, pool)
+	dir := b.TempDir()
+	suffix := randHex(b, 4)
+	tenant, apiKey, token := "bench"+suffix, "key-"+suffix, "token-"+suffix
+	expected := writeRecordings(b, dir, tenant, n)
+
+	sim, err := sttsim.New(sttsim.Config{APIKeys: []string{apiKey}, ExpectedText: expected})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stt := httptest.NewServer(sim.Handler())
+	defer stt.Close()
+	crmSim, err := crmsim.New(crmsim.Config{Tokens: []string{token}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	crmSrv := httptest.NewServer(crmSim.Handler())
+	defer crmSrv.Close()
+	config := filepath.Join(dir, "callscribe.yaml")
+	body := fmt.Sprintf(`database_url: %q
+redis_url: %q
+log: {level: warn}
+audio: {root: %q}
+pipeline:
+  tenants:
+    %s:
+      provider: generic-http
+      base_url: %q
+      api_key: %q
+      crm: {kind: webhook, base_url: %q, token: %q}
+`, dbURL, testredis.URL(), dir, tenant, stt.URL, apiKey, crmSrv.URL, token)
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	env := append(os.Environ(), "CALLSCRIBE_DATABASE_URL="+dbURL, "CALLSCRIBE_REDIS_URL="+testredis.URL())
+
+	run := &throughputRun{n: n}
+	q := &benchQueries{b: b, pool: pool}
+	// The statistics collector reports a backend's counts within a second
+	// of its commits, and at its exit.
+	settle := func() { time.Sleep(1500 * time.Millisecond) }
+	c0 := q.commits()
+
+	// Ingest, timed, as an operator runs it; the 100,000 recordings in
+	// benchIngestParts manifests at once (the same command, tables and
+	// jobs), as one manifest takes minutes with a row at a time.
+	parts := 1
+	if n >= benchLarge {
+		parts = benchIngestParts
+	}
+	manifests := writeManifests(b, dir, tenant, n, parts)
+	ingestStart := time.Now()
+	errs := make(chan error, parts)
+	for _, m := range manifests {
+		go func() {
+			ingest := exec.Command(r.bin, "--config", config, "ingest", "--manifest", m)
+			ingest.Env = env
+			var out bytes.Buffer
+			ingest.Stdout, ingest.Stderr = &out, &out
+			if err := runBounded(ingest, 5*time.Minute+time.Duration(n)*5*time.Millisecond); err != nil {
+				errs <- fmt.Errorf("callscribe ingest --manifest %s: %w\n%s", m, err, tail(out.String()))
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range manifests {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	run.ingestRate = float64(n) / time.Since(ingestStart).Seconds()
+	settle()
+	c1 := q.commits()
+	run.ingestCommits = float64(c1-c0-q.take()) / float64(n)
+
+	profiled := n == benchMedium
+	statements := profiled && r.resetStatements(b, q)
+	args := []string{"--config", config, "worker"}
+	if profiled && r.cpuProfile != "" {
+		args = append(args, "--cpuprofile", r.cpuProfile)
+	}
+	worker := exec.Command(r.bin, args...)
+	worker.Env = env
+	var workerLog syncBuffer
+	worker.Stdout, worker.Stderr = &workerLog, &workerLog
+	b.ResetTimer()
+	start := time.Now()
+	if err := worker.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- worker.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = worker.Process.Kill()
+			b.Logf("worker killed: %v", <-exited)
+		}
+	}()
+	failf := func(format string, args ...any) {
+		b.Helper()
+		b.Fatalf("%s\nrecordings by state: %s\nworker log:\n%s", fmt.Sprintf(format, args...), q.states(), tail(workerLog.String()))
+	}
+
+	bound := 2*time.Minute + time.Duration(n)*20*time.Millisecond
+	deadline := time.After(bound)
+	if hold > 0 {
+		deadline = time.After(hold)
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case err := <-exited:
+			stopped = true
+			failf("the worker exited early: %v", err)
+		case <-deadline:
+			if hold > 0 {
+				break wait
+			}
+			failf("%d of %d recordings delivered after %s", q.delivered(), n, bound)
+		case <-tick.C:
+			if hold == 0 && q.delivered() == n {
+				break wait
+			}
+		}
+	}
+	b.StopTimer()
+	run.peakRSS = vmHWM(b, worker.Process.Pid)
+	if hold == 0 {
+		last := q.lastDelivery()
+		run.rate = float64(n) / last.Sub(start).Seconds()
+		run.latency = q.latency(start)
+	}
+	run.delivered = q.delivered()
+	if err := worker.Process.Signal(os.Interrupt); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			failf("the worker exited with %v after Ctrl-C", err)
+		}
+	case <-time.After(time.Minute):
+		failf("the worker did not stop within a minute of Ctrl-C")
+	}
+	if statements {
+		r.statements = q.topStatements()
+	}
+	settle()
+	c2 := q.commits()
+	run.workerCommits = float64(c2-c1-q.take()) / float64(n)
+	if applied := crmSim.Stats().Applied; hold == 0 && applied != n {
+		b.Fatalf("the CRM double applied %d action sets, want %d", applied, n)
+	}
+
+	r.runs[n] = run
+	if hold == 0 {
+		b.ReportMetric(run.rate, "recordings/s")
+		if r.riverRate > 0 {
+			b.ReportMetric(run.rate/r.riverRate, "ratio-to-river")
+		}
+		for _, l := range run.latency {
+			if l.lane == "all" {
+				b.ReportMetric(float64(l.p50.Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(l.p99.Milliseconds()), "p99-ms")
+			}
+		}
+	}
+	b.ReportMetric(run.ingestCommits+run.workerCommits, "db-commits/recording")
+	b.ReportMetric(run.ingestRate, "ingest-recordings/s")
+	b.ReportMetric(float64(run.peakRSS)/(1<<20), "peak-RSS-MiB")
+	if small := r.runs[benchSmall]; small != nil && small.peakRSS > 0 && n != benchSmall {
+		b.ReportMetric(float64(run.peakRSS)/float64(small.peakRSS), "RSS-ratio-to-1k")
+	}
+}
+
+// writeRecordings writes n small distinct WAV files under dir/tenant and
+// returns the text the vendor double hears in each, by digest.
+func writeRecordings(b *testing.B, dir, tenant string, n int) map[string]string {
+	expected := make(map[string]string, n)
+	for i := range n {
+		p := filepath.Join(dir, benchAudio(tenant, i))
+		if i%1000 == 0 {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		audio := benchWAV(i)
+		if err := os.WriteFile(p, audio, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		sum := sha256.Sum256(audio)
+		expected[hex.EncodeToString(sum[:])] = benchText
+	}
+	return expected
+}
+
+// benchAudio is recording i's path under the recordings root.
+func benchAudio(tenant string, i int) string {
+	return fmt.Sprintf("%s/%03d/call-%06d.wav", tenant, i/1000, i)
+}
+
+// writeManifests writes manifests naming writeRecordings' n recordings
+// (lanes alternating), split into parts files, and returns their paths.
+func writeManifests(b *testing.B, dir, tenant string, n, parts int) []string {
+	bufs := make([]bytes.Buffer, parts)
+	for i := range n {
+		lane := "batch"
+		if i%2 == 0 {
+			lane = "immediate"
+		}
+		line, err := json.Marshal(map[string]string{"tenant_id": tenant, "call_id": fmt.Sprintf("call-%06d", i), "audio": benchAudio(tenant, i), "lane": lane})
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := &bufs[i*parts/n]
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	paths := make([]string, parts)
+	for k := range bufs {
+		paths[k] = filepath.Join(dir, fmt.Sprintf("manifest-%d.jsonl", k))
+		if err := os.WriteFile(paths[k], bufs[k].Bytes(), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return paths
+}
+
+// benchWAV is a quarter second of 8 kHz 16-bit mono whose first sample
+// frames hold i, so every recording has its own digest.
+func benchWAV(i int) []byte {
+	const rate, frames = 8000, 2000
+	data := make([]byte, 2*frames)
+	for j := range frames {
+		binary.LittleEndian.PutUint16(data[2*j:], uint16((j*7+i)%2000))
+	}
+	binary.LittleEndian.PutUint32(data, uint32(i))
+	var w []byte
+	w = append(w, "RIFF"...)
+	w = binary.LittleEndian.AppendUint32(w, uint32(36+len(data)))
+	w = append(w, "WAVEfmt "...)
+	w = binary.LittleEndian.AppendUint32(w, 16)
+	w = binary.LittleEndian.AppendUint16(w, 1)
+	w = binary.LittleEndian.AppendUint16(w, 1)
+	w = binary.LittleEndian.AppendUint32(w, rate)
+	w = binary.LittleEndian.AppendUint32(w, rate*2)
+	w = binary.LittleEndian.AppendUint16(w, 2)
+	w = binary.LittleEndian.AppendUint16(w, 16)
+	w = append(w, "data"...)
+	w = binary.LittleEndian.AppendUint32(w, uint32(len(data)))
+	return append(w, data...)
+}
+
+// benchQueries are the harness's reads of a run's database; it counts
+// them, as each is a commit pg_stat_database counts too.
+type benchQueries struct {
+	b     *testing.B
+	pool  *pgxpool.Pool
+	count int64
+}
+
+// take returns the queries counted since the last take.
+func (q *benchQueries) take() int64 {
+	n := q.count
+	q.count = 0
+	return n
+}
+
+func (q *benchQueries) scan(sql string, args []any, dest ...any) {
+	q.b.Helper()
+	q.count++
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := q.pool.QueryRow(ctx, sql, args...).Scan(dest...); err != nil {
+		q.b.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (q *benchQueries) commits() int64 {
+	var n int64
+	q.scan("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()", nil, &n)
+	return n
+}
+
+func (q *benchQueries) delivered() int {
+	var n int
+	q.scan("SELECT count(*) FROM outbox WHERE state = 'delivered'", nil, &n)
+	return n
+}
+
+func (q *benchQueries) lastDelivery() time.Time {
+	var t time.Time
+	q.scan("SELECT max(updated_at) FROM outbox WHERE state = 'delivered'", nil, &t)
+	return t
+}
+
+func (q *benchQueries) states() string {
+	var s string
+	q.scan("SELECT coalesce(string_agg(state || ' ' || n, ', ' ORDER BY state), 'none') FROM (SELECT state, count(*) n FROM recordings GROUP BY state) c", nil, &s)
+	return s
+}
+
+// latency is receipt → CRM delivery by lane and for all: from the
+// recording's created_at, or from start when it was queued before the
+// worker started, to its outbox row's delivery.
+func (q *benchQueries) latency(start time.Time) []laneLatency {
+	q.b.Helper()
+	q.count++
+	rows, err := q.pool.Query(context.Background(), `
+		SELECT coalesce(r.lane, 'all'), count(*),
+		       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM o.updated_at - greatest(r.created_at, $1))),
+		       percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM o.updated_at - greatest(r.created_at, $1)))
+		FROM outbox o JOIN action_sets s ON s.id = o.action_set_id JOIN recordings r ON r.id = s.recording_id
+		WHERE o.state = 'delivered'
+		GROUP BY ROLLUP (r.lane) ORDER BY 1`, start)
+	if err != nil {
+		q.b.Fatal(err)
+	}
+	defer rows.Close()
+	var out []laneLatency
+	for rows.Next() {
+		var l laneLatency
+		var p50, p99 float64
+		if err := rows.Scan(&l.lane, &l.n, &p50, &p99); err != nil {
+			q.b.Fatal(err)
+		}
+		l.p50, l.p99 = time.Duration(p50*float64(time.Second)), time.Duration(p99*float64(time.Second))
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		q.b.Fatal(err)
+	}
+	return out
+}
+
+// resetStatements empties pg_stat_statements when the server preloads it
+// and says whether it does; when not, the report says so.
+func (r *benchRig) resetStatements(b *testing.B, q *benchQueries) bool {
+	var libs string
+	q.scan("SELECT current_setting('shared_preload_libraries')", nil, &libs)
+	if !strings.Contains(libs, "pg_stat_statements") {
+		r.statements = []string{fmt.Sprintf("pg_stat_statements is not loaded (shared_preload_libraries = %q): no top statements", libs)}
+		return false
+	}
+	ctx := context.Background()
+	if _, err := q.pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := q.pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		b.Fatal(err)
+	}
+	q.count += 2
+	return true
+}
+
+// topStatements are the 10 statements of the run's database with the
+// most total execution time.
+func (q *benchQueries) topStatements() []string {
+	q.count++
+	rows, err := q.pool.Query(context.Background(), `
+		SELECT calls, total_exec_time, mean_exec_time, regexp_replace(query, '\s+', ' ', 'g')
+		FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time DESC LIMIT 10`)
+	if err != nil {
+		q.b.Fatal(err)
+	}
+	defer rows.Close()
+	out := []string{fmt.Sprintf("%10s %12s %9s  %s", "calls", "total ms", "mean ms", "statement")}
+	for rows.Next() {
+		var calls int64
+		var total, mean float64
+		var query string
+		if err := rows.Scan(&calls, &total, &mean, &query); err != nil {
+			q.b.Fatal(err)
+		}
+		if len(query) > 110 {
+			query = query[:110] + "…"
+		}
+		out = append(out, fmt.Sprintf("%10d %12.0f %9.3f  %s", calls, total, mean, query))
+	}
+	if err := rows.Err(); err != nil {
+		q.b.Fatal(err)
+	}
+	return out
+}
+
+// print writes the sitting's figures as one table.
+func (r *benchRig) print() {
+	w := os.Stdout
+	fmt.Fprintf(w, "\nthroughput, one sitting (%d workers in all: immediate + batch + crm; River with the same MaxWorkers, FetchCooldown %s)\n",
+		r.maxWorkers, river.FetchCooldownMin)
+	fmt.Fprintf(w, "  %-44s %12.0f jobs/s\n", "River, bare no-op jobs (InsertMany, 10,000)", r.riverRate)
+	for _, n := range []int{benchSmall, benchMedium} {
+		run := r.runs[n]
+		if run == nil {
+			continue
+		}
+		ratio := 0.0
+		if r.riverRate > 0 {
+			ratio = run.rate / r.riverRate
+		}
+		fmt.Fprintf(w, "  %-44s %12.0f recordings/s  (%.3f× River)\n", fmt.Sprintf("pipeline, received → delivered, %s", thousands(n)), run.rate, ratio)
+		fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", run.ingestCommits+run.workerCommits, run.ingestCommits, run.workerCommits)
+		fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", "  ingest --manifest", run.ingestRate)
+		fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(run.peakRSS)/(1<<20))
+		for _, l := range run.latency {
+			fmt.Fprintf(w, "  %-44s %9.2fs p50 %8.2fs p99  (%d)\n", "  receipt → CRM delivery, "+l.lane, l.p50.Seconds(), l.p99.Seconds(), l.n)
+		}
+	}
+	if large := r.runs[benchLarge]; large != nil {
+		fmt.Fprintf(w, "  %-44s %12.1f MiB after %s, %s delivered meanwhile\n", "worker peak RSS, 100,000 queued", float64(large.peakRSS)/(1<<20), benchHold, thousands(large.delivered))
+		fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", fmt.Sprintf("  ingest --manifest, 100,000 (%d at once)", benchIngestParts), large.ingestRate)
+		if small := r.runs[benchSmall]; small != nil && small.peakRSS > 0 {
+			fmt.Fprintf(w, "  %-44s %12.2f×\n", "  RSS at 100,000 queued / at 1,000", float64(large.peakRSS)/float64(small.peakRSS))
+		}
+	} else {
+		fmt.Fprintf(w, "  %-44s %12s\n", "worker peak RSS, 100,000 queued", "not run (BENCH_LARGE=1)")
+	}
+	if r.cpuProfile != "" {
+		fmt.Fprintf(w, "worker CPU profile of the 10,000 run: %s (go tool pprof -top %s)\n", r.cpuProfile, r.cpuProfile)
+	}
+	if len(r.statements) > 0 {
+		fmt.Fprintln(w, "top statements by total time, 10,000 run:")
+		for _, s := range r.statements {
+			fmt.Fprintln(w, "  "+s)
+		}
+	}
+}
+
+// runBounded runs cmd, killing it when it takes longer than d.
+func runBounded(cmd *exec.Cmd, d time.Duration) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("killed after %s (%w)", d, <-done)
+	}
+}
+
+// vmHWM is the peak resident set size of process pid, in bytes.
+func vmHWM(b *testing.B, pid int) int64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatalf("reading the worker's peak RSS: %v", err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				b.Fatalf("VmHWM %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatalf("/proc/%d/status has no VmHWM", pid)
+	return 0
+}
+
+func randHex(b *testing.B, n int) string {
+	buf := make([]byte, n)
+	if _, err := rand.Read(buf); err != nil {
+		b.Fatal(err)
+	}
+	return hex.EncodeToString(buf)
+}
+
+// tail is the last 4 KiB of s.
+func tail(s string) string {
+	if len(s) > 4096 {
+		return "…" + s[len(s)-4096:]
+	}
+	return s
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
