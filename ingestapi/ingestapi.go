@@ -190,26 +190,31 @@ func (a *api) ingest(ctx context.Context, p tokens.Principal, it item) (jobs.Ing
 		return jobs.IngestResult{}, fe
 	}
 	res, err := a.cfg.Pipeline.Ingest(ctx, a.cfg.Client, req)
-	if err == nil {
-		return res, nil
+	if err != nil {
+		return res, a.refusal(req, err)
 	}
+	return res, nil
+}
+
+// refusal is how the API answers Ingest's error for req.
+func (a *api) refusal(req jobs.IngestRequest, err error) *fieldError {
 	var reqErr *jobs.RequestError
 	var keyErr *audio.KeyError
 	var tooLarge *audio.TooLargeError
 	switch {
 	case errors.As(err, &reqErr):
-		return res, invalid(reqErr.Field, "%s", reqErr.Detail)
+		return invalid(reqErr.Field, "%s", reqErr.Detail)
 	case errors.Is(err, jobs.ErrUnknownTenant):
-		return res, &fieldError{status: http.StatusNotFound, typ: "not_found", field: "tenant_id", msg: "no such tenant"}
+		return &fieldError{status: http.StatusNotFound, typ: "not_found", field: "tenant_id", msg: "no such tenant"}
 	case errors.Is(err, audio.ErrNotFound):
-		return res, &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_not_found", field: "audio", msg: "no recording at that key"}
+		return &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_not_found", field: "audio", msg: "no recording at that key"}
 	case errors.As(err, &tooLarge):
-		return res, &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_too_large", field: "audio", msg: tooLarge.Error()}
+		return &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_too_large", field: "audio", msg: tooLarge.Error()}
 	case errors.As(err, &keyErr), errors.Is(err, audio.ErrFormat):
-		return res, &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_unreadable", field: "audio", msg: err.Error()}
+		return &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_unreadable", field: "audio", msg: err.Error()}
 	default:
 		a.cfg.Logger.Error("ingest api: ingesting", slog.String("tenant", req.TenantID), slog.String("error", err.Error()))
-		return res, &fieldError{status: http.StatusInternalServerError, typ: "internal", msg: "ingesting the recording failed"}
+		return &fieldError{status: http.StatusInternalServerError, typ: "internal", msg: "ingesting the recording failed"}
 	}
 }
 
@@ -256,16 +261,34 @@ func (a *api) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]result, len(body.Items))
 	failed := 0
+	refuse := func(i int, fe *fieldError) {
+		failed++
+		e := fe.body()
+		out[i] = result{Index: i, Status: fe.status, Error: &e}
+	}
+	// The items the API takes are ingested together (one transaction).
+	var reqs []jobs.IngestRequest
+	var at []int
 	for i, it := range body.Items {
-		res, fe := a.ingest(r.Context(), principalOf(r), it)
+		req, fe := request(principalOf(r), it)
 		if fe != nil {
-			failed++
-			e := fe.body()
-			out[i] = result{Index: i, Status: fe.status, Error: &e}
+			refuse(i, fe)
 			continue
 		}
-		rec := res.Recording
-		out[i] = result{Index: i, Status: map[bool]int{true: http.StatusCreated, false: http.StatusOK}[res.Created], Recording: &rec}
+		reqs, at = append(reqs, req), append(at, i)
+	}
+	if len(reqs) > 0 {
+		// A failed transaction is every item's error (an internal one).
+		res, _ := a.cfg.Pipeline.IngestMany(r.Context(), a.cfg.Client, reqs)
+		for k, ir := range res {
+			i := at[k]
+			if ir.Err != nil {
+				refuse(i, a.refusal(reqs[k], ir.Err))
+				continue
+			}
+			rec := ir.Recording
+			out[i] = result{Index: i, Status: map[bool]int{true: http.StatusCreated, false: http.StatusOK}[ir.Created], Recording: &rec}
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": out, "failed": failed})
 }

@@ -167,7 +167,9 @@ func TestCreateIsIdempotentAndTenantScoped(t *testing.T) {
 	if code != 200 || len(got["recordings"].([]any)) != 1 {
 		t.Fatalf("read own call: %d %v", code, got)
 	}
-	if evs := got["recordings"].([]any)[0].(map[string]any)["events"].([]any); len(evs) != 1 {
+	// Ingest wrote two events: received, then received → eligible.
+	if evs := got["recordings"].([]any)[0].(map[string]any)["events"].([]any); len(evs) != 2 ||
+		evs[1].(map[string]any)["new_state"] != "eligible" {
 		t.Fatalf("events of the recording: %v", evs)
 	}
 	for _, try := range []struct{ method, path, body string }{

@@ -71,8 +71,8 @@ func newExample() (e example, cleanup func(), err error) {
 	return e, cleanup, nil
 }
 
-// Ingest records a call's recording and enqueues the job that will drive
-// it, in one transaction. Ingesting the same recording again converges on
+// Ingest records a call's recording, ready for admission (eligible), and
+// enqueues the job that will drive it, in one transaction. Ingesting the same recording again converges on
 // the same row and enqueues nothing. The example needs the PostgreSQL at
 // TEST_DATABASE_URL, like the rest of the suite.
 func ExamplePipeline_Ingest() {
@@ -105,7 +105,7 @@ func ExamplePipeline_Ingest() {
 	fmt.Println(err)
 	// Output:
 	// created=true job enqueued=true
-	// acme/call-1001: received, immediate lane, 80044 bytes, 2.5s of audio
+	// acme/call-1001: eligible, immediate lane, 80044 bytes, 2.5s of audio
 	// again: created=false job enqueued=false same recording=true
 	// unknown tenant "globex" (configured: acme)
 }

@@ -30,15 +30,12 @@ func ExamplePipeline_Retry() {
 	}
 	id := res.Recording.ID
 
-	// A worker would fail it on a permanent vendor error; here by hand.
-	for _, step := range []ledger.Transition{
-		{RecordingID: id, From: ledger.StateReceived, To: ledger.StateEligible, Reason: "ready for admission"},
-		{RecordingID: id, From: ledger.StateEligible, To: ledger.StateFailed, Reason: "vendor: unauthorized", ResponseClass: "unauthorized"},
-	} {
-		if _, err := e.ledger.Transition(ctx, step); err != nil {
-			fmt.Println(err)
-			return
-		}
+	// Ingest left it eligible; a worker would fail it on a permanent
+	// vendor error; here by hand.
+	if _, err := e.ledger.Transition(ctx, ledger.Transition{RecordingID: id, From: ledger.StateEligible, To: ledger.StateFailed,
+		Reason: "vendor: unauthorized", ResponseClass: "unauthorized"}); err != nil {
+		fmt.Println(err)
+		return
 	}
 
 	rec, err := e.pipeline.Retry(ctx, e.client, id, "API key rotated")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -116,68 +114,19 @@ type IngestResult struct {
 }
 
 // Ingest refuses a request whose ids break IngestRequest's rules with a
-// *RequestError naming the field, before anything is read. It reads the audio once (digest, size, WAV header), records the
-// recording and enqueues its transcribe job with client in one
-// transaction. Ingesting the same recording again converges on the
-// existing row.
+// *RequestError naming the field, before anything is read. It reads the
+// audio once (digest, size, WAV header), records the recording with its
+// first two events (received, then received → eligible) and enqueues its
+// transcribe job with client, in one transaction. Ingesting the same
+// recording again converges on the existing row. It is IngestMany of one
+// request.
 func (p *Pipeline) Ingest(ctx context.Context, client *river.Client[pgx.Tx], req IngestRequest) (IngestResult, error) {
-	if err := req.validate(); err != nil {
-		return IngestResult{}, err
+	res, err := p.IngestMany(ctx, client, []IngestRequest{req})
+	var ce *ChunkError
+	if errors.As(err, &ce) {
+		return IngestResult{}, ce.Err
 	}
-	t, ok := p.cfg.Tenants[req.TenantID]
-	if !ok {
-		known := make([]string, 0, len(p.cfg.Tenants))
-		for id := range p.cfg.Tenants {
-			known = append(known, id)
-		}
-		sort.Strings(known)
-		return IngestResult{}, fmt.Errorf("%w %q (configured: %s)", ErrUnknownTenant, req.TenantID, strings.Join(known, ", "))
-	}
-	key, err := p.audio.Key(req.Audio)
-	if err != nil {
-		return IngestResult{}, err
-	}
-	// Each tenant reads only its own part of the recordings root.
-	if !strings.HasPrefix(key, req.TenantID+"/") {
-		return IngestResult{}, &RequestError{Field: "audio",
-			Detail: fmt.Sprintf("%q is outside the tenant's part of the recordings root (%s/...)", key, req.TenantID)}
-	}
-	info, err := p.audio.Inspect(ctx, key)
-	if err != nil {
-		return IngestResult{}, err
-	}
-	lane := req.Lane
-	if lane == "" {
-		lane = ledger.LaneBatch
-	}
-	deadline := req.Deadline
-	if deadline.IsZero() {
-		deadline = p.cfg.deadlineFor(t, lane, p.cfg.Clock.Now())
-	}
-	var res IngestResult
-	err = pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
-		ir, err := p.ledger.IngestTx(ctx, tx, ledger.NewRecording{
-			TenantID: req.TenantID, CallID: req.CallID, AudioSHA256: info.SHA256, Lane: lane,
-			AudioURI: key, AudioBytes: info.Bytes, AudioDuration: info.Duration, Deadline: deadline, Model: req.Model, Language: req.Language,
-			StartedAt: req.StartedAt,
-		})
-		if err != nil {
-			return err
-		}
-		res.IngestResult = ir
-		if ir.Recording.State.Terminal() {
-			return nil
-		}
-		jr, err := client.InsertTx(ctx, tx, transcribeArgs(ir.Recording.ID, ir.Recording.TenantID, lane), nil)
-		if err != nil {
-			return fmt.Errorf("enqueueing transcription: %w", err)
-		}
-		if !jr.UniqueSkippedAsDuplicate {
-			res.JobID = jr.Job.ID
-		}
-		return nil
-	})
-	return res, err
+	return res[0].IngestResult, res[0].Err
 }
 
 // Retry re-drives a reviewable (expired or failed) recording: back to

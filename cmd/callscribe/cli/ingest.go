@@ -29,40 +29,50 @@ type rawLine struct {
 	tooLong bool
 }
 
-// readManifest reads r's lines (LF or CRLF), keeping at most
-// MaxManifestLine bytes of each.
-func readManifest(r io.Reader) ([]rawLine, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var lines []rawLine
+// manifestReader reads a manifest's lines (LF or CRLF), keeping at most
+// MaxManifestLine bytes of each: its memory is one line's, whatever the
+// manifest's length.
+type manifestReader struct {
+	br   *bufio.Reader
+	read int64 // bytes read so far
+	done bool
+}
+
+func newManifestReader(r io.Reader) *manifestReader {
+	return &manifestReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next line, or io.EOF after the last.
+func (m *manifestReader) next() (rawLine, error) {
+	if m.done {
+		return rawLine{}, io.EOF
+	}
+	var buf []byte
+	n := 0
 	for {
-		var buf []byte
-		n := 0
-		for {
-			chunk, err := br.ReadSlice('\n')
-			n += len(chunk)
-			if n <= MaxManifestLine+2 { // room for "\r\n"
-				buf = append(buf, chunk...)
-			}
-			if errors.Is(err, bufio.ErrBufferFull) {
-				continue
-			}
-			if err != nil && !errors.Is(err, io.EOF) {
-				return nil, err
-			}
-			if n == 0 && errors.Is(err, io.EOF) {
-				return lines, nil
-			}
-			text := strings.TrimSuffix(strings.TrimSuffix(string(buf), "\n"), "\r")
-			if n > MaxManifestLine+2 || len(text) > MaxManifestLine {
-				lines = append(lines, rawLine{tooLong: true})
-			} else {
-				lines = append(lines, rawLine{text: text})
-			}
-			if errors.Is(err, io.EOF) {
-				return lines, nil
-			}
-			break
+		chunk, err := m.br.ReadSlice('\n')
+		n += len(chunk)
+		m.read += int64(len(chunk))
+		if n <= MaxManifestLine+2 { // room for "\r\n"
+			buf = append(buf, chunk...)
 		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return rawLine{}, err
+		}
+		if errors.Is(err, io.EOF) {
+			m.done = true
+			if n == 0 {
+				return rawLine{}, io.EOF
+			}
+		}
+		text := strings.TrimSuffix(strings.TrimSuffix(string(buf), "\n"), "\r")
+		if n > MaxManifestLine+2 || len(text) > MaxManifestLine {
+			return rawLine{tooLong: true}, nil
+		}
+		return rawLine{text: text}, nil
 	}
 }
 
@@ -180,6 +190,14 @@ func printIngest(w io.Writer, res jobs.IngestResult) {
 	}
 }
 
+// manifestChunk is how many manifest lines ingest reads before writing
+// them (with jobs.Pipeline.IngestMany, one transaction).
+const manifestChunk = jobs.MaxIngestChunk
+
+// ingestManifest streams the manifest at path: manifestChunk lines at a
+// time are read, decoded and ingested, and each bad line is reported with
+// its number as its chunk is done, so memory does not grow with the
+// manifest.
 func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) error {
 	ctx := cmd.Context()
 	f, err := os.Open(path)
@@ -187,16 +205,55 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 		return fmt.Errorf("reading manifest: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	lines, err := readManifest(f)
-	if err != nil {
-		return fmt.Errorf("reading manifest %s: %w", path, err)
+	size := int64(-1)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
 	}
-	bar := progressbar.NewOptions(len(lines), progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("ingesting"),
-		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
-	var created, known, bad int
-	var problems []string
-	for i, line := range lines {
-		_ = bar.Add(1)
+	bar := progressbar.NewOptions64(size, progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("ingesting"),
+		progressbar.OptionShowBytes(true), progressbar.OptionClearOnFinish())
+	mr := newManifestReader(f)
+	var created, known, bad, lineNo int
+	report := func(line int, err error) {
+		bad++
+		_ = bar.Clear()
+		fmt.Fprintf(a.env.Stderr, "%s:%d: %v\n", path, line, err)
+	}
+	reqs := make([]jobs.IngestRequest, 0, manifestChunk)
+	nums := make([]int, 0, manifestChunk)
+	flush := func() error {
+		if len(reqs) == 0 {
+			return nil
+		}
+		res, err := e.pipeline.IngestMany(ctx, e.client, reqs)
+		if err != nil {
+			var ce *jobs.ChunkError
+			if errors.As(err, &ce) {
+				return fmt.Errorf("%s: lines %d to %d: %w (the lines before them were kept)", path, nums[ce.First], nums[ce.Last], ce.Err)
+			}
+			return err
+		}
+		for k, r := range res {
+			switch {
+			case r.Err != nil:
+				report(nums[k], r.Err)
+			case r.Created:
+				created++
+			default:
+				known++
+			}
+		}
+		reqs, nums = reqs[:0], nums[:0]
+		return nil
+	}
+	for {
+		line, err := mr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading manifest %s after line %d: %w", path, lineNo, err)
+		}
+		lineNo++
 		if !line.tooLong && strings.TrimSpace(line.text) == "" {
 			continue
 		}
@@ -205,28 +262,26 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 		if err == nil {
 			req, err = m.request()
 		}
-		var res jobs.IngestResult
-		if err == nil {
-			res, err = e.pipeline.Ingest(ctx, e.client, req)
+		if err != nil {
+			report(lineNo, err)
+			continue
 		}
-		switch {
-		case err != nil:
-			bad++
-			problems = append(problems, fmt.Sprintf("%s:%d: %v", path, i+1, err))
-		case res.Created:
-			created++
-		default:
-			known++
+		reqs, nums = append(reqs, req), append(nums, lineNo)
+		if len(reqs) == manifestChunk {
+			if err := flush(); err != nil {
+				return err
+			}
+			_ = bar.Set64(mr.read)
 		}
+	}
+	if err := flush(); err != nil {
+		return err
 	}
 	_ = bar.Finish()
 	out := cmd.OutOrStdout()
-	for _, p := range problems {
-		fmt.Fprintln(a.env.Stderr, p)
-	}
 	fmt.Fprintf(out, "%d ingested, %d already known, %d bad lines\n", created, known, bad)
 	if bad > 0 {
-		return fmt.Errorf("%d of %d lines were refused (listed above); the good ones were kept", bad, len(lines))
+		return fmt.Errorf("%d of %d lines were refused (listed above); the good ones were kept", bad, lineNo)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,5 +168,59 @@ func TestIngestManifestRefusesOverlongAndTrailingLines(t *testing.T) {
 	}
 	if len(stderr) > 20_000 {
 		t.Errorf("stderr echoes the long lines: %d bytes", len(stderr))
+	}
+}
+
+// A manifest longer than a chunk is ingested chunk by chunk: a bad line in
+// the middle is reported by its number and the rest kept, repeats inside
+// and across chunks converge, and ingesting the whole manifest again
+// creates nothing.
+func TestIngestManifestAcrossChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	dir := t.TempDir()
+	recordings, err := filepath.Abs("../../../testdata/recordings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "callscribe.yaml")
+	body := "audio:\n  root: " + recordings + "\npipeline:\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const distinct = 1100
+	var b strings.Builder
+	for i := range distinct + 300 { // lines 1101..1400 repeat calls 0..299 (a chunk or two back)
+		if i == 776 {
+			b.WriteString(`{"tenant_id":"northline","call_id":"bad","audio":"northline/call-1001.wav","lane":"slow"}` + "\n") // line 777
+			continue
+		}
+		fmt.Fprintf(&b, `{"tenant_id":"northline","call_id":"c-%d","audio":"northline/call-1001.wav"}`+"\n", i%distinct)
+	}
+	manifest := filepath.Join(dir, "m.jsonl")
+	if err := os.WriteFile(manifest, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
+	if code == 0 || !strings.Contains(out, fmt.Sprintf("%d ingested, 300 already known, 1 bad lines", distinct-1)) {
+		t.Fatalf("first run: %d %q\n%.2000s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, `m.jsonl:777: lane "slow"`) {
+		t.Errorf("stderr does not name line 777:\n%.2000s", stderr)
+	}
+	code, out, stderr = run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
+	if code == 0 || !strings.Contains(out, fmt.Sprintf("0 ingested, %d already known, 1 bad lines", distinct-1+300)) {
+		t.Fatalf("second run: %d %q\n%.2000s", code, out, stderr)
+	}
+	var rows, eligible, jobs int
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'eligible'),
+		(SELECT count(*) FROM river_job WHERE kind = 'transcribe') FROM recordings`).Scan(&rows, &eligible, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if rows != distinct-1 || eligible != rows || jobs != rows {
+		t.Fatalf("%d recordings (%d eligible), %d jobs; want %d of each", rows, eligible, jobs, distinct-1)
 	}
 }

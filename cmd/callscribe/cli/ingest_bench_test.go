@@ -1,0 +1,120 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/jobs"
+)
+
+// benchWAV is a one-second 16 kHz mono 16-bit WAV file whose samples
+// depend on seed (so every file has its own digest).
+func benchWAV(seed int) []byte {
+	const rate = 16000
+	data := make([]byte, 2*rate)
+	for i := range rate {
+		binary.LittleEndian.PutUint16(data[2*i:], uint16(i*7+seed))
+	}
+	binary.LittleEndian.PutUint64(data, uint64(seed))
+	var b []byte
+	b = append(b, "RIFF"...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(36+len(data)))
+	b = append(b, "WAVEfmt "...)
+	b = binary.LittleEndian.AppendUint32(b, 16)
+	b = binary.LittleEndian.AppendUint16(b, 1)
+	b = binary.LittleEndian.AppendUint16(b, 1)
+	b = binary.LittleEndian.AppendUint32(b, rate)
+	b = binary.LittleEndian.AppendUint32(b, rate*2)
+	b = binary.LittleEndian.AppendUint16(b, 2)
+	b = binary.LittleEndian.AppendUint16(b, 16)
+	b = append(b, "data"...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	return append(b, data...)
+}
+
+// noopArgs is a bare River job for the baseline.
+type noopArgs struct{ N int }
+
+func (noopArgs) Kind() string { return "noop" }
+
+// BenchmarkIngestManifest measures `callscribe ingest --manifest` of b.N
+// local one-second WAV files (32 KB each) into a fresh database, in
+// recordings/s, and in the same run River's InsertMany of b.N bare jobs in
+// chunks of the same size (jobs/s): the ratio is what a recording's
+// digest, row, two events and unique job cost against a bare job.
+//
+//	go run ./internal/cmd/testenv -- go test -run '^$' -bench IngestManifest -benchtime 10000x ./cmd/callscribe/cli/
+func BenchmarkIngestManifest(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	root := filepath.Join(dir, "recordings")
+	if err := os.MkdirAll(filepath.Join(root, "bench"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	var manifest strings.Builder
+	for i := range b.N {
+		rel := fmt.Sprintf("bench/call-%06d.wav", i)
+		if err := os.WriteFile(filepath.Join(root, rel), benchWAV(i), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&manifest, `{"tenant_id":"bench","call_id":"call-%06d","audio":%q}`+"\n", i, rel)
+	}
+	path := filepath.Join(dir, "manifest.jsonl")
+	if err := os.WriteFile(path, []byte(manifest.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	config := filepath.Join(dir, "callscribe.yaml")
+	body := "audio:\n  root: " + root + "\npipeline:\n  tenants:\n" +
+		"    bench: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	pool := testdb.New(b)
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(b, pool)}
+
+	b.ResetTimer()
+	start := time.Now()
+	var stdout, stderr syncBuffer
+	code := cli.Run(ctx, []string{"--config", config, "ingest", "--manifest", path}, cli.Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(env)})
+	ingest := time.Since(start)
+	b.StopTimer()
+	if want := fmt.Sprintf("%d ingested, 0 already known, 0 bad lines", b.N); code != 0 || !strings.Contains(stdout.String(), want) {
+		b.Fatalf("ingest: %d %q\n%.2000s", code, stdout.String(), stderr.String())
+	}
+
+	// The baseline: bare jobs, InsertMany per chunk, on a fresh database.
+	rpool := testdb.New(b)
+	client, err := river.NewClient(riverpgxv5.New(rpool), &river.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	params := make([]river.InsertManyParams, 0, jobs.MaxIngestChunk)
+	start = time.Now()
+	for lo := 0; lo < b.N; lo += jobs.MaxIngestChunk {
+		params = params[:0]
+		for i := lo; i < min(lo+jobs.MaxIngestChunk, b.N); i++ {
+			params = append(params, river.InsertManyParams{Args: noopArgs{N: i}})
+		}
+		if _, err := client.InsertMany(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bare := time.Since(start)
+
+	rate, jobRate := float64(b.N)/ingest.Seconds(), float64(b.N)/bare.Seconds()
+	b.ReportMetric(rate, "recordings/s")
+	b.ReportMetric(jobRate, "jobs/s")
+	b.ReportMetric(rate/jobRate, "x_river")
+	b.ReportMetric(0, "ns/op")
+}

@@ -1,0 +1,217 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// MaxIngestChunk is the most recordings IngestMany writes in one
+// transaction. A longer slice is written in chunks of this size, one
+// transaction each, in order.
+const MaxIngestChunk = 500
+
+// IngestInspectors is how many recordings IngestMany reads at once to
+// compute their digest, size and duration.
+const IngestInspectors = 8
+
+// ReadyForAdmission is the reason of a new recording's second event,
+// received → eligible, written by the ingest's own transaction.
+const ReadyForAdmission = "ready for admission"
+
+// IngestItemResult is one request's part of IngestMany.
+type IngestItemResult struct {
+	IngestResult
+	// Err is why this request was refused or not written, the error
+	// Ingest would have returned for it (a *RequestError, ErrUnknownTenant,
+	// an audio error, or a *ChunkError when its chunk's transaction
+	// failed). Nil when IngestResult holds.
+	Err error
+}
+
+// ChunkError is the failure of one chunk's transaction: nothing of
+// requests First to Last (indexes into IngestMany's slice, inclusive) was
+// written, and IngestMany wrote no later chunk.
+type ChunkError struct {
+	First, Last int
+	Err         error
+}
+
+// Error names the chunk.
+func (e *ChunkError) Error() string {
+	return fmt.Sprintf("ingesting requests %d to %d in one transaction: %v", e.First, e.Last, e.Err)
+}
+
+// Unwrap returns the transaction's error.
+func (e *ChunkError) Unwrap() error { return e.Err }
+
+// IngestMany is Ingest for many recordings, with per-recording results in
+// the order of reqs. Each request is checked as Ingest checks it and its
+// audio read once, at most IngestInspectors at a time; a refused one gets
+// its Err and the others go on. Then each chunk of at most MaxIngestChunk
+// recordings is written in one transaction: every new row with its two
+// events (received, then received → eligible "ready for admission") in a
+// fixed number of statements, and every transcribe job in one River
+// InsertManyTx. It converges on the business key as Ingest does, within
+// reqs too: the second of two equal requests gets the first's recording,
+// Created false and JobID 0. A recording already terminal gets no job.
+//
+// The error is a *ChunkError when a chunk's transaction failed: the
+// chunks before it are written, that one and those after it are not (their
+// items carry the error).
+func (p *Pipeline) IngestMany(ctx context.Context, client *river.Client[pgx.Tx], reqs []IngestRequest) ([]IngestItemResult, error) {
+	out := make([]IngestItemResult, len(reqs))
+	for lo := 0; lo < len(reqs); lo += MaxIngestChunk {
+		hi := min(lo+MaxIngestChunk, len(reqs))
+		if err := p.ingestChunk(ctx, client, reqs[lo:hi], out[lo:hi]); err != nil {
+			ce := &ChunkError{First: lo, Last: hi - 1, Err: err}
+			for i := lo; i < len(reqs); i++ {
+				if i >= hi || out[i].Err == nil {
+					out[i] = IngestItemResult{Err: ce}
+				}
+			}
+			return out, ce
+		}
+	}
+	return out, nil
+}
+
+// ingestChunk checks and inspects reqs, then writes the good ones in one
+// transaction, filling out. The error is the transaction's.
+func (p *Pipeline) ingestChunk(ctx context.Context, client *river.Client[pgx.Tx], reqs []IngestRequest, out []IngestItemResult) error {
+	news := make([]ledger.NewRecording, len(reqs))
+	now := p.cfg.Clock.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(IngestInspectors, len(reqs)) {
+		wg.Go(func() {
+			for i := range next {
+				news[i], out[i].Err = p.prepare(ctx, reqs[i], now)
+			}
+		})
+	}
+	for i := range reqs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	// The good ones, in order.
+	var good []int
+	var batch []ledger.NewRecording
+	for i := range reqs {
+		if out[i].Err == nil {
+			good = append(good, i)
+			batch = append(batch, news[i])
+		}
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	results := make([]IngestItemResult, len(good))
+	err := pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
+		irs, err := p.ledger.IngestManyTx(ctx, tx, batch, ledger.IngestManyOptions{EligibleReason: ReadyForAdmission})
+		if err != nil {
+			return err
+		}
+		// One job per recording still to be driven, the first item naming
+		// it holding the job's id.
+		var params []river.InsertManyParams
+		first := map[uuid.UUID]int{}
+		for k, ir := range irs {
+			results[k] = IngestItemResult{IngestResult: IngestResult{IngestResult: ir.IngestResult}, Err: ir.Err}
+			rec := ir.Recording
+			if ir.Err != nil || rec.State.Terminal() {
+				continue
+			}
+			if _, ok := first[rec.ID]; ok {
+				continue
+			}
+			first[rec.ID] = k
+			params = append(params, river.InsertManyParams{Args: transcribeArgs(rec.ID, rec.TenantID, rec.Lane)})
+		}
+		if len(params) == 0 {
+			return nil
+		}
+		jrs, err := client.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return fmt.Errorf("enqueueing %d transcriptions: %w", len(params), err)
+		}
+		for _, jr := range jrs {
+			if jr.UniqueSkippedAsDuplicate {
+				continue
+			}
+			var args TranscribeArgs
+			if err := json.Unmarshal(jr.Job.EncodedArgs, &args); err != nil {
+				return fmt.Errorf("reading back transcribe job %d: %w", jr.Job.ID, err)
+			}
+			k, ok := first[args.RecordingID]
+			if !ok {
+				return fmt.Errorf("transcribe job %d names recording %s, not of this chunk", jr.Job.ID, args.RecordingID)
+			}
+			results[k].JobID = jr.Job.ID
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for k, i := range good {
+		out[i] = results[k]
+	}
+	return nil
+}
+
+// prepare checks req as Ingest does and reads its audio: the ledger's
+// NewRecording, or why req is refused.
+func (p *Pipeline) prepare(ctx context.Context, req IngestRequest, now time.Time) (ledger.NewRecording, error) {
+	if err := req.validate(); err != nil {
+		return ledger.NewRecording{}, err
+	}
+	t, ok := p.cfg.Tenants[req.TenantID]
+	if !ok {
+		known := make([]string, 0, len(p.cfg.Tenants))
+		for id := range p.cfg.Tenants {
+			known = append(known, id)
+		}
+		sort.Strings(known)
+		return ledger.NewRecording{}, fmt.Errorf("%w %q (configured: %s)", ErrUnknownTenant, req.TenantID, strings.Join(known, ", "))
+	}
+	key, err := p.audio.Key(req.Audio)
+	if err != nil {
+		return ledger.NewRecording{}, err
+	}
+	// Each tenant reads only its own part of the recordings root.
+	if !strings.HasPrefix(key, req.TenantID+"/") {
+		return ledger.NewRecording{}, &RequestError{Field: "audio",
+			Detail: fmt.Sprintf("%q is outside the tenant's part of the recordings root (%s/...)", key, req.TenantID)}
+	}
+	var info audio.Info
+	if info, err = p.audio.Inspect(ctx, key); err != nil {
+		return ledger.NewRecording{}, err
+	}
+	lane := req.Lane
+	if lane == "" {
+		lane = ledger.LaneBatch
+	}
+	deadline := req.Deadline
+	if deadline.IsZero() {
+		deadline = p.cfg.deadlineFor(t, lane, now)
+	}
+	return ledger.NewRecording{
+		TenantID: req.TenantID, CallID: req.CallID, AudioSHA256: info.SHA256, Lane: lane,
+		AudioURI: key, AudioBytes: info.Bytes, AudioDuration: info.Duration, Deadline: deadline, Model: req.Model, Language: req.Language,
+		StartedAt: req.StartedAt,
+	}, nil
+}

@@ -1,0 +1,190 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
+)
+
+// IngestManyOptions says what IngestManyTx does beyond recording each new
+// recording in state received.
+type IngestManyOptions struct {
+	// EligibleReason, when not "", moves every new recording on from
+	// received to eligible in the same transaction, recorded as its second
+	// event with this reason (one event per transition, as Transition
+	// writes it). Default "": new recordings stay in received.
+	EligibleReason string
+}
+
+// IngestManyResult is one recording's part of IngestManyTx: what Ingest
+// would have returned for it, or why it was refused.
+type IngestManyResult struct {
+	IngestResult
+	// Err is an *InvalidError when this NewRecording was refused; nothing
+	// was written for it. Nil otherwise.
+	Err error
+}
+
+// IngestManyTx is IngestTx for many recordings in the caller's
+// transaction, with a fixed number of statements whatever their number:
+// one to lock their calls, one to read the calls' recordings, one to
+// insert every new row with its first event, and (with
+// opts.EligibleReason) one to move them all to eligible.
+//
+// It converges on the business key as IngestTx does, within the slice too:
+// a recording given twice is created once and the second result is the
+// created row with Created false. A call given with a second digest, in the
+// ledger or earlier in the slice, is flagged CallIDReused. The results are
+// in the order of ns; an invalid NewRecording gets its Err and the others
+// are written. The returned error is one of the transaction's statements
+// failing: the caller rolls back.
+func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording, opts IngestManyOptions) ([]IngestManyResult, error) {
+	out := make([]IngestManyResult, len(ns))
+	valid := make([]NewRecording, len(ns))
+	type call struct{ tenant, call string }
+	var lockTenants, lockCalls []string
+	seenCall := map[call]bool{}
+	for i, n := range ns {
+		if err := n.normalize(); err != nil {
+			out[i].Err = err
+			continue
+		}
+		valid[i] = n
+		if c := (call{n.TenantID, n.CallID}); !seenCall[c] {
+			seenCall[c] = true
+			lockTenants, lockCalls = append(lockTenants, n.TenantID), append(lockCalls, n.CallID)
+		}
+	}
+	if len(lockTenants) == 0 {
+		return out, nil
+	}
+	// Serialise with every other ingest of these calls, so that a second
+	// digest always sees the first and is flagged.
+	if err := l.queries.RecordingLockCalls(ctx, tx, dbsqlc.RecordingLockCallsParams{TenantIds: lockTenants, CallIds: lockCalls}); err != nil {
+		return nil, fmt.Errorf("ingesting %d recordings: locking their calls: %w", len(ns), translate(err))
+	}
+	known, err := l.queries.RecordingListByCalls(ctx, tx, dbsqlc.RecordingListByCallsParams{TenantIds: lockTenants, CallIds: lockCalls})
+	if err != nil {
+		return nil, fmt.Errorf("ingesting %d recordings: reading their calls' recordings: %w", len(ns), translate(err))
+	}
+	type earlier struct {
+		ID     uuid.UUID `json:"id"`
+		Digest string    `json:"audio_sha256"`
+	}
+	byKey := map[string]int{} // business key -> index into rows
+	rows := make([]Recording, 0, len(known)+len(ns))
+	prev := map[call][]earlier{}
+	for _, r := range known {
+		rec := recordingFrom(r)
+		byKey[rec.BusinessKey] = len(rows)
+		rows = append(rows, rec)
+		c := call{rec.TenantID, rec.CallID}
+		prev[c] = append(prev[c], earlier{ID: rec.ID, Digest: rec.AudioSHA256})
+	}
+
+	at := l.now()
+	var p dbsqlc.RecordingInsertBatchParams
+	rowOf := make([]int, len(ns)) // index into rows of each valid item's recording
+	for i, n := range ns {
+		if out[i].Err != nil {
+			continue
+		}
+		n = valid[i]
+		key := BusinessKey(n.TenantID, n.CallID, n.AudioSHA256)
+		if j, ok := byKey[key]; ok {
+			rowOf[i] = j
+			continue
+		}
+		c := call{n.TenantID, n.CallID}
+		reason := "ingested"
+		detail := map[string]any{}
+		res := IngestResult{Created: true}
+		if ps := prev[c]; len(ps) > 0 {
+			reason = "call_id already ingested with a different audio digest; kept as a new recording"
+			detail["call_id_reused"] = true
+			detail["earlier_recordings"] = ps
+			res.CallIDReused = true
+			for _, e := range ps {
+				res.EarlierRecordings = append(res.EarlierRecordings, e.ID)
+			}
+		}
+		rawDetail, err := detailJSON(detail)
+		if err != nil {
+			return nil, fmt.Errorf("ingesting %s: %w", n.CallID, err)
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("ingesting %s: new id: %w", n.CallID, err)
+		}
+		out[i].IngestResult = res
+		rowOf[i] = len(rows)
+		byKey[key] = len(rows)
+		rows = append(rows, Recording{ID: id}) // filled from the insert below
+		prev[c] = append(prev[c], earlier{ID: id, Digest: n.AudioSHA256})
+
+		p.Ids = append(p.Ids, id)
+		p.TenantIds = append(p.TenantIds, n.TenantID)
+		p.CallIds = append(p.CallIds, n.CallID)
+		p.AudioSha256s = append(p.AudioSha256s, n.AudioSHA256)
+		p.Lanes = append(p.Lanes, string(n.Lane))
+		p.AudioUris = append(p.AudioUris, n.AudioURI)
+		p.AudioBytes = append(p.AudioBytes, n.AudioBytes)
+		p.Deadlines = append(p.Deadlines, zeroOrDBTime(n.Deadline))
+		p.Models = append(p.Models, n.Model)
+		p.Languages = append(p.Languages, n.Language)
+		p.StartedAts = append(p.StartedAts, zeroOrDBTime(n.StartedAt))
+		p.AudioDurationMs = append(p.AudioDurationMs, n.AudioDuration.Milliseconds())
+		p.Reasons = append(p.Reasons, reason)
+		p.Details = append(p.Details, string(rawDetail))
+	}
+	if len(p.Ids) > 0 {
+		p.At = at
+		inserted, err := l.queries.RecordingInsertBatch(ctx, tx, p)
+		if err != nil {
+			return nil, fmt.Errorf("ingesting %d recordings: %w", len(p.Ids), translate(err))
+		}
+		created := make([]dbsqlc.Recording, len(inserted))
+		for i, r := range inserted {
+			created[i] = dbsqlc.Recording(r)
+		}
+		if opts.EligibleReason != "" {
+			moved, err := l.queries.RecordingTransitionBatch(ctx, tx, dbsqlc.RecordingTransitionBatchParams{
+				Ids: p.Ids, FromState: string(StateReceived), ToState: string(StateEligible), At: at, Reason: opts.EligibleReason,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("ingesting %d recordings: marking them eligible: %w", len(p.Ids), translate(err))
+			}
+			if len(moved) != len(p.Ids) {
+				return nil, fmt.Errorf("ingesting %d recordings: %d moved to eligible", len(p.Ids), len(moved))
+			}
+			created = created[:0]
+			for _, r := range moved {
+				created = append(created, dbsqlc.Recording(r))
+			}
+		}
+		for _, r := range created {
+			rec := recordingFrom(r)
+			rows[byKey[rec.BusinessKey]] = rec
+		}
+	}
+	for i := range ns {
+		if out[i].Err == nil {
+			out[i].Recording = rows[rowOf[i]]
+		}
+	}
+	return out, nil
+}
+
+// zeroOrDBTime is t as the database stores it, or the zero time (which
+// RecordingInsertBatch stores as NULL).
+func zeroOrDBTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return dbTime(t)
+}
