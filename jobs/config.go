@@ -41,6 +41,13 @@ const (
 	AudioURLTTLDefault       = time.Hour
 	StepTimeoutDefault       = 5 * time.Minute
 	RescueAfterDefault       = 6 * time.Minute
+	// FetchCooldownDefault: a queue fetches jobs at most this often. A
+	// worker freed by a finished job waits up to this long for its next
+	// one, so it bounds a queue at MaxWorkers / FetchCooldown jobs a
+	// second (20ms and 10 workers: 500/s); each fetch is one statement.
+	FetchCooldownDefault = 5 * time.Millisecond
+	// FetchCooldownMin is River's lower limit.
+	FetchCooldownMin = time.Millisecond
 	QueueImmediate           = "immediate"
 	QueueBatch               = "batch"
 	ProviderGenericHTTPKind  = stt.KindGenericHTTP
@@ -146,6 +153,9 @@ type Config struct {
 	// handed to another worker, which resumes from the ledger. Must exceed
 	// StepTimeout. Default 6m.
 	RescueAfter time.Duration `yaml:"rescue_after"`
+	// FetchCooldown: each queue of a process fetches jobs at most this
+	// often (River's FetchCooldown); at least 1ms. Default 5ms.
+	FetchCooldown time.Duration `yaml:"fetch_cooldown"`
 
 	// RetryAfter is the timing policy (set from the retry_after section).
 	RetryAfter retryafter.Policy `yaml:"-"`
@@ -186,6 +196,7 @@ func (c Config) WithDefaults() Config {
 	setD(&c.AudioURLTTL, AudioURLTTLDefault)
 	setD(&c.StepTimeout, StepTimeoutDefault)
 	setD(&c.RescueAfter, RescueAfterDefault)
+	setD(&c.FetchCooldown, FetchCooldownDefault)
 	if c.DurationTolerance == 0 {
 		c.DurationTolerance = DurationToleranceDefault
 	}
@@ -227,6 +238,9 @@ func (c Config) Validate() error {
 		if k.v < 0 {
 			errs = append(errs, fmt.Errorf("pipeline.%s: %d must be positive", k.name, k.v))
 		}
+	}
+	if c.FetchCooldown < FetchCooldownMin {
+		errs = append(errs, fmt.Errorf("pipeline.fetch_cooldown: %s is below River's minimum of %s", c.FetchCooldown, FetchCooldownMin))
 	}
 	if c.RescueAfter <= c.StepTimeout {
 		errs = append(errs, fmt.Errorf("pipeline.rescue_after: %s must exceed pipeline.step_timeout %s", c.RescueAfter, c.StepTimeout))

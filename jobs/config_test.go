@@ -3,7 +3,9 @@ package jobs_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt"
@@ -40,5 +42,18 @@ func TestDerivedScopeNamesTheModelSent(t *testing.T) {
 	}
 	if scope("own-key") == scope("implicit") {
 		t.Errorf("tenants with different keys share scope %q", scope("own-key"))
+	}
+}
+
+// The fetch cooldown defaults to FetchCooldownDefault, and one below
+// River's minimum is refused, naming the setting.
+func TestFetchCooldown(t *testing.T) {
+	t.Parallel()
+	if got := (jobs.Config{}).WithDefaults().FetchCooldown; got != jobs.FetchCooldownDefault {
+		t.Fatalf("default fetch cooldown %s, want %s", got, jobs.FetchCooldownDefault)
+	}
+	cfg := jobs.Config{FetchCooldown: time.Microsecond}.WithDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "pipeline.fetch_cooldown") {
+		t.Fatalf("Validate() = %v, want an error naming pipeline.fetch_cooldown", err)
 	}
 }

@@ -151,7 +151,11 @@ func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 		Workers:       workers,
 		PeriodicJobs:  append(p.PeriodicJobs(), o.PeriodicJobs()...),
 		Logger:        slog.New(quietInfo{log.Handler()}),
-		FetchCooldown: 20 * time.Millisecond,
+		// A queue with free workers and jobs waiting fetches again this
+		// soon after its last fetch (pipeline.fetch_cooldown; River's
+		// default is 100ms, which caps a queue of 10 workers at 100 jobs
+		// a second).
+		FetchCooldown: cfg.FetchCooldown,
 		// A job woken for a free window slot (JobRetry) or back from a
 		// short wait is fetched within this: River notifies on inserts
 		// only. 100ms keeps a scope's line moving at a few fetch queries
