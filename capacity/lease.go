@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,6 +208,10 @@ type Leases struct {
 	fail   *FailOpen
 	logger *slog.Logger
 
+	// counters holds each configured provider/kind's keys and script
+	// arguments, built once in New.
+	counters map[counterKey]*counter
+
 	mu   sync.Mutex
 	held map[string]Lease // by ID: counted leases this process holds
 
@@ -220,14 +225,59 @@ func New(cfg Config) (*Leases, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Leases{
-		cfg:    cfg,
-		rdb:    cfg.Redis,
-		fail:   NewFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Clock),
-		logger: cfg.Logger,
-		held:   make(map[string]Lease),
-	}, nil
+	// A copy: the limits are read here, once; the caller's map may change.
+	cfg.Limits = maps.Clone(cfg.Limits)
+	l := &Leases{
+		cfg:      cfg,
+		rdb:      cfg.Redis,
+		fail:     NewFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Clock),
+		logger:   cfg.Logger,
+		counters: make(map[counterKey]*counter, len(cfg.Limits)),
+		held:     make(map[string]Lease),
+	}
+	for tag, pl := range cfg.Limits {
+		provider, kind := splitTag(tag)
+		l.counters[counterKey{provider, kind}] = &counter{
+			tag:          tag,
+			limit:        pl,
+			leasesKey:    l.leasesKey(tag),
+			leasesKeys:   []string{l.leasesKey(tag)},
+			acquireKeys:  []string{l.leasesKey(tag), l.limitKey(tag), l.peakKey(tag)},
+			leaseMs:      l.leaseLen(kind).Milliseconds(),
+			limitArg:     pl.Limit,
+			liveReserve:  0,
+			batchReserve: pl.BatchReserve,
+			retentionMs:  cfg.PeakRetention.Milliseconds(),
+		}
+	}
+	return l, nil
 }
+
+// counterKey names a provider/kind without building its tag.
+type counterKey struct{ provider, kind string }
+
+// counter is one configured provider/kind with what Acquire and Release
+// send to Redis for it, built once in New: its keys, and the script's
+// constant arguments already converted to interface values, so that a
+// call allocates neither.
+type counter struct {
+	tag         string // "provider/kind", the keys' hash tag
+	limit       ProviderLimit
+	leasesKey   string
+	leasesKeys  []string // the leases zset alone, for the refresh script
+	acquireKeys []string // leases zset, limit hash, peak hash
+	// Acquire's arguments: lease length and peak retention in ms, the
+	// configured limit, each lane's reserve.
+	leaseMs, limitArg, liveReserve, batchReserve, retentionMs any
+}
+
+// counterOf returns provider/kind's counter, nil when no limit is configured.
+func (l *Leases) counterOf(provider, kind string) *counter {
+	return l.counters[counterKey{provider, kind}]
+}
+
+// Acquire's keyed argument (ARGV[7]), as interface values made once.
+var keyedArg, unkeyedArg any = "1", "0"
 
 // Request asks for one slot.
 type Request struct {
@@ -301,13 +351,23 @@ func (l *Leases) nowArg() string {
 }
 
 func (l *Leases) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), l.cfg.OpTimeout)
+	if ctx.Done() != nil { // cancellable: detach, keeping its values
+		ctx = context.WithoutCancel(ctx)
+	}
+	return context.WithTimeout(ctx, l.cfg.OpTimeout)
 }
 
 func newLeaseID(holder string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return holder + "#" + hex.EncodeToString(b[:])
+	var h [2 * len(b)]byte
+	hex.Encode(h[:], b[:])
+	var id strings.Builder
+	id.Grow(len(holder) + 1 + len(h))
+	id.WriteString(holder)
+	id.WriteByte('#')
+	id.Write(h[:])
+	return id.String()
 }
 
 // Acquire takes one slot of req.Provider/req.Kind if the lane has one free.
@@ -318,34 +378,31 @@ func newLeaseID(holder string) string {
 // still gets a definite answer); each Redis round trip is bounded by
 // Config.OpTimeout.
 func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
-	tag := l.tag(req.Provider, req.Kind)
 	lease := Lease{ID: req.ID, Provider: req.Provider, Kind: req.Kind, Holder: req.Holder}
-	keyed := "1"
+	keyed := keyedArg
 	if lease.ID == "" {
-		lease.ID, keyed = newLeaseID(req.Holder), "0"
+		lease.ID, keyed = newLeaseID(req.Holder), unkeyedArg
 	}
-	length := l.leaseLen(req.Kind)
-	pl, ok := l.cfg.Limits[tag]
-	if !ok {
-		if _, warned := l.warnedUnknown.LoadOrStore(tag, struct{}{}); !warned {
+	c := l.counterOf(req.Provider, req.Kind)
+	if c == nil {
+		if _, warned := l.warnedUnknown.LoadOrStore(l.tag(req.Provider, req.Kind), struct{}{}); !warned {
 			l.logger.Warn("capacity: no limit configured; not counting", slog.String("provider", req.Provider), slog.String("kind", req.Kind))
 		}
-		lease.Expires = l.cfg.Clock.Now().Add(length)
+		lease.Expires = l.cfg.Clock.Now().Add(l.leaseLen(req.Kind))
 		return lease, Grant{Granted: true, Uncounted: true}
 	}
-	reserve := 0
+	reserve := c.liveReserve
 	if req.Lane == Batch {
-		reserve = pl.BatchReserve
+		reserve = c.batchReserve
 	}
 	octx, cancel := l.opCtx(ctx)
 	defer cancel()
-	res, err := acquireScript.Run(octx, l.rdb,
-		[]string{l.leasesKey(tag), l.limitKey(tag), l.peakKey(tag)},
-		l.nowArg(), lease.ID, length.Milliseconds(), pl.Limit, reserve, l.cfg.PeakRetention.Milliseconds(), keyed).Int64Slice()
+	res, err := acquireScript.Run(octx, l.rdb, c.acquireKeys,
+		l.nowArg(), lease.ID, c.leaseMs, c.limitArg, reserve, c.retentionMs, keyed).Int64Slice()
 	if err != nil {
-		l.fail.Note("acquire "+tag, err)
-		lease.Expires = l.cfg.Clock.Now().Add(length)
-		return lease, Grant{Granted: true, Limit: pl.Limit, Uncounted: true}
+		l.fail.Note("acquire "+c.tag, err)
+		lease.Expires = l.cfg.Clock.Now().Add(l.leaseLen(req.Kind))
+		return lease, Grant{Granted: true, Limit: c.limit.Limit, Uncounted: true}
 	}
 	// res: granted, inUse, effective limit, expiry ms
 	g := Grant{Granted: res[0] == 1, InUse: int(res[1]), Limit: int(res[2])}
@@ -371,10 +428,14 @@ func (l *Leases) Release(ctx context.Context, lease Lease) {
 	l.mu.Lock()
 	delete(l.held, lease.ID)
 	l.mu.Unlock()
+	c := l.counterOf(lease.Provider, lease.Kind)
+	if c == nil { // not configured here, so never counted in Redis by this process
+		return
+	}
 	octx, cancel := l.opCtx(ctx)
 	defer cancel()
-	if err := l.rdb.ZRem(octx, l.leasesKey(l.tag(lease.Provider, lease.Kind)), lease.ID).Err(); err != nil {
-		l.fail.Note("release "+l.tag(lease.Provider, lease.Kind), err)
+	if err := l.rdb.ZRem(octx, c.leasesKey, lease.ID).Err(); err != nil {
+		l.fail.Note("release "+c.tag, err)
 	}
 }
 
@@ -395,7 +456,7 @@ func (l *Leases) Held() []Lease {
 // configured limit cannot be in Redis, so it is restored uncounted. The
 // lease is not added to Held.
 func (l *Leases) Restore(lease Lease, counted bool) Lease {
-	if _, ok := l.cfg.Limits[l.tag(lease.Provider, lease.Kind)]; !ok {
+	if l.counterOf(lease.Provider, lease.Kind) == nil {
 		counted = false
 	}
 	lease.counted = counted

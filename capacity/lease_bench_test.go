@@ -3,6 +3,7 @@ package capacity_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -41,4 +42,39 @@ func BenchmarkEvalshaTrivial(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkLeaseVsEvalsha interleaves one Acquire + Release with two
+// trivial EVALSHAs through the same client, so that both see the same
+// machine load, and reports ratio = (2 × EVALSHA) / (Acquire + Release):
+// 1 would mean a lease costs no more than its two bare round trips.
+func BenchmarkLeaseVsEvalsha(b *testing.B) {
+	ctx := context.Background()
+	rdb := testredis.Client(b)
+	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: testredis.Prefix(b, rdb, "capacity"),
+		Limits: map[string]capacity.ProviderLimit{"bench/stt": {Limit: 1000}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	script := redis.NewScript("return 1")
+	req := capacity.Request{Provider: "bench", Kind: capacity.KindSTT, Holder: "bench"}
+	var leaseTime, bareTime time.Duration
+	for b.Loop() {
+		start := time.Now()
+		lease, g := l.Acquire(ctx, req)
+		if !g.Granted || g.Uncounted {
+			b.Fatalf("grant %+v", g)
+		}
+		l.Release(ctx, lease)
+		mid := time.Now()
+		for range 2 {
+			if err := script.Run(ctx, rdb, nil).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		leaseTime, bareTime = leaseTime+mid.Sub(start), bareTime+time.Since(mid)
+	}
+	b.ReportMetric(float64(bareTime)/float64(leaseTime), "ratio")
+	b.ReportMetric(float64(leaseTime.Nanoseconds())/float64(b.N), "lease-ns/op")
+	b.ReportMetric(float64(bareTime.Nanoseconds())/float64(2*b.N), "evalsha-ns/op")
 }

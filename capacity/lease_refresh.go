@@ -136,15 +136,15 @@ func (l *Leases) RefreshHeld(ctx context.Context) RefreshResult {
 // holder asks again at each poll. It reports whether the lease was still
 // held; Redis failures are noted (fail open) and reported as held.
 func (l *Leases) Extend(ctx context.Context, provider, kind, id string, d time.Duration) bool {
-	tag := l.tag(provider, kind)
-	if _, ok := l.cfg.Limits[tag]; !ok {
+	c := l.counterOf(provider, kind)
+	if c == nil {
 		return true
 	}
 	octx, cancel := l.opCtx(ctx)
 	defer cancel()
-	res, err := refreshScript.Run(octx, l.rdb, []string{l.leasesKey(tag)}, l.nowArg(), d.Milliseconds(), id).Int64Slice()
+	res, err := refreshScript.Run(octx, l.rdb, c.leasesKeys, l.nowArg(), d.Milliseconds(), id).Int64Slice()
 	if err != nil {
-		l.fail.Note("extend "+tag, err)
+		l.fail.Note("extend "+c.tag, err)
 		return true
 	}
 	return len(res) == 1

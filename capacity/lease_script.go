@@ -16,6 +16,9 @@ local eff = tonumber(lim[1]) or tonumber(lim[2]) or tonumber(ARGV[%d])
 // id, lease ms, configured limit, reserve (lane cap = eff − reserve), peak
 // retention ms, keyed ("1": an id already held is granted again, its
 // expiry renewed). Returns {granted, in use, effective limit, expiry ms}.
+// The peak hash is written, and its expiry renewed, only when the minute's
+// peak rises, which is at least once in every minute with an Acquire: most
+// calls only read it.
 var acquireScript = NowScript(fmt.Sprintf(luaEffective, 2, 4) + `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local n = redis.call('ZCARD', KEYS[1])
@@ -38,8 +41,10 @@ if not cur then
     if tonumber(f) < oldest then redis.call('HDEL', KEYS[3], f) end
   end
 end
-if not cur or n > cur then redis.call('HSET', KEYS[3], minute, n) end
-redis.call('PEXPIRE', KEYS[3], ARGV[6])
+if not cur or n > cur then
+  redis.call('HSET', KEYS[3], minute, n)
+  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+end
 return {granted, n, eff, exp}
 `)
 
