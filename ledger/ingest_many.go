@@ -32,9 +32,9 @@ type IngestManyResult struct {
 
 // IngestManyTx is IngestTx for many recordings in the caller's
 // transaction, with a fixed number of statements whatever their number:
-// one to lock their calls, one to read the calls' recordings, one to
-// insert every new row with its first event, and (with
-// opts.EligibleReason) one to move them all to eligible.
+// one to lock their calls, one to read the calls' recordings, and one to
+// insert every new row with its first event (with opts.EligibleReason:
+// born eligible, with its received and received → eligible events).
 //
 // It converges on the business key as IngestTx does, within the slice too:
 // a recording given twice is created once and the second result is the
@@ -144,26 +144,23 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 	}
 	if len(p.Ids) > 0 {
 		p.At = at
-		inserted, err := l.queries.RecordingInsertBatch(ctx, tx, p)
-		if err != nil {
-			return nil, fmt.Errorf("ingesting %d recordings: %w", len(p.Ids), translate(err))
-		}
-		created := make([]dbsqlc.Recording, len(inserted))
-		for i, r := range inserted {
-			created[i] = dbsqlc.Recording(r)
-		}
-		if opts.EligibleReason != "" {
-			moved, err := l.queries.RecordingTransitionBatch(ctx, tx, dbsqlc.RecordingTransitionBatchParams{
-				Ids: p.Ids, FromState: string(StateReceived), ToState: string(StateEligible), At: at, Reason: opts.EligibleReason,
-			})
+		var created []dbsqlc.Recording
+		if opts.EligibleReason == "" {
+			inserted, err := l.queries.RecordingInsertBatch(ctx, tx, p)
 			if err != nil {
-				return nil, fmt.Errorf("ingesting %d recordings: marking them eligible: %w", len(p.Ids), translate(err))
+				return nil, fmt.Errorf("ingesting %d recordings: %w", len(p.Ids), translate(err))
 			}
-			if len(moved) != len(p.Ids) {
-				return nil, fmt.Errorf("ingesting %d recordings: %d moved to eligible", len(p.Ids), len(moved))
+			for _, r := range inserted {
+				created = append(created, dbsqlc.Recording(r))
 			}
-			created = created[:0]
-			for _, r := range moved {
+		} else {
+			// Born eligible, with both events (migration 00010): one
+			// statement instead of an insert and an update.
+			inserted, err := l.queries.RecordingInsertBatchEligible(ctx, tx, recordingInsertBatchEligible(p, opts.EligibleReason))
+			if err != nil {
+				return nil, fmt.Errorf("ingesting %d recordings: %w", len(p.Ids), translate(err))
+			}
+			for _, r := range inserted {
 				created = append(created, dbsqlc.Recording(r))
 			}
 		}
@@ -178,6 +175,13 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 		}
 	}
 	return out, nil
+}
+
+// recordingInsertBatchEligible is p with the reason of the eligible events.
+func recordingInsertBatchEligible(p dbsqlc.RecordingInsertBatchParams, reason string) dbsqlc.RecordingInsertBatchEligibleParams {
+	return dbsqlc.RecordingInsertBatchEligibleParams{Ids: p.Ids, TenantIds: p.TenantIds, CallIds: p.CallIds, AudioSha256s: p.AudioSha256s,
+		Lanes: p.Lanes, AudioUris: p.AudioUris, AudioBytes: p.AudioBytes, Deadlines: p.Deadlines, Models: p.Models, Languages: p.Languages,
+		StartedAts: p.StartedAts, AudioDurationMs: p.AudioDurationMs, Reasons: p.Reasons, Details: p.Details, At: p.At, EligibleReason: reason}
 }
 
 // zeroOrDBTime is t as the database stores it, or the zero time (which

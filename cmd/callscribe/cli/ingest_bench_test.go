@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,38 +17,13 @@ import (
 	"github.com/callscribe/callscribe/jobs"
 )
 
-// benchWAV is a one-second 16 kHz mono 16-bit WAV file whose samples
-// depend on seed (so every file has its own digest).
-func benchWAV(seed int) []byte {
-	const rate = 16000
-	data := make([]byte, 2*rate)
-	for i := range rate {
-		binary.LittleEndian.PutUint16(data[2*i:], uint16(i*7+seed))
-	}
-	binary.LittleEndian.PutUint64(data, uint64(seed))
-	var b []byte
-	b = append(b, "RIFF"...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(36+len(data)))
-	b = append(b, "WAVEfmt "...)
-	b = binary.LittleEndian.AppendUint32(b, 16)
-	b = binary.LittleEndian.AppendUint16(b, 1)
-	b = binary.LittleEndian.AppendUint16(b, 1)
-	b = binary.LittleEndian.AppendUint32(b, rate)
-	b = binary.LittleEndian.AppendUint32(b, rate*2)
-	b = binary.LittleEndian.AppendUint16(b, 2)
-	b = binary.LittleEndian.AppendUint16(b, 16)
-	b = append(b, "data"...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
-	return append(b, data...)
-}
-
 // noopArgs is a bare River job for the baseline.
 type noopArgs struct{ N int }
 
 func (noopArgs) Kind() string { return "noop" }
 
 // BenchmarkIngestManifest measures `callscribe ingest --manifest` of b.N
-// local one-second WAV files (32 KB each) into a fresh database, in
+// local quarter-second WAV files (4 KB each, benchWAV) into a fresh database, in
 // recordings/s, and in the same run River's InsertMany of b.N bare jobs in
 // chunks of the same size (jobs/s): the ratio is what a recording's
 // digest, row, two events and unique job cost against a bare job.

@@ -78,6 +78,40 @@ WITH u AS (
 )
 SELECT * FROM ins;
 
+-- name: RecordingInsertBatchEligible :many
+-- RecordingInsertBatch with every row born eligible (migration 00010): at
+-- seq 2, with its two events, received and received → eligible (reason
+-- eligible_reason).
+-- RecordingInsert for many recordings in one statement: row i from element
+-- i of every array. A zero deadline or started_at (0001-01-01 UTC) and a
+-- zero duration are stored as NULL.
+WITH u AS (
+    -- Arrays of one length, unnested side by side (set-returning
+    -- functions in one select list advance together).
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@tenant_ids::text[]) AS tenant_id, unnest(@call_ids::text[]) AS call_id,
+           unnest(@audio_sha256s::text[]) AS audio_sha256, unnest(@lanes::text[]) AS lane,
+           unnest(@audio_uris::text[]) AS audio_uri, unnest(@audio_bytes::bigint[]) AS audio_bytes,
+           unnest(@deadlines::timestamptz[]) AS deadline, unnest(@models::text[]) AS model,
+           unnest(@languages::text[]) AS language, unnest(@started_ats::timestamptz[]) AS started_at,
+           unnest(@audio_duration_ms::bigint[]) AS audio_duration_ms, unnest(@reasons::text[]) AS reason,
+           unnest(@details::text[]) AS detail
+), ins AS (
+    INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, attempt, lane,
+                            audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq,
+                            model, language, started_at, audio_duration_ms)
+    SELECT u.id, u.tenant_id, u.call_id, u.audio_sha256, 'eligible', 0, u.lane,
+           u.audio_uri, u.audio_bytes, NULLIF(u.deadline, '0001-01-01 00:00:00+00'::timestamptz), @at, @at, 2,
+           u.model, u.language, NULLIF(u.started_at, '0001-01-01 00:00:00+00'::timestamptz), NULLIF(u.audio_duration_ms, 0)
+    FROM u
+    RETURNING *
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
+    SELECT u.id, 1, NULL, 'received', 0, @at, u.reason, u.detail::jsonb FROM u
+    UNION ALL
+    SELECT u.id, 2, 'received', 'eligible', 0, @at, @eligible_reason::text, '{}'::jsonb FROM u
+)
+SELECT * FROM ins;
+
 -- name: RecordingTransition :one
 -- A compare-and-set on (id, state) and the event that records it. No row:
 -- the recording is not in from_state (or does not exist).
@@ -98,24 +132,6 @@ WITH upd AS (
                                   reason, response_class, retry_after_raw, detail)
     SELECT upd.id, upd.last_event_seq, @from_state::text, upd.state, upd.attempt, @at::timestamptz,
            @reason::text, @response_class::text, sqlc.narg(retry_after_raw)::text, @detail::jsonb
-    FROM upd
-)
-SELECT * FROM upd;
-
--- name: RecordingTransitionBatch :many
--- RecordingTransition for many recordings from one state to another, each
--- with its own event of one reason. Those not in from_state are left out.
-WITH upd AS (
-    UPDATE recordings
-    SET state = @to_state::text,
-        updated_at = @at::timestamptz,
-        last_event_seq = last_event_seq + 1
-    WHERE recordings.id = ANY (@ids::uuid[]) AND recordings.state = @from_state::text
-    RETURNING *
-), ev AS (
-    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
-    SELECT upd.id, upd.last_event_seq, @from_state::text, upd.state, upd.attempt, @at::timestamptz,
-           @reason::text, '{}'::jsonb
     FROM upd
 )
 SELECT * FROM upd;

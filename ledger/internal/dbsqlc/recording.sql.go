@@ -384,6 +384,143 @@ func (q *Queries) RecordingInsertBatch(ctx context.Context, db DBTX, arg Recordi
 	return items, nil
 }
 
+const recordingInsertBatchEligible = `-- name: RecordingInsertBatchEligible :many
+WITH u AS (
+    -- Arrays of one length, unnested side by side (set-returning
+    -- functions in one select list advance together).
+    SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS tenant_id, unnest($3::text[]) AS call_id,
+           unnest($4::text[]) AS audio_sha256, unnest($5::text[]) AS lane,
+           unnest($6::text[]) AS audio_uri, unnest($7::bigint[]) AS audio_bytes,
+           unnest($8::timestamptz[]) AS deadline, unnest($9::text[]) AS model,
+           unnest($10::text[]) AS language, unnest($11::timestamptz[]) AS started_at,
+           unnest($12::bigint[]) AS audio_duration_ms, unnest($13::text[]) AS reason,
+           unnest($14::text[]) AS detail
+), ins AS (
+    INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, attempt, lane,
+                            audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq,
+                            model, language, started_at, audio_duration_ms)
+    SELECT u.id, u.tenant_id, u.call_id, u.audio_sha256, 'eligible', 0, u.lane,
+           u.audio_uri, u.audio_bytes, NULLIF(u.deadline, '0001-01-01 00:00:00+00'::timestamptz), $15, $15, 2,
+           u.model, u.language, NULLIF(u.started_at, '0001-01-01 00:00:00+00'::timestamptz), NULLIF(u.audio_duration_ms, 0)
+    FROM u
+    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
+    SELECT u.id, 1, NULL, 'received', 0, $15, u.reason, u.detail::jsonb FROM u
+    UNION ALL
+    SELECT u.id, 2, 'received', 'eligible', 0, $15, $16::text, '{}'::jsonb FROM u
+)
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM ins
+`
+
+type RecordingInsertBatchEligibleParams struct {
+	Ids             []uuid.UUID
+	TenantIds       []string
+	CallIds         []string
+	AudioSha256s    []string
+	Lanes           []string
+	AudioUris       []string
+	AudioBytes      []int64
+	Deadlines       []time.Time
+	Models          []string
+	Languages       []string
+	StartedAts      []time.Time
+	AudioDurationMs []int64
+	Reasons         []string
+	Details         []string
+	At              time.Time
+	EligibleReason  string
+}
+
+type RecordingInsertBatchEligibleRow struct {
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	BusinessKey     *string
+	State           string
+	Attempt         int32
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastEventSeq    int32
+	Provider        string
+	ProviderID      string
+	Model           string
+	Language        string
+	NotBefore       *time.Time
+	StartedAt       *time.Time
+	AudioDurationMs *int64
+}
+
+// RecordingInsertBatch with every row born eligible (migration 00010): at
+// seq 2, with its two events, received and received → eligible (reason
+// eligible_reason).
+// RecordingInsert for many recordings in one statement: row i from element
+// i of every array. A zero deadline or started_at (0001-01-01 UTC) and a
+// zero duration are stored as NULL.
+func (q *Queries) RecordingInsertBatchEligible(ctx context.Context, db DBTX, arg RecordingInsertBatchEligibleParams) ([]RecordingInsertBatchEligibleRow, error) {
+	rows, err := db.Query(ctx, recordingInsertBatchEligible,
+		arg.Ids,
+		arg.TenantIds,
+		arg.CallIds,
+		arg.AudioSha256s,
+		arg.Lanes,
+		arg.AudioUris,
+		arg.AudioBytes,
+		arg.Deadlines,
+		arg.Models,
+		arg.Languages,
+		arg.StartedAts,
+		arg.AudioDurationMs,
+		arg.Reasons,
+		arg.Details,
+		arg.At,
+		arg.EligibleReason,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RecordingInsertBatchEligibleRow
+	for rows.Next() {
+		var i RecordingInsertBatchEligibleRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.CallID,
+			&i.AudioSha256,
+			&i.BusinessKey,
+			&i.State,
+			&i.Attempt,
+			&i.Lane,
+			&i.AudioUri,
+			&i.AudioBytes,
+			&i.Deadline,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LastEventSeq,
+			&i.Provider,
+			&i.ProviderID,
+			&i.Model,
+			&i.Language,
+			&i.NotBefore,
+			&i.StartedAt,
+			&i.AudioDurationMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordingList = `-- name: RecordingList :many
 SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM recordings
 WHERE ($1::text = '' OR state = $1::text)
@@ -948,103 +1085,4 @@ func (q *Queries) RecordingTransition(ctx context.Context, db DBTX, arg Recordin
 		&i.AudioDurationMs,
 	)
 	return i, err
-}
-
-const recordingTransitionBatch = `-- name: RecordingTransitionBatch :many
-WITH upd AS (
-    UPDATE recordings
-    SET state = $1::text,
-        updated_at = $2::timestamptz,
-        last_event_seq = last_event_seq + 1
-    WHERE recordings.id = ANY ($3::uuid[]) AND recordings.state = $4::text
-    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms
-), ev AS (
-    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
-    SELECT upd.id, upd.last_event_seq, $4::text, upd.state, upd.attempt, $2::timestamptz,
-           $5::text, '{}'::jsonb
-    FROM upd
-)
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM upd
-`
-
-type RecordingTransitionBatchParams struct {
-	ToState   string
-	At        time.Time
-	Ids       []uuid.UUID
-	FromState string
-	Reason    string
-}
-
-type RecordingTransitionBatchRow struct {
-	ID              uuid.UUID
-	TenantID        string
-	CallID          string
-	AudioSha256     string
-	BusinessKey     *string
-	State           string
-	Attempt         int32
-	Lane            string
-	AudioUri        string
-	AudioBytes      int64
-	Deadline        *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	LastEventSeq    int32
-	Provider        string
-	ProviderID      string
-	Model           string
-	Language        string
-	NotBefore       *time.Time
-	StartedAt       *time.Time
-	AudioDurationMs *int64
-}
-
-// RecordingTransition for many recordings from one state to another, each
-// with its own event of one reason. Those not in from_state are left out.
-func (q *Queries) RecordingTransitionBatch(ctx context.Context, db DBTX, arg RecordingTransitionBatchParams) ([]RecordingTransitionBatchRow, error) {
-	rows, err := db.Query(ctx, recordingTransitionBatch,
-		arg.ToState,
-		arg.At,
-		arg.Ids,
-		arg.FromState,
-		arg.Reason,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []RecordingTransitionBatchRow
-	for rows.Next() {
-		var i RecordingTransitionBatchRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.TenantID,
-			&i.CallID,
-			&i.AudioSha256,
-			&i.BusinessKey,
-			&i.State,
-			&i.Attempt,
-			&i.Lane,
-			&i.AudioUri,
-			&i.AudioBytes,
-			&i.Deadline,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.LastEventSeq,
-			&i.Provider,
-			&i.ProviderID,
-			&i.Model,
-			&i.Language,
-			&i.NotBefore,
-			&i.StartedAt,
-			&i.AudioDurationMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
