@@ -122,6 +122,7 @@ var dropsData = map[int64][]string{
 	6: {"retention_audio", "retention_purges"},
 	7: {"api_tokens"},
 	8: {"rollout_cohorts", "rollout_events"},
+	9: {"outbox"},
 }
 
 // riverDropsData: rolling River back drops its jobs.

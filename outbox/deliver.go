@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -44,6 +47,12 @@ type Row struct {
 	Deadline time.Time `json:"deadline"`
 	TenantID string    `json:"tenant_id"`
 	CallID   string    `json:"call_id"`
+
+	// Read by a delivery try only (deliveryByID), for its receipt -> CRM
+	// figure: the recording's receipt time as stored with the row (nil:
+	// not stored) and the recording's id, to ask the ledger then.
+	receivedAt  *time.Time
+	recordingID uuid.UUID
 }
 
 // rowFrom converts an outbox row joined with its action set.
@@ -77,6 +86,34 @@ func (o *Outbox) RowByID(ctx context.Context, id int64) (Row, error) {
 		return Row{}, fmt.Errorf("reading outbox row %d: %w", id, translate(err))
 	}
 	return rowFrom(r), nil
+}
+
+// deliveryByID reads what a try of outbox row id needs in one statement:
+// the row, its action set (its actions still encoded: a try that is not
+// admitted never decodes them) and its recording's receipt time; or
+// ErrNotFound.
+func (o *Outbox) deliveryByID(ctx context.Context, id int64) (Row, dbsqlc.ActionSet, error) {
+	r, err := o.queries.OutboxDeliveryGet(ctx, o.pool, id)
+	if err != nil {
+		return Row{}, dbsqlc.ActionSet{}, fmt.Errorf("reading outbox row %d: %w", id, translate(err))
+	}
+	row := rowFrom(dbsqlc.OutboxGetRow{ID: r.ID, ActionSetID: r.ActionSetID, Target: r.Target, Scope: r.Scope,
+		IdempotencyKey: r.IdempotencyKey, State: r.State, Attempts: r.Attempts, CrmID: r.CrmID, LastClass: r.LastClass,
+		NotBefore: r.NotBefore, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Deadline: r.Deadline,
+		TenantID: r.TenantID, CallID: r.CallID})
+	row.receivedAt, row.recordingID = r.ReceivedAt, r.RecordingID
+	set := dbsqlc.ActionSet{ID: r.ActionSetID, RecordingID: r.RecordingID, TenantID: r.TenantID, CallID: r.CallID,
+		ActionVersion: r.ActionVersion, RecordingSha256: r.RecordingSha256, Actions: r.Actions, CommittedAt: r.CommittedAt}
+	return row, set, nil
+}
+
+// receivedAt is rec's receipt time as an outbox row of its action set
+// stores it (nil: unknown).
+func receivedAt(rec ledger.Recording) *time.Time {
+	if rec.CreatedAt.IsZero() {
+		return nil
+	}
+	return dbTimePtr(&rec.CreatedAt)
 }
 
 // Event is one delivery try (or operator action) of an outbox row.
@@ -160,7 +197,8 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	return w.o.deliver(ctx, job.ID, job.Args.OutboxID)
 }
 
-// settle records a try's outcome and the row's new state in one statement.
+// settle records a try's outcome, the row's new state and the CRM's usage
+// gauges (res.Gauges) in one statement.
 func (o *Outbox) settle(ctx context.Context, r Row, state string, res connector.Result, notBefore *time.Time, reason string) error {
 	return o.settleAs(ctx, r, state, "", res, notBefore, reason)
 }
@@ -168,9 +206,11 @@ func (o *Outbox) settle(ctx context.Context, r Row, state string, res connector.
 // settleAs is settle with the row's last class set to rowClass ("": the
 // answer's class, as the event records it).
 func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
+	names, values := gauges(res.Gauges)
 	_, err := o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
 		CrmID: res.CRMID, LastClass: res.Class, RowClass: rowClass, At: dbTime(o.cfg.Clock.Now()), NotBefore: dbTimePtr(notBefore),
-		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason})
+		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason,
+		GaugeNames: names, GaugeValues: values})
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return nil // settled meanwhile by another try
 	}
@@ -178,6 +218,22 @@ func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, re
 		o.settled(ctx, r, state)
 	}
 	return err
+}
+
+// gauges are the CRM's usage figures (Sforce-Limit-Info, HubSpot remaining
+// calls), kept as gauges for operators: their names sorted, so that
+// concurrent settles lock the counters in one order, and their values;
+// nil for none.
+func gauges(g map[string]float64) (names []string, values []int64) {
+	if len(g) == 0 {
+		return nil, nil
+	}
+	names = slices.Sorted(maps.Keys(g))
+	values = make([]int64, len(names))
+	for i, name := range names {
+		values[i] = int64(g[name])
+	}
+	return names, values
 }
 
 // settled records a row settled as state (by a try, or by its deadline),
@@ -188,8 +244,13 @@ func (o *Outbox) settled(ctx context.Context, r Row, state string) {
 	}
 	var since time.Duration
 	if state == StateDelivered {
-		if set, err := o.actionSet(ctx, r.ActionSetID); err == nil {
-			if rec, err := o.ledger.Recording(ctx, set.RecordingID); err == nil {
+		switch {
+		case r.receivedAt != nil:
+			since = o.cfg.Clock.Now().Sub(*r.receivedAt)
+		case r.recordingID != uuid.Nil:
+			// Not stored with the row (committed by a version that did
+			// not store it, after migration 00009 ran): ask the ledger.
+			if rec, err := o.ledger.Recording(ctx, r.recordingID); err == nil {
 				since = o.cfg.Clock.Now().Sub(rec.CreatedAt)
 			}
 		}
@@ -201,8 +262,15 @@ func (o *Outbox) settled(ctx context.Context, r Row, state string) {
 // window (Config.Window), the call holding no transaction or connection,
 // the slot given back with what the CRM answered, and the outcome
 // recorded.
+//
+// A try that the CRM answers costs three statements of the outbox's, each
+// its own transaction: the read of the row with its action set
+// (deliveryByID), the try counted before the call (OutboxTry, durable
+// before the CRM sees the set), and the settle (outcome, event and the
+// CRM's gauges together); besides them, the ledger's admission and, for a
+// probe or a throttle, the scope's update.
 func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
-	r, err := o.RowByID(ctx, id)
+	r, stored, err := o.deliveryByID(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return river.JobCancel(err)
 	}
@@ -246,7 +314,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 			o.release(ctx, r, answer, why)
 		}
 	}()
-	set, err := o.actionSet(ctx, r.ActionSetID)
+	set, err := actionSetFrom(stored)
 	if err != nil {
 		return err
 	}
@@ -271,13 +339,6 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 	}
 	faultPoint("after_crm_applied")
 	answer, why = windowOutcome(res), "HTTP "+strconv.Itoa(res.HTTPStatus)+" "+res.Class
-	for name, v := range res.Gauges {
-		// The CRM's own usage figures (Sforce-Limit-Info, HubSpot remaining
-		// calls), kept as gauges for operators.
-		if err := o.queries.GaugeSet(ctx, o.pool, dbsqlc.GaugeSetParams{Name: name, Value: int64(v)}); err != nil {
-			return translate(err)
-		}
-	}
 	log := o.cfg.Logger.With(slog.Int64("outbox", r.ID), slog.String("class", res.Class), slog.Int("status", res.HTTPStatus), slog.Int("attempt", attempt))
 	real := res.Outcome != connector.OutcomeThrottled && res.Outcome != connector.OutcomeTransient
 	if adm.Verdict == ledger.VerdictProbe && real {

@@ -314,7 +314,7 @@ func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 	if dest, ok := o.cfg.Destinations[rec.TenantID]; ok {
 		oid, err := o.queries.OutboxInsert(ctx, tx, dbsqlc.OutboxInsertParams{
 			ActionSetID: id, Target: dest.Name, Scope: dest.Scope, IdempotencyKey: set.IdempotencyKey(), At: now,
-			Deadline: now.Add(dest.DeliveryDeadline),
+			Deadline: now.Add(dest.DeliveryDeadline), ReceivedAt: receivedAt(rec),
 		})
 		if err != nil {
 			return res, fmt.Errorf("storing outbox row: %w", translate(err))
@@ -361,14 +361,6 @@ func (o *Outbox) actionSetByVersion(ctx context.Context, db dbsqlc.DBTX, tenantI
 	})
 	if err != nil {
 		return ActionSet{}, fmt.Errorf("reading action set %s:%s:%d: %w", tenantID, callID, version, translate(err))
-	}
-	return actionSetFrom(s)
-}
-
-func (o *Outbox) actionSet(ctx context.Context, id int64) (ActionSet, error) {
-	s, err := o.queries.ActionSetGet(ctx, o.pool, id)
-	if err != nil {
-		return ActionSet{}, fmt.Errorf("reading action set %d: %w", id, translate(err))
 	}
 	return actionSetFrom(s)
 }

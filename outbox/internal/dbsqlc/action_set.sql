@@ -12,9 +12,6 @@ RETURNING id;
 SELECT count(*) FROM action_sets
 WHERE tenant_id = @tenant_id AND call_id = @call_id AND recording_id <> @recording_id;
 
--- name: ActionSetGet :one
-SELECT * FROM action_sets WHERE id = @id;
-
 -- name: ActionSetGetByVersion :one
 SELECT * FROM action_sets
 WHERE tenant_id = @tenant_id AND call_id = @call_id AND action_version = @action_version;

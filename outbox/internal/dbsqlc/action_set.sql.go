@@ -31,26 +31,6 @@ func (q *Queries) ActionSetCountOtherRecordings(ctx context.Context, db DBTX, ar
 	return count, err
 }
 
-const actionSetGet = `-- name: ActionSetGet :one
-SELECT id, recording_id, tenant_id, call_id, action_version, recording_sha256, actions, committed_at FROM action_sets WHERE id = $1
-`
-
-func (q *Queries) ActionSetGet(ctx context.Context, db DBTX, id int64) (ActionSet, error) {
-	row := db.QueryRow(ctx, actionSetGet, id)
-	var i ActionSet
-	err := row.Scan(
-		&i.ID,
-		&i.RecordingID,
-		&i.TenantID,
-		&i.CallID,
-		&i.ActionVersion,
-		&i.RecordingSha256,
-		&i.Actions,
-		&i.CommittedAt,
-	)
-	return i, err
-}
-
 const actionSetGetByVersion = `-- name: ActionSetGetByVersion :one
 SELECT id, recording_id, tenant_id, call_id, action_version, recording_sha256, actions, committed_at FROM action_sets
 WHERE tenant_id = $1 AND call_id = $2 AND action_version = $3

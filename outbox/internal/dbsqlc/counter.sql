@@ -4,10 +4,6 @@
 INSERT INTO counters (name, value) VALUES (@name, @delta)
 ON CONFLICT (name) DO UPDATE SET value = counters.value + EXCLUDED.value;
 
--- name: GaugeSet :exec
-INSERT INTO counters (name, value) VALUES (@name, @value)
-ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value;
-
 -- name: CounterList :many
 SELECT name, value FROM counters ORDER BY name;
 

@@ -61,18 +61,3 @@ func (q *Queries) CounterList(ctx context.Context, db DBTX) ([]Counter, error) {
 	}
 	return items, nil
 }
-
-const gaugeSet = `-- name: GaugeSet :exec
-INSERT INTO counters (name, value) VALUES ($1, $2)
-ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value
-`
-
-type GaugeSetParams struct {
-	Name  string
-	Value int64
-}
-
-func (q *Queries) GaugeSet(ctx context.Context, db DBTX, arg GaugeSetParams) error {
-	_, err := db.Exec(ctx, gaugeSet, arg.Name, arg.Value)
-	return err
-}

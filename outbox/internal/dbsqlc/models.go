@@ -40,6 +40,7 @@ type Outbox struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	Deadline       time.Time
+	ReceivedAt     *time.Time
 }
 
 type OutboxEvent struct {

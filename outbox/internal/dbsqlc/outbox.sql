@@ -1,13 +1,23 @@
 -- Outbox rows: one delivery per committed action set and target.
 
 -- name: OutboxInsert :one
-INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at, deadline)
-VALUES (@action_set_id, @target, @scope, @idempotency_key, @at, @at, @deadline)
+-- received_at is the recording's receipt time (NULL: unknown).
+INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at, deadline, received_at)
+VALUES (@action_set_id, @target, @scope, @idempotency_key, @at, @at, @deadline, sqlc.narg(received_at)::timestamptz)
 RETURNING id;
 
 -- name: OutboxGet :one
 SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
        o.not_before, o.created_at, o.updated_at, o.deadline, s.tenant_id, s.call_id
+FROM outbox o JOIN action_sets s ON s.id = o.action_set_id
+WHERE o.id = @id;
+
+-- name: OutboxDeliveryGet :one
+-- What a delivery try reads, in one statement: the row, its action set, and
+-- its recording's receipt time (NULL: not stored with the row).
+SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
+       o.not_before, o.created_at, o.updated_at, o.deadline, o.received_at,
+       s.recording_id, s.tenant_id, s.call_id, s.action_version, s.recording_sha256, s.actions, s.committed_at
 FROM outbox o JOIN action_sets s ON s.id = o.action_set_id
 WHERE o.id = @id;
 
@@ -32,9 +42,16 @@ RETURNING attempts;
 -- row_class (empty: last_class) says otherwise for the row (a try whose answer
 -- leaves no time before the deadline: the event keeps the CRM's class, the
 -- row says deadline). A deadline given replaces the row's (an operator's
--- retry); NULL keeps it. No row: the row was not in from_state (settled
--- meanwhile).
-WITH upd AS (
+-- retry); NULL keeps it. gauge_names and gauge_values (same length, names
+-- unique and sorted, so that concurrent settles lock the counters in one
+-- order; NULL: none) set the CRM's usage gauges in the same statement,
+-- whether or not the row moved. No row: the row was not in from_state
+-- (settled meanwhile).
+WITH gauges AS (
+    INSERT INTO counters (name, value)
+    SELECT unnest(@gauge_names::text[]), unnest(@gauge_values::bigint[])
+    ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value
+), upd AS (
     UPDATE outbox
     SET state = @state::text, crm_id = COALESCE(NULLIF(@crm_id::text, ''), crm_id),
         last_class = COALESCE(NULLIF(@row_class::text, ''), @last_class::text),

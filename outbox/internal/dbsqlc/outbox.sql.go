@@ -8,6 +8,8 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const outboxCountByState = `-- name: OutboxCountByState :many
@@ -37,6 +39,69 @@ func (q *Queries) OutboxCountByState(ctx context.Context, db DBTX) ([]OutboxCoun
 		return nil, err
 	}
 	return items, nil
+}
+
+const outboxDeliveryGet = `-- name: OutboxDeliveryGet :one
+SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
+       o.not_before, o.created_at, o.updated_at, o.deadline, o.received_at,
+       s.recording_id, s.tenant_id, s.call_id, s.action_version, s.recording_sha256, s.actions, s.committed_at
+FROM outbox o JOIN action_sets s ON s.id = o.action_set_id
+WHERE o.id = $1
+`
+
+type OutboxDeliveryGetRow struct {
+	ID              int64
+	ActionSetID     int64
+	Target          string
+	Scope           string
+	IdempotencyKey  string
+	State           string
+	Attempts        int32
+	CrmID           string
+	LastClass       string
+	NotBefore       *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	Deadline        time.Time
+	ReceivedAt      *time.Time
+	RecordingID     uuid.UUID
+	TenantID        string
+	CallID          string
+	ActionVersion   int32
+	RecordingSha256 string
+	Actions         []byte
+	CommittedAt     time.Time
+}
+
+// What a delivery try reads, in one statement: the row, its action set, and
+// its recording's receipt time (NULL: not stored with the row).
+func (q *Queries) OutboxDeliveryGet(ctx context.Context, db DBTX, id int64) (OutboxDeliveryGetRow, error) {
+	row := db.QueryRow(ctx, outboxDeliveryGet, id)
+	var i OutboxDeliveryGetRow
+	err := row.Scan(
+		&i.ID,
+		&i.ActionSetID,
+		&i.Target,
+		&i.Scope,
+		&i.IdempotencyKey,
+		&i.State,
+		&i.Attempts,
+		&i.CrmID,
+		&i.LastClass,
+		&i.NotBefore,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Deadline,
+		&i.ReceivedAt,
+		&i.RecordingID,
+		&i.TenantID,
+		&i.CallID,
+		&i.ActionVersion,
+		&i.RecordingSha256,
+		&i.Actions,
+		&i.CommittedAt,
+	)
+	return i, err
 }
 
 const outboxGet = `-- name: OutboxGet :one
@@ -89,8 +154,8 @@ func (q *Queries) OutboxGet(ctx context.Context, db DBTX, id int64) (OutboxGetRo
 
 const outboxInsert = `-- name: OutboxInsert :one
 
-INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at, deadline)
-VALUES ($1, $2, $3, $4, $5, $5, $6)
+INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at, deadline, received_at)
+VALUES ($1, $2, $3, $4, $5, $5, $6, $7::timestamptz)
 RETURNING id
 `
 
@@ -101,9 +166,11 @@ type OutboxInsertParams struct {
 	IdempotencyKey string
 	At             time.Time
 	Deadline       time.Time
+	ReceivedAt     *time.Time
 }
 
 // Outbox rows: one delivery per committed action set and target.
+// received_at is the recording's receipt time (NULL: unknown).
 func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertParams) (int64, error) {
 	row := db.QueryRow(ctx, outboxInsert,
 		arg.ActionSetID,
@@ -112,6 +179,7 @@ func (q *Queries) OutboxInsert(ctx context.Context, db DBTX, arg OutboxInsertPar
 		arg.IdempotencyKey,
 		arg.At,
 		arg.Deadline,
+		arg.ReceivedAt,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -241,13 +309,17 @@ func (q *Queries) OutboxOverdue(ctx context.Context, db DBTX, arg OutboxOverdueP
 }
 
 const outboxSettle = `-- name: OutboxSettle :one
-WITH upd AS (
+WITH gauges AS (
+    INSERT INTO counters (name, value)
+    SELECT unnest($10::text[]), unnest($11::bigint[])
+    ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value
+), upd AS (
     UPDATE outbox
     SET state = $3::text, crm_id = COALESCE(NULLIF($7::text, ''), crm_id),
-        last_class = COALESCE(NULLIF($10::text, ''), $5::text),
-        updated_at = $1::timestamptz, not_before = $11::timestamptz,
-        deadline = COALESCE($12::timestamptz, deadline)
-    WHERE outbox.id = $13 AND outbox.state = $2::text
+        last_class = COALESCE(NULLIF($12::text, ''), $5::text),
+        updated_at = $1::timestamptz, not_before = $13::timestamptz,
+        deadline = COALESCE($14::timestamptz, deadline)
+    WHERE outbox.id = $15 AND outbox.state = $2::text
     RETURNING outbox.id, outbox.attempts
 )
 INSERT INTO outbox_events (outbox_id, attempt, at, prior_state, new_state, outcome, response_class, http_status, crm_id,
@@ -268,6 +340,8 @@ type OutboxSettleParams struct {
 	CrmID         string
 	RetryAfterRaw *string
 	Reason        string
+	GaugeNames    []string
+	GaugeValues   []int64
 	RowClass      string
 	NotBefore     *time.Time
 	Deadline      *time.Time
@@ -279,8 +353,11 @@ type OutboxSettleParams struct {
 // row_class (empty: last_class) says otherwise for the row (a try whose answer
 // leaves no time before the deadline: the event keeps the CRM's class, the
 // row says deadline). A deadline given replaces the row's (an operator's
-// retry); NULL keeps it. No row: the row was not in from_state (settled
-// meanwhile).
+// retry); NULL keeps it. gauge_names and gauge_values (same length, names
+// unique and sorted, so that concurrent settles lock the counters in one
+// order; NULL: none) set the CRM's usage gauges in the same statement,
+// whether or not the row moved. No row: the row was not in from_state
+// (settled meanwhile).
 func (q *Queries) OutboxSettle(ctx context.Context, db DBTX, arg OutboxSettleParams) (int64, error) {
 	row := db.QueryRow(ctx, outboxSettle,
 		arg.At,
@@ -292,6 +369,8 @@ func (q *Queries) OutboxSettle(ctx context.Context, db DBTX, arg OutboxSettlePar
 		arg.CrmID,
 		arg.RetryAfterRaw,
 		arg.Reason,
+		arg.GaugeNames,
+		arg.GaugeValues,
 		arg.RowClass,
 		arg.NotBefore,
 		arg.Deadline,

@@ -1,0 +1,319 @@
+package outbox_test
+
+import (
+	"context"
+	"io/fs"
+	"maps"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/crm/crmsim"
+	"github.com/callscribe/callscribe/internal/testdb"
+	"github.com/callscribe/callscribe/internal/testwait"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/migrations"
+	"github.com/callscribe/callscribe/outbox"
+)
+
+// commitCounter is a pgx.QueryTracer that counts the transactions its
+// pool's statements commit, as pg_stat_database.xact_commit counts them:
+// a statement that succeeds while its connection is outside a transaction
+// commits one of its own (autocommit), labelled with its sqlc query name;
+// a COMMIT whose command tag says COMMIT (not ROLLBACK) commits one,
+// labelled "transaction"; BEGIN and the statements inside a transaction
+// commit none. It counts exactly, with no sampling and no server-wide
+// statistics (which River's own work and the stats collector's delays
+// would blur). It does not see what pgx does below its tracer: a
+// statement's first use on a connection prepares it (Parse, Describe,
+// Sync), which the server also counts as a transaction, once per
+// connection and statement, not per delivery.
+type commitCounter struct {
+	mu      sync.Mutex
+	commits map[string]int
+}
+
+// Context keys of a traced statement: whether its connection was outside
+// a transaction when it began, and its SQL.
+type (
+	outsideTxKey struct{}
+	sqlKey       struct{}
+)
+
+var sqlcName = regexp.MustCompile(`^-- name: (\w+)`)
+
+func (c *commitCounter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	ctx = context.WithValue(ctx, sqlKey{}, data.SQL)
+	return context.WithValue(ctx, outsideTxKey{}, conn.PgConn().TxStatus() == 'I')
+}
+
+func (c *commitCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err != nil {
+		return
+	}
+	label := "transaction"
+	switch tag := data.CommandTag.String(); {
+	case tag == "COMMIT":
+	case tag == "BEGIN", ctx.Value(outsideTxKey{}) != true:
+		return
+	default:
+		label = "statement"
+		if sql, _ := ctx.Value(sqlKey{}).(string); sqlcName.MatchString(sql) {
+			label = sqlcName.FindStringSubmatch(sql)[1]
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.commits[label]++
+}
+
+// take returns the commits counted since the last take and starts again.
+func (c *commitCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.commits
+	c.commits = map[string]int{}
+	return out
+}
+
+// tracedPool is a pool on pool's database whose commits are counted.
+func tracedPool(t *testing.T, pool *pgxpool.Pool) (*pgxpool.Pool, *commitCounter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testdb.URLOf(t, pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &commitCounter{commits: map[string]int{}}
+	cfg.ConnConfig.Tracer = counter
+	traced, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(traced.Close)
+	return traced, counter
+}
+
+// settledRecorder is an outbox.Metrics that keeps the receipt -> CRM time
+// of each delivered row.
+type settledRecorder struct {
+	mu        sync.Mutex
+	delivered []time.Duration
+}
+
+func (*settledRecorder) CRMThrottled(string, string, int)  {}
+func (*settledRecorder) CRMCooldown(string, time.Duration) {}
+func (s *settledRecorder) CRMSettled(_, state string, receiptToCRM time.Duration) {
+	if state != outbox.StateDelivered {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delivered = append(s.delivered, receiptToCRM)
+}
+
+func (s *settledRecorder) receipts() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.delivered)
+}
+
+// gaugingTarget applies every set and reports the CRM's usage gauges.
+type gaugingTarget struct{ gauges map[string]float64 }
+
+func (gaugingTarget) Name() string { return "gauging" }
+func (g gaugingTarget) Deliver(context.Context, connector.Delivery) (connector.Result, error) {
+	return connector.Result{Outcome: connector.OutcomeApplied, Class: connector.ClassApplied, HTTPStatus: 201, CRMID: "crm_1",
+		Gauges: g.gauges}, nil
+}
+
+// counted is what deliverCounted saw during the deliveries.
+type counted struct {
+	outbox *outbox.Outbox
+	// outboxCommits and ledgerCommits: the transactions each committed,
+	// by label.
+	outboxCommits, ledgerCommits map[string]int
+	// receipts: each delivery's receipt -> CRM time.
+	receipts []time.Duration
+}
+
+// deliverCounted commits n action sets of tenant acme and delivers them to
+// tgt, the outbox on a traced pool and the ledger on another (so that
+// admission is counted apart), River on a pool of its own (its work is
+// not counted).
+func deliverCounted(t *testing.T, tgt connector.Target, n int) counted {
+	t.Helper()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	outboxPool, outboxCounter := tracedPool(t, pool)
+	ledgerPool, ledgerCounter := tracedPool(t, pool)
+	l, err := ledger.New(ledgerPool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &settledRecorder{}
+	o := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}},
+		Metrics: rec}, outboxPool, l)
+	workers := river.NewWorkers()
+	o.AddWorkers(workers)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers,
+		Queues: map[string]river.QueueConfig{outbox.Queue: {MaxWorkers: 4}}, FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{pool: pool, ledger: l, outbox: o, client: client}
+	var ids []int64
+	for range n {
+		res, err := o.Commit(ctx, client, b.validated(t, "acme"), someActions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.OutboxIDs...)
+	}
+	outboxCounter.take()
+	ledgerCounter.take()
+	completed, unsubscribe := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobSnoozed, river.EventKindJobFailed)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.StopAndCancel(context.Background()) }()
+	// The metrics hear of a delivery after its settle returned: once all
+	// have, every statement of the deliveries has been counted.
+	if !testwait.Until(30*time.Second, completed, func() bool { return len(rec.receipts()) == n }) {
+		t.Fatalf("%d of %d deliveries recorded in 30s", len(rec.receipts()), n)
+	}
+	c := counted{outbox: o, outboxCommits: outboxCounter.take(), ledgerCommits: ledgerCounter.take(), receipts: rec.receipts()}
+	for _, id := range ids {
+		r, err := o.RowByID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != outbox.StateDelivered || r.Attempts != 1 {
+			t.Fatalf("row %+v, want delivered at the first try", r)
+		}
+	}
+	return c
+}
+
+// A delivery that the CRM (the crm-webhook/v1 simulator) applies at the
+// first try costs three commits of the outbox's own statements: the read
+// of the row with its action set and receipt time, the try recorded
+// before the call, and the settle (outcome, event and gauges in one
+// statement). The receipt -> CRM time comes from the row: the ledger reads
+// no recording for it.
+func TestDeliveryCostsThreeCommits(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	sim, err := crmsim.New(crmsim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	tgt, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: srv.URL, Token: crmsim.TokenDefault})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := deliverCounted(t, tgt, n)
+	want := map[string]int{"OutboxDeliveryGet": n, "OutboxTry": n, "OutboxSettle": n}
+	if !maps.Equal(c.outboxCommits, want) {
+		t.Fatalf("the outbox committed %v for %d deliveries, want %v (3 per delivery)", c.outboxCommits, n, want)
+	}
+	if total := sum(c.outboxCommits); total > 3*n {
+		t.Fatalf("%d commits for %d deliveries, want at most %d", total, n, 3*n)
+	}
+	if got := c.ledgerCommits["RecordingGet"]; got != 0 {
+		t.Fatalf("the ledger read a recording %d times during the deliveries (%v): the receipt time is on the row", got, c.ledgerCommits)
+	}
+	t.Logf("the ledger (admission) committed %v", c.ledgerCommits)
+	for _, d := range c.receipts {
+		if d <= 0 || d > time.Minute {
+			t.Fatalf("receipt -> CRM times %v, want each positive and under a minute", c.receipts)
+		}
+	}
+	if st := sim.Stats(); st.Deliveries != n {
+		t.Fatalf("the CRM saw %d deliveries, want %d", st.Deliveries, n)
+	}
+}
+
+// The CRM's usage gauges are written by the settle's own statement: they
+// cost no commit of their own, and every gauge is kept.
+func TestDeliveryKeepsGaugesWithItsSettle(t *testing.T) {
+	t.Parallel()
+	const n = 3
+	gauges := map[string]float64{"crm_api_remaining": 1234, "crm_api_used": 25}
+	c := deliverCounted(t, gaugingTarget{gauges: gauges}, n)
+	want := map[string]int{"OutboxDeliveryGet": n, "OutboxTry": n, "OutboxSettle": n}
+	if !maps.Equal(c.outboxCommits, want) {
+		t.Fatalf("the outbox committed %v for %d deliveries, want %v", c.outboxCommits, n, want)
+	}
+	got, err := c.outbox.Counters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range gauges {
+		if got[name] != int64(v) {
+			t.Fatalf("counters %v, want %s = %v", got, name, v)
+		}
+	}
+}
+
+// Migration 00009 stores the receipt time of rows committed before it that
+// can still be delivered, and its down path removes the column again.
+func TestMigrationGivesPendingRowsTheirReceiptTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook"}})
+	rec := b.validated(t, "acme")
+	res, err := b.outbox.Commit(ctx, b.client, rec, someActions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := fs.ReadFile(migrations.FS(), "00009_outbox_received_at.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, down, ok := strings.Cut(string(src), "-- +goose Down")
+	if !ok {
+		t.Fatal("00009 has no down part")
+	}
+	receivedAt := func() (*time.Time, error) {
+		var at *time.Time
+		err := b.pool.QueryRow(ctx, "SELECT received_at FROM outbox WHERE id = $1", res.OutboxIDs[0]).Scan(&at)
+		return at, err
+	}
+	if at, err := receivedAt(); err != nil || at == nil || !at.Equal(rec.CreatedAt) {
+		t.Fatalf("received_at at commit = %v (%v), want the recording's %s", at, err, rec.CreatedAt)
+	}
+	if _, err := b.pool.Exec(ctx, down); err != nil {
+		t.Fatalf("00009 down: %v", err)
+	}
+	var cols int
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'outbox' AND column_name = 'received_at'").Scan(&cols); err != nil || cols != 0 {
+		t.Fatalf("after 00009 down, %d received_at columns (%v)", cols, err)
+	}
+	if _, err := b.pool.Exec(ctx, up); err != nil {
+		t.Fatalf("00009 up: %v", err)
+	}
+	if at, err := receivedAt(); err != nil || at == nil || !at.Equal(rec.CreatedAt) {
+		t.Fatalf("received_at after 00009 up = %v (%v), want the recording's %s", at, err, rec.CreatedAt)
+	}
+}
+
+func sum(m map[string]int) int {
+	total := 0
+	for _, v := range m {
+		total += v
+	}
+	return total
+}
