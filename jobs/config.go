@@ -47,10 +47,10 @@ const (
 	// second (20ms and 10 workers: 500/s); each fetch is one statement.
 	FetchCooldownDefault = 5 * time.Millisecond
 	// FetchCooldownMin is River's lower limit.
-	FetchCooldownMin = time.Millisecond
-	QueueImmediate           = "immediate"
-	QueueBatch               = "batch"
-	ProviderGenericHTTPKind  = stt.KindGenericHTTP
+	FetchCooldownMin        = time.Millisecond
+	QueueImmediate          = "immediate"
+	QueueBatch              = "batch"
+	ProviderGenericHTTPKind = stt.KindGenericHTTP
 )
 
 // TenantConfig is one tenant's speech vendor and validation rules.

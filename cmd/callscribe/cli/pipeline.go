@@ -147,10 +147,10 @@ func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 	}
 	cfg := p.Config()
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:        queues,
-		Workers:       workers,
-		PeriodicJobs:  append(p.PeriodicJobs(), o.PeriodicJobs()...),
-		Logger:        slog.New(quietInfo{log.Handler()}),
+		Queues:       queues,
+		Workers:      workers,
+		PeriodicJobs: append(p.PeriodicJobs(), o.PeriodicJobs()...),
+		Logger:       slog.New(quietInfo{log.Handler()}),
 		// A queue with free workers and jobs waiting fetches again this
 		// soon after its last fetch (pipeline.fetch_cooldown; River's
 		// default is 100ms, which caps a queue of 10 workers at 100 jobs
