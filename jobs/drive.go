@@ -110,7 +110,10 @@ func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHi
 		s.unconfigured = fmt.Errorf("tenant %q is not configured", rec.TenantID)
 		return s, nil
 	}
-	if rec.TenantID == tenantHint {
+	// Only a recording found eligible is admitted right after this read;
+	// any other state's step may call the vendor first (a reconcile before
+	// a resubmission), after which the read is stale.
+	if rec.TenantID == tenantHint && rec.State == ledger.StateEligible {
 		s.scopeRead = read
 	}
 	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t.Scope) || p.rollout.observed(ctx, p.ledger, t.Cohort)

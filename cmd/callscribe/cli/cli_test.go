@@ -66,7 +66,7 @@ func TestMigrateCommands(t *testing.T) {
 		t.Fatalf("status after up: %d\n%s", code, out)
 	}
 	code, out, _ = run(t, ctx, env, "migrate", "down")
-	if code != 0 || !strings.Contains(out, "down callscribe 0000") {
+	if code != 0 || !strings.Contains(out, "down callscribe 000") {
 		t.Fatalf("down: %d\n%s", code, out)
 	}
 	code, out, _ = run(t, ctx, env, "migrate", "down", "--all")
