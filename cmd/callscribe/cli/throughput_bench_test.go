@@ -41,6 +41,10 @@ const (
 	// benchIngestParts: the benchLarge recordings are ingested by this
 	// many `ingest --manifest` processes at once.
 	benchIngestParts = 4
+	// benchPlan is the doubles' concurrency plan, configured as the
+	// vendor's capacity limit and the CRM scope's window target: the
+	// pipeline's windows grow to it, as they would to a real plan.
+	benchPlan = 32
 	// benchText is what the vendor double hears in every recording: one
 	// follow-up, so each recording ends in one CRM delivery.
 	benchText = "Thanks for the call. I'll send you the rate sheet for Chicago to Dallas and Memphis to Atlanta by Friday."
@@ -227,7 +231,12 @@ pipeline:
       base_url: %q
       api_key: %q
       crm: {kind: webhook, base_url: %q, token: %q}
-`, dbURL, testredis.URL(), dir, tenant, stt.URL, apiKey, crmSrv.URL, token)
+capacity:
+  # The doubles' plans: the vendor takes benchPlan transcriptions at once
+  # (the scope's window grows to it), the CRM as many deliveries.
+  limits: {"generic-http/stt": {limit: %d}}
+  window: {start_target: %d}
+`, dbURL, testredis.URL(), dir, tenant, stt.URL, apiKey, crmSrv.URL, token, benchPlan, benchPlan)
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		b.Fatal(err)
 	}
