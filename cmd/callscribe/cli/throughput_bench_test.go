@@ -59,7 +59,8 @@ const (
 //     minimum (river.FetchCooldownMin, 1ms) → jobs/s.
 //   - Pipeline/1000 and Pipeline/10000: `callscribe ingest --manifest`
 //     (timed: the ingest rate), then a `callscribe worker` process, built
-//     from this tree and run with the defaults, against zero-latency,
+//     from this tree and run with the defaults (benchPlan configured as the
+//     doubles' plan), against zero-latency,
 //     never-failing doubles over HTTP (the stt-http/v1 simulator and the
 //     crm-webhook/v1 simulator, served by this process) until every
 //     recording's outbox row is delivered → recordings/s received →
