@@ -28,7 +28,7 @@ const IngestInspectors = 8
 
 // ReadyForAdmission is the reason of a new recording's second event,
 // received → eligible, written by the ingest's own transaction.
-const ReadyForAdmission = "ready for admission"
+const ReadyForAdmission = ledger.EligibleReasonDefault
 
 // IngestItemResult is one request's part of IngestMany.
 type IngestItemResult struct {

@@ -11,15 +11,17 @@ import (
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
-// IngestManyOptions says what IngestManyTx does beyond recording each new
-// recording in state received.
+// IngestManyOptions tunes IngestManyTx.
 type IngestManyOptions struct {
-	// EligibleReason, when not "", moves every new recording on from
-	// received to eligible in the same transaction, recorded as its second
-	// event with this reason (one event per transition, as Transition
-	// writes it). Default "": new recordings stay in received.
+	// EligibleReason is the reason of each new recording's second event,
+	// received → eligible (IngestManyTx writes a new recording born
+	// eligible, with its received event and that one). Default "":
+	// EligibleReasonDefault.
 	EligibleReason string
 }
+
+// EligibleReasonDefault is IngestManyOptions.EligibleReason's default.
+const EligibleReasonDefault = "ready for admission"
 
 // IngestManyResult is one recording's part of IngestManyTx: what Ingest
 // would have returned for it, or why it was refused.
@@ -33,8 +35,8 @@ type IngestManyResult struct {
 // IngestManyTx is IngestTx for many recordings in the caller's
 // transaction, with a fixed number of statements whatever their number:
 // one to lock their calls, one to read the calls' recordings, and one to
-// insert every new row with its first event (with opts.EligibleReason:
-// born eligible, with its received and received → eligible events).
+// insert every new row born eligible, with its two events: received, and
+// received → eligible (opts.EligibleReason).
 //
 // It converges on the business key as IngestTx does, within the slice too:
 // a recording given twice is created once and the second result is the
@@ -88,7 +90,7 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 	}
 
 	at := l.now()
-	var p dbsqlc.RecordingInsertBatchParams
+	var p dbsqlc.RecordingInsertBatchEligibleParams
 	rowOf := make([]int, len(ns)) // index into rows of each valid item's recording
 	for i, n := range ns {
 		if out[i].Err != nil {
@@ -145,24 +147,18 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 	if len(p.Ids) > 0 {
 		p.At = at
 		var created []dbsqlc.Recording
-		if opts.EligibleReason == "" {
-			inserted, err := l.queries.RecordingInsertBatch(ctx, tx, p)
-			if err != nil {
-				return nil, fmt.Errorf("ingesting %d recordings: %w", len(p.Ids), translate(err))
-			}
-			for _, r := range inserted {
-				created = append(created, dbsqlc.Recording(r))
-			}
-		} else {
-			// Born eligible, with both events (migration 00010): one
-			// statement instead of an insert and an update.
-			inserted, err := l.queries.RecordingInsertBatchEligible(ctx, tx, recordingInsertBatchEligible(p, opts.EligibleReason))
-			if err != nil {
-				return nil, fmt.Errorf("ingesting %d recordings: %w", len(p.Ids), translate(err))
-			}
-			for _, r := range inserted {
-				created = append(created, dbsqlc.Recording(r))
-			}
+		p.EligibleReason = opts.EligibleReason
+		if p.EligibleReason == "" {
+			p.EligibleReason = EligibleReasonDefault
+		}
+		// Born eligible, with both events (migration 00010): one
+		// statement instead of an insert and an update.
+		inserted, err := l.queries.RecordingInsertBatchEligible(ctx, tx, p)
+		if err != nil {
+			return nil, fmt.Errorf("ingesting %d recordings: %w", len(p.Ids), translate(err))
+		}
+		for _, r := range inserted {
+			created = append(created, dbsqlc.Recording(r))
 		}
 		for _, r := range created {
 			rec := recordingFrom(r)
@@ -177,15 +173,8 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 	return out, nil
 }
 
-// recordingInsertBatchEligible is p with the reason of the eligible events.
-func recordingInsertBatchEligible(p dbsqlc.RecordingInsertBatchParams, reason string) dbsqlc.RecordingInsertBatchEligibleParams {
-	return dbsqlc.RecordingInsertBatchEligibleParams{Ids: p.Ids, TenantIds: p.TenantIds, CallIds: p.CallIds, AudioSha256s: p.AudioSha256s,
-		Lanes: p.Lanes, AudioUris: p.AudioUris, AudioBytes: p.AudioBytes, Deadlines: p.Deadlines, Models: p.Models, Languages: p.Languages,
-		StartedAts: p.StartedAts, AudioDurationMs: p.AudioDurationMs, Reasons: p.Reasons, Details: p.Details, At: p.At, EligibleReason: reason}
-}
-
 // zeroOrDBTime is t as the database stores it, or the zero time (which
-// RecordingInsertBatch stores as NULL).
+// RecordingInsertBatchEligible stores as NULL).
 func zeroOrDBTime(t time.Time) time.Time {
 	if t.IsZero() {
 		return time.Time{}

@@ -49,35 +49,6 @@ SELECT * FROM recordings
 WHERE (tenant_id, call_id) IN (SELECT unnest(@tenant_ids::text[]), unnest(@call_ids::text[]))
 ORDER BY created_at, id;
 
--- name: RecordingInsertBatch :many
--- RecordingInsert for many recordings in one statement: row i from element
--- i of every array. A zero deadline or started_at (0001-01-01 UTC) and a
--- zero duration are stored as NULL.
-WITH u AS (
-    -- Arrays of one length, unnested side by side (set-returning
-    -- functions in one select list advance together).
-    SELECT unnest(@ids::uuid[]) AS id, unnest(@tenant_ids::text[]) AS tenant_id, unnest(@call_ids::text[]) AS call_id,
-           unnest(@audio_sha256s::text[]) AS audio_sha256, unnest(@lanes::text[]) AS lane,
-           unnest(@audio_uris::text[]) AS audio_uri, unnest(@audio_bytes::bigint[]) AS audio_bytes,
-           unnest(@deadlines::timestamptz[]) AS deadline, unnest(@models::text[]) AS model,
-           unnest(@languages::text[]) AS language, unnest(@started_ats::timestamptz[]) AS started_at,
-           unnest(@audio_duration_ms::bigint[]) AS audio_duration_ms, unnest(@reasons::text[]) AS reason,
-           unnest(@details::text[]) AS detail
-), ins AS (
-    INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, attempt, lane,
-                            audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq,
-                            model, language, started_at, audio_duration_ms)
-    SELECT u.id, u.tenant_id, u.call_id, u.audio_sha256, 'received', 0, u.lane,
-           u.audio_uri, u.audio_bytes, NULLIF(u.deadline, '0001-01-01 00:00:00+00'::timestamptz), @at, @at, 1,
-           u.model, u.language, NULLIF(u.started_at, '0001-01-01 00:00:00+00'::timestamptz), NULLIF(u.audio_duration_ms, 0)
-    FROM u
-    RETURNING *
-), ev AS (
-    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
-    SELECT u.id, 1, NULL, 'received', 0, @at, u.reason, u.detail::jsonb FROM u
-)
-SELECT * FROM ins;
-
 -- name: RecordingInsertBatchEligible :many
 -- RecordingInsertBatch with every row born eligible (migration 00010): at
 -- seq 2, with its two events, received and received → eligible (reason
