@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
@@ -131,6 +132,24 @@ func (l *Ledger) RecordingWithScope(ctx context.Context, id uuid.UUID, scope str
 			PausedReason: row.DPausedReason, PausedAt: row.DPausedAt})
 	}
 	return recordingFrom(row.Recording), read, nil
+}
+
+// QueueScopeRead queues on b the read of scope's deferral that an
+// admission check makes (FOR SHARE: it waits for an extension being
+// written), for ScopeAdmitWaitFrom. A caller sends it with its own
+// statements in one round trip; outside a transaction, pgx sends a batch
+// as one implicit transaction, so the read costs no commit of its own. The
+// ScopeRead returned is filled in when b's results have been read; a read
+// that failed or found no row leaves Found false, and the admission then
+// reads again.
+func (l *Ledger) QueueScopeRead(b *pgx.Batch, scope string) *ScopeRead {
+	read := &ScopeRead{Scope: scope}
+	dbsqlc.QueueScopeDeferralGetForAdmission(b, scope, func(row dbsqlc.ScopeDeferral, err error) {
+		if err == nil {
+			read.Found, read.Deferral = true, deferralFrom(row)
+		}
+	})
+	return read
 }
 
 // ScopeAdmitWaitFrom is ScopeAdmitWait deciding from read, made by

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -261,5 +262,64 @@ func TestRecordingWithScopeNotFound(t *testing.T) {
 	b := setup(t)
 	if _, _, err := b.ledger.RecordingWithScope(context.Background(), uuid.New(), "any"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
+}
+
+// A scope read queued on a caller's batch (QueueScopeRead) is the
+// admission's read: it waits for an extension being written, and it runs
+// in the batch's one implicit transaction with the caller's statements.
+func TestQueuedScopeReadSeesAConcurrentDeferralInTheBatchTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const scope = "queued-read"
+	if a, err := b.ledger.ScopeAdmit(ctx, scope, 1, time.Minute, time.Second); err != nil || a.Verdict != ledger.VerdictAdmit {
+		t.Fatalf("first admission: %+v, %v", a, err)
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	until := b.clock.Now().Add(time.Hour)
+	if _, err := b.ledger.ScopeDeferralExtendTx(ctx, tx, ledger.Extension{Scope: scope, NotBefore: until}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		before, after string // the batch's transaction id, read before and after the scope
+		read          *ledger.ScopeRead
+		err           error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var r result
+		batch := &pgx.Batch{}
+		batch.Queue("SELECT pg_current_xact_id()::text").QueryRow(func(row pgx.Row) error { return row.Scan(&r.before) })
+		r.read = b.ledger.QueueScopeRead(batch, scope)
+		batch.Queue("SELECT pg_current_xact_id()::text").QueryRow(func(row pgx.Row) error { return row.Scan(&r.after) })
+		r.err = b.pool.SendBatch(ctx, batch).Close()
+		got <- r
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("the queued read answered before the deferral committed (%+v, %v)", r.read, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.before == "" || r.before != r.after {
+		t.Fatalf("transaction ids %q and %q: the batch did not run as one transaction", r.before, r.after)
+	}
+	if !r.read.Found || !r.read.Deferral.NotBefore.Equal(until) {
+		t.Fatalf("read %+v, want the scope's row deferred until %s", r.read, until)
+	}
+	a, err := b.ledger.ScopeAdmitWaitFrom(ctx, *r.read, 2, ledger.AdmitPolicy{ProbeTimeout: time.Minute, ProbeWait: time.Second})
+	if err != nil || a.Verdict != ledger.VerdictDeferred || !a.Until.Equal(until) {
+		t.Fatalf("admission %+v, %v; want deferred until %s", a, err, until)
 	}
 }

@@ -91,11 +91,25 @@ func (o *Outbox) RowByID(ctx context.Context, id int64) (Row, error) {
 // deliveryByID reads what a try of outbox row id needs in one statement:
 // the row, its action set (its actions still encoded: a try that is not
 // admitted never decodes them) and its recording's receipt time; or
-// ErrNotFound.
-func (o *Outbox) deliveryByID(ctx context.Context, id int64) (Row, dbsqlc.ActionSet, error) {
-	r, err := o.queries.OutboxDeliveryGet(ctx, o.pool, id)
+// ErrNotFound. With scope (the job's DeliverArgs.Scope) set, the scope's
+// deferral is read in the same round trip and implicit transaction, for
+// the try's admission; the read returned is nil otherwise.
+func (o *Outbox) deliveryByID(ctx context.Context, id int64, scope string) (Row, dbsqlc.ActionSet, *ledger.ScopeRead, error) {
+	var r dbsqlc.OutboxDeliveryGetRow
+	var read *ledger.ScopeRead
+	var err error
+	if scope == "" {
+		r, err = o.queries.OutboxDeliveryGet(ctx, o.pool, id)
+	} else {
+		b := &pgx.Batch{}
+		dbsqlc.QueueOutboxDeliveryGet(b, id, func(row dbsqlc.OutboxDeliveryGetRow, rerr error) { r, err = row, rerr })
+		read = o.ledger.QueueScopeRead(b, scope)
+		if berr := o.pool.SendBatch(ctx, b).Close(); berr != nil {
+			err = berr
+		}
+	}
 	if err != nil {
-		return Row{}, dbsqlc.ActionSet{}, fmt.Errorf("reading outbox row %d: %w", id, translate(err))
+		return Row{}, dbsqlc.ActionSet{}, nil, fmt.Errorf("reading outbox row %d: %w", id, translate(err))
 	}
 	row := rowFrom(dbsqlc.OutboxGetRow{ID: r.ID, ActionSetID: r.ActionSetID, Target: r.Target, Scope: r.Scope,
 		IdempotencyKey: r.IdempotencyKey, State: r.State, Attempts: r.Attempts, CrmID: r.CrmID, LastClass: r.LastClass,
@@ -104,7 +118,10 @@ func (o *Outbox) deliveryByID(ctx context.Context, id int64) (Row, dbsqlc.Action
 	row.receivedAt, row.recordingID = r.ReceivedAt, r.RecordingID
 	set := dbsqlc.ActionSet{ID: r.ActionSetID, RecordingID: r.RecordingID, TenantID: r.TenantID, CallID: r.CallID,
 		ActionVersion: r.ActionVersion, RecordingSha256: r.RecordingSha256, Actions: r.Actions, CommittedAt: r.CommittedAt}
-	return row, set, nil
+	if read != nil && read.Scope != row.Scope {
+		read = nil // the job's scope is not the row's: admission reads the row's
+	}
+	return row, set, read, nil
 }
 
 // receivedAt is rec's receipt time as an outbox row of its action set
@@ -170,7 +187,7 @@ func (o *Outbox) Retry(ctx context.Context, client *river.Client[pgx.Tx], id int
 		if err != nil {
 			return err
 		}
-		jr, err := client.InsertTx(ctx, tx, DeliverArgs{OutboxID: id}, nil)
+		jr, err := client.InsertTx(ctx, tx, DeliverArgs{OutboxID: id, Scope: r.Scope}, nil)
 		if err != nil || !jr.UniqueSkippedAsDuplicate {
 			return err
 		}
@@ -194,7 +211,7 @@ type deliverWorker struct {
 }
 
 func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
-	return w.o.deliver(ctx, job.ID, job.Args.OutboxID)
+	return w.o.deliver(ctx, job.ID, job.Args.OutboxID, job.Args.Scope)
 }
 
 // settle records a try's outcome, the row's new state and the CRM's usage
@@ -263,14 +280,14 @@ func (o *Outbox) settled(ctx context.Context, r Row, state string) {
 // the slot given back with what the CRM answered, and the outcome
 // recorded.
 //
-// A try that the CRM answers costs three statements of the outbox's, each
-// its own transaction: the read of the row with its action set
-// (deliveryByID), the try counted before the call (OutboxTry, durable
-// before the CRM sees the set), and the settle (outcome, event and the
-// CRM's gauges together); besides them, the ledger's admission and, for a
-// probe or a throttle, the scope's update.
-func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
-	r, stored, err := o.deliveryByID(ctx, id)
+// A try that the CRM answers costs three transactions: the read of the
+// row with its action set and its scope's deferral (deliveryByID, one
+// round trip), the try counted before the call (OutboxTry, durable before
+// the CRM sees the set), and the settle (outcome, event and the CRM's
+// gauges together); besides them, for a probe or a throttle, the scope's
+// update, and for a scope without its row yet, the admission's own read.
+func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) error {
+	r, stored, read, err := o.deliveryByID(ctx, id, scope)
 	if errors.Is(err, ErrNotFound) {
 		return river.JobCancel(err)
 	}
@@ -294,8 +311,13 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64) error {
 		return o.settle(ctx, r, StateDead, connector.Result{Outcome: connector.OutcomeDead, Class: "config"}, nil,
 			fmt.Sprintf("tenant %s has no CRM target configured", r.TenantID))
 	}
-	adm, err := o.ledger.ScopeAdmitWait(ctx, r.Scope, jobID, ledger.AdmitPolicy{
-		ProbeTimeout: o.cfg.ProbeTimeout, ProbeWait: o.cfg.ProbeWait, Clock: o.cfg.Clock})
+	policy := ledger.AdmitPolicy{ProbeTimeout: o.cfg.ProbeTimeout, ProbeWait: o.cfg.ProbeWait, Clock: o.cfg.Clock}
+	var adm ledger.Admission
+	if read != nil {
+		adm, err = o.ledger.ScopeAdmitWaitFrom(ctx, *read, jobID, policy)
+	} else {
+		adm, err = o.ledger.ScopeAdmitWait(ctx, r.Scope, jobID, policy)
+	}
 	if err != nil {
 		return err
 	}

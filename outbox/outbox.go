@@ -224,7 +224,12 @@ func (o *Outbox) PeriodicJobs() []*river.PeriodicJob {
 
 // DeliverArgs delivers one outbox row.
 type DeliverArgs struct {
-	OutboxID int64 `json:"outbox_id"`
+	OutboxID int64 `json:"outbox_id" river:"unique"`
+	// Scope is the row's scope as committed, so that a try reads the
+	// scope's deferral with the row, in one round trip. It is not part of
+	// the unique key (only OutboxID is); a job without it (enqueued by an
+	// earlier version) reads the scope after the row.
+	Scope string `json:"scope,omitempty"`
 }
 
 // Kind is the River job kind.
@@ -319,7 +324,7 @@ func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 		if err != nil {
 			return res, fmt.Errorf("storing outbox row: %w", translate(err))
 		}
-		if _, err := client.InsertTx(ctx, tx, DeliverArgs{OutboxID: oid}, nil); err != nil {
+		if _, err := client.InsertTx(ctx, tx, DeliverArgs{OutboxID: oid, Scope: dest.Scope}, nil); err != nil {
 			return res, fmt.Errorf("enqueueing delivery: %w", err)
 		}
 		res.OutboxIDs = append(res.OutboxIDs, oid)
