@@ -350,12 +350,30 @@ func (l *Leases) nowArg() string {
 	return ""
 }
 
+// opCtx is the context of one Redis round trip: ctx's values, never its
+// cancellation, and a deadline OpTimeout away, which the client's socket
+// reads and writes honour (FailFastOptions enables that). No timer is
+// started: a timer per round trip (context.WithTimeout) cost a tenth of a
+// lease's CPU, and nothing waits on the context's Done, since the socket
+// deadlines end a hung round trip. Waiting for a pooled connection is
+// bounded by the client's PoolTimeout.
 func (l *Leases) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx.Done() != nil { // cancellable: detach, keeping its values
 		ctx = context.WithoutCancel(ctx)
 	}
-	return context.WithTimeout(ctx, l.cfg.OpTimeout)
+	return opDeadline{Context: ctx, at: time.Now().Add(l.cfg.OpTimeout)}, noCancel
 }
+
+// opDeadline is a detached context (Done nil, Err nil) whose Deadline is
+// at; see opCtx.
+type opDeadline struct {
+	context.Context
+	at time.Time
+}
+
+func (c opDeadline) Deadline() (time.Time, bool) { return c.at, true }
+
+func noCancel() {}
 
 func newLeaseID(holder string) string {
 	var b [12]byte

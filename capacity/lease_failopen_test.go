@@ -2,6 +2,7 @@ package capacity_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,5 +133,50 @@ func TestLeaseFailOpen(t *testing.T) {
 	l.Release(ctx, lease)
 	if n, err := rdb.ZCard(ctx, capacity.KeyPrefixDefault+":{acme/stt}:leases").Result(); err != nil || n != 1 {
 		t.Fatalf("after release: %d %v, want 1", n, err)
+	}
+}
+
+// TestLeaseFailOpenOnASilentRedis: a server that accepts the connection
+// and never answers (a hung Redis, a black-holed route) costs each call
+// about OpTimeout, not the client's own timeouts: the round trip's
+// deadline reaches the socket.
+func TestLeaseFailOpenOnASilentRedis(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() }) // held open, never answered
+		}
+	}()
+	opt, err := capacity.FailFastOptions("redis://" + ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.ReadTimeout, opt.WriteTimeout = time.Minute, time.Minute // only the round trip's deadline can end a read
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	const opTimeout = 100 * time.Millisecond
+	l, err := capacity.New(capacity.Config{Redis: rdb, OpTimeout: opTimeout,
+		Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	lease, g := l.Acquire(context.Background(), capacity.Request{Provider: "acme", Kind: capacity.KindSTT, Holder: "c"})
+	l.Release(context.Background(), lease)
+	if !g.Granted || !g.Uncounted {
+		t.Fatalf("grant %+v, want granted uncounted", g)
+	}
+	// Generous for a loaded machine, far below the client's minute.
+	if took := time.Since(start); took > 20*opTimeout {
+		t.Fatalf("acquire took %s against a silent Redis, want about OpTimeout (%s)", took, opTimeout)
 	}
 }
