@@ -15,6 +15,13 @@ type Snapshot struct {
 	Providers []Provider
 	// Outbox is the CRM deliveries at a glance.
 	Outbox Outbox
+	// DialQueue is the outbound calls waiting to be dialled, oldest first
+	// (the first few); DialQueued counts them all.
+	DialQueue  []QueuedCall
+	DialQueued int
+	// CallEvents are the newest events of live calls' timelines, newest
+	// first.
+	CallEvents []CallEvent
 	// Warnings are recent events an operator should see, newest first.
 	Warnings []Warning
 	// FailOpen counts the operations that went ahead without Redis since
@@ -113,4 +120,23 @@ type Warning struct {
 type Counter struct {
 	Name  string
 	Value int64
+}
+
+// QueuedCall is an outbound call waiting to be dialled.
+type QueuedCall struct {
+	CallID     string
+	Agent      string
+	QueuedAt   time.Time
+	WaitingFor string
+	Position   int
+}
+
+// CallEvent is one event of a live call's timeline (an over-limit
+// connection, a fallback, a voice overflow or wait, a dial step).
+type CallEvent struct {
+	At       time.Time
+	CallID   string
+	Kind     string
+	Provider string
+	Detail   string
 }

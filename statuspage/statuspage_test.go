@@ -30,9 +30,12 @@ func demo() statuspage.Snapshot {
 			Cause: "retry-after: 429 Too Many Requests", Window: &statuspage.Window{Size: 1, Phase: "probe"}}},
 		Providers: []statuspage.Provider{{Provider: "deepgram", Kind: "stt", InUse: 3, ConfiguredLimit: 4, EffectiveLimit: 4,
 			Peaks: []statuspage.MinutePeak{{Minute: t0.Add(-2 * time.Minute), Peak: 2}, {Minute: t0.Add(-time.Minute), Peak: 5}, {Minute: t0, Peak: 3}}}},
-		Outbox:   statuspage.Outbox{Pending: 4, OldestAge: 75 * time.Second, Delivered: 10, Dead: 1},
-		Warnings: []statuspage.Warning{{At: t0, Kind: "learned-limit", Subject: "deepgram/stt", Detail: "refused at 5 in use: limit 6 → 4"}},
-		FailOpen: []statuspage.Counter{{Name: "leases", Value: 0}, {Name: "windows", Value: 2}},
+		Outbox:     statuspage.Outbox{Pending: 4, OldestAge: 75 * time.Second, Delivered: 10, Dead: 1},
+		Warnings:   []statuspage.Warning{{At: t0, Kind: "learned-limit", Subject: "deepgram/stt", Detail: "refused at 5 in use: limit 6 → 4"}},
+		FailOpen:   []statuspage.Counter{{Name: "leases", Value: 0}, {Name: "windows", Value: 2}},
+		DialQueue:  []statuspage.QueuedCall{{CallID: "out-7", Agent: "dana", QueuedAt: t0.Add(-time.Minute), WaitingFor: "provider capacity", Position: 1}},
+		DialQueued: 3,
+		CallEvents: []statuspage.CallEvent{{At: t0, CallID: "c-9", Kind: "voice_overflow", Provider: "v2", Detail: "voice v1 full: reply moved to fallback v2"}},
 	}
 }
 
@@ -52,6 +55,9 @@ func TestRender(t *testing.T) {
 		`<span id="outbox-pending">4</span> pending (oldest 1m15s)`, `<span id="outbox-dead" class="bad">1</span>`,
 		`<tr class="warning" data-kind="learned-limit">`, `data-name="windows">2</span>`,
 		`fetch("/status/data"`,
+		`<span id="dial-queued">3</span> outbound calls waiting to be dialled (the oldest 1 shown)`,
+		`<tr class="queued-call" data-call="out-7"><td class="n">1</td><td>out-7</td><td>dana</td><td>2026-11-29 08:59:00Z</td><td>provider capacity</td>`,
+		`<tr class="call-event" data-kind="voice_overflow">`, "voice v1 full: reply moved to fallback v2",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page has no %s", want)

@@ -1,8 +1,9 @@
 // Package httpapi serves capacity over JSON HTTP, for live-call runtimes in
 // other languages (`callscribe serve`): vendor leases (acquire, refresh,
 // release), call slots (acquire, bind, release, release by call), a call's
-// transcriber by its agent's providers (capacity/live), and the status of
-// every configured provider.
+// transcriber and a reply's voice by its agent's providers, the dial queue
+// shared through Redis (dial, poll, answered, ended), each call's timeline
+// (capacity/live), and the status of every configured provider.
 //
 // NewHandler returns the http.Handler; its doc lists the routes.
 //

@@ -55,6 +55,16 @@ type Options struct {
 	// Retry-After: 1 at once. Requests with timeout_ms 0 try once and are
 	// not counted. Default 0: SlotWaitersDefault (256).
 	MaxSlotWaiters int
+	// Dialer, when set, serves the dial queue shared through Redis:
+	// /v1/calls/{call_id}/dial, /answered, /ended and /v1/dial-queue.
+	// Build it with DetachLeases (the client refreshes its leases).
+	// Default nil: those routes answer 501.
+	Dialer *live.Dialer
+	// Timeline, when set, records each call's over-limit connections,
+	// fallbacks, voice overflows and waits, and dial steps, and serves
+	// /v1/calls/{call_id}/timeline. Default nil: nothing is recorded and
+	// that route answers 501.
+	Timeline *live.Timeline
 }
 
 // NewHandler returns the JSON HTTP API through which live-call runtimes
@@ -71,6 +81,14 @@ type Options struct {
 //	POST /v1/slots/release             {slot}                         → 204
 //	POST /v1/calls/{call_id}/release   {org}                          → 204 | 404 not_found
 //	POST /v1/calls/{call_id}/transcriber {agent}                      → 200 {provider, lease, over_limit, fell_back}
+//	POST /v1/calls/{call_id}/voice/start {agent}                      → 200 {provider, lease, fell_back, over_limit, waited_ms}
+//	POST /v1/calls/{call_id}/voice/done  {lease}                      → 204
+//	POST /v1/calls/{call_id}/dial        {agent}                      → 200 {state:"reserved", transcriber, voice} | 202 {state:"queued", waiting_for, position, queued_at}
+//	GET  /v1/calls/{call_id}/dial?wait_ms=                            → 200 reserved/answered | 202 queued | 404 not_found
+//	POST /v1/calls/{call_id}/answered                                 → 200 {transcriber} | 409 not_reserved | 404 not_found
+//	POST /v1/calls/{call_id}/ended                                    → 204
+//	GET  /v1/calls/{call_id}/timeline                                 → 200 {call_id, events:[{at, kind, provider, detail}]}
+//	GET  /v1/dial-queue                                               → 200 {calls:[{call_id, agent, queued_at, waiting_for, position}]}
 //	GET  /v1/status                                                   → 200 {providers, live_calls}
 //
 // A lease or slot object is sent back exactly as it was received.
@@ -83,7 +101,11 @@ type Options struct {
 // own leases through /v1/leases/refresh before they expire, so the leases
 // of a client that dies lapse on their own. Like the library, the API fails
 // open: when Redis is down, acquires answer 200 granted and uncounted and
-// releases 204, never 5xx. Request bodies must be Content-Type
+// releases 204, never 5xx; a dial, its state and
+// its answer go ahead uncounted ({"uncounted": true}). Only the operator's
+// reads (/v1/status, a timeline, the dial queue) answer 503 without Redis.
+// The dial queue and timelines live in Redis, so any number of serve
+// processes behind a load balancer answer alike. Request bodies must be Content-Type
 // application/json, which also keeps browsers from posting to the API
 // cross-origin without a preflight.
 func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) http.Handler {
@@ -120,6 +142,7 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	route("/v1/calls/{call_id}/release", http.MethodPost, h.needSlots(h.callRelease))
 	route("/v1/calls/{call_id}/transcriber", http.MethodPost, h.callTranscriber)
 	route("/v1/status", http.MethodGet, h.status)
+	registerLiveCalls(mux, h)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
 	})

@@ -174,7 +174,7 @@ func (h *httpAPI) callTranscriber(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown_agent", fmt.Sprintf("agent %q has no transcriber providers configured (capacity.agents)", req.Agent), nil)
 		return
 	}
-	slot := live.ConnectTranscriber(r.Context(), h.leases, callID, providers)
+	slot := live.ConnectTranscriberWithTimeline(r.Context(), h.leases, h.opts.Timeline, callID, providers)
 	resp := struct {
 		Provider  string     `json:"provider"`
 		Lease     *leaseJSON `json:"lease"`

@@ -45,14 +45,26 @@ type TranscriberSlot struct {
 //
 // Release the slot at hang-up with HangUp.
 func ConnectTranscriber(ctx context.Context, leases *capacity.Leases, callID string, p CallProviders) TranscriberSlot {
+	return ConnectTranscriberWithTimeline(ctx, leases, nil, callID, p)
+}
+
+// ConnectTranscriberWithTimeline is ConnectTranscriber that also records a
+// fallback (EventTranscriberFallback) or an over-limit connection
+// (EventOverLimitConnect) on the call's timeline tl (nil: none).
+func ConnectTranscriberWithTimeline(ctx context.Context, leases *capacity.Leases, tl *Timeline, callID string, p CallProviders) TranscriberSlot {
 	if len(p.STT) == 0 {
 		return TranscriberSlot{}
 	}
 	if slot, ok := tryTranscriber(ctx, leases, callID, p.STT); ok {
+		if slot.FellBack {
+			tl.Record(ctx, TimelineEvent{CallID: callID, Kind: EventTranscriberFallback, Provider: slot.Provider,
+				Detail: fmt.Sprintf("transcriber %s full: the call connected to fallback %s", p.STT[0], slot.Provider)})
+		}
 		return slot
 	}
-	leases.RecordWarning(ctx, capacity.Warning{Kind: capacity.WarningOverLimitConnect, Subject: p.STT[0] + "/" + capacity.KindSTT,
-		Detail: fmt.Sprintf("a call connected over the limit: all %d STT providers full, the primary taken uncounted", len(p.STT))})
+	detail := fmt.Sprintf("a call connected over the limit: all %d STT providers full, the primary taken uncounted", len(p.STT))
+	leases.RecordWarning(ctx, capacity.Warning{Kind: capacity.WarningOverLimitConnect, Subject: p.STT[0] + "/" + capacity.KindSTT, Detail: detail})
+	tl.Record(ctx, TimelineEvent{CallID: callID, Kind: EventOverLimitConnect, Provider: p.STT[0], Detail: detail})
 	return TranscriberSlot{Provider: p.STT[0], OverLimit: true}
 }
 

@@ -2,17 +2,36 @@ package live
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
+	"log/slog"
+	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
 )
 
-// DialRecheckDefault is how often a Dialer re-checks its queue by default.
-const DialRecheckDefault = 10 * time.Second
+// Defaults and bounds of DialerConfig.
+const (
+	// DialRecheckDefault is how often a Dialer re-checks the queue by
+	// default.
+	DialRecheckDefault = 10 * time.Second
+	// DialStateTTLDefault is how long a call's dial state lives in Redis
+	// after its last change, so that a call never ended does not stay
+	// queued or reserved for ever.
+	DialStateTTLDefault = 24 * time.Hour
+	// DialPassMax is the most queued calls one re-check pass looks at.
+	DialPassMax = 1000
+	// dialLockTTL bounds how long one process's re-check pass excludes the
+	// others'; a pass that outlives it is still safe (a call is reserved
+	// once: ZREM wins).
+	dialLockTTL = 30 * time.Second
+)
 
 // Why a queued call is waiting (QueuedCall.WaitingFor).
 const (
@@ -23,71 +42,260 @@ const (
 	WaitingForCapacity = "provider capacity"
 )
 
+// Dial states of a call (DialState.State).
+const (
+	DialQueued   = "queued"
+	DialReserved = "reserved"
+	DialAnswered = "answered"
+)
+
+// ErrUnknownCall is what Dialer.State returns for a call it holds nothing
+// for (never dialled through it, ended, or expired).
+var ErrUnknownCall = errors.New("live: no dial state for that call")
+
 // Call is an outbound call waiting to be dialled.
 type Call struct {
-	ID        string
-	Providers CallProviders
+	ID string `json:"id"`
+	// Agent names the agent whose providers these are, for operators; it
+	// may be "".
+	Agent     string        `json:"agent,omitempty"`
+	Providers CallProviders `json:"providers"`
 }
 
-// QueuedCall is a call in a Dialer's queue and what it waits for.
+// QueuedCall is a call in the dial queue and what it waits for.
 type QueuedCall struct {
 	Call       Call
-	WaitingFor string // WaitingForCheck or WaitingForCapacity
+	WaitingFor string    // WaitingForCheck or WaitingForCapacity
+	QueuedAt   time.Time // Redis time of Enqueue
+	Position   int       // 1 for the oldest
 }
 
-// Reservation is what TryDial holds for a dialled call until it is
-// answered (Answered) or ends unanswered (CallEnded).
+// Reservation is what a Dialer holds for a dialled call until it is
+// answered (Answered) or ends (CallEnded).
 type Reservation struct {
 	CallID string
 	// Transcriber is the transcriber slot reserved under the call's id
-	// (never OverLimit: a dial waits instead).
+	// (never OverLimit: a dial waits instead, unless Redis is down).
 	Transcriber TranscriberSlot
 	// Voice is the voice provider found with room, the first in
 	// Call.Providers.TTS order; "" when the call lists none.
 	Voice string
 }
 
+// DialState is where a call stands in the Dialer.
+type DialState struct {
+	CallID string
+	State  string // DialQueued, DialReserved or DialAnswered
+	Call   Call
+	// QueuedAt is Redis's time when the call was enqueued.
+	QueuedAt time.Time
+	// WaitingFor and Position are set while DialQueued.
+	WaitingFor string
+	Position   int
+	// Reservation is set once DialReserved.
+	Reservation Reservation
+	// Uncounted says Redis could not be reached: the call was reserved
+	// uncounted (fail open) and nothing is stored for it.
+	Uncounted bool
+}
+
 // DialerConfig configures NewDialer.
 type DialerConfig struct {
+	// KeyPrefix prefixes every Redis key; use the Leases' prefix.
+	// Default "": capacity.KeyPrefixDefault.
+	KeyPrefix string
 	// Recheck is how often Run re-checks the queue, besides every
-	// CallEnded. Default 0: DialRecheckDefault (10s).
+	// CallEnded of this process. Default 0: DialRecheckDefault (10s).
 	Recheck time.Duration
+	// StateTTL is how long a call's dial state lives after its last
+	// change. Default 0: DialStateTTLDefault (24h).
+	StateTTL time.Duration
+	// Timeline, when set, records each call's queueing, reservation,
+	// answer and end. Default nil: none.
+	Timeline *Timeline
+	// DetachLeases: the transcriber leases reserved are dropped from this
+	// process's held set (capacity.Leases.Forget), because their holder
+	// (an HTTP client) refreshes them itself. Default false: this
+	// process's Heartbeat keeps them alive.
+	DetachLeases bool
+	// OpTimeout bounds each Redis round trip. Default 0:
+	// capacity.OpTimeoutDefault (250ms).
+	OpTimeout time.Duration
+	// Logger receives the fail-open warnings. Default nil: discard.
+	Logger *slog.Logger
+	// WarnInterval is the least time between two fail-open warnings.
+	// Default 0: capacity.WarnIntervalDefault (1m).
+	WarnInterval time.Duration
 
-	// tick replaces the re-check ticker (tests, see dial_export_test.go).
+	// tick replaces the re-check ticker (tests, see export_test.go).
 	tick <-chan time.Time
 }
 
 // Dialer admits queued outbound calls when their providers have room.
 // Before a call is dialled, one of its voice providers must have room and
-// a transcriber slot is reserved under the call's id. It is safe for
-// concurrent use.
+// a transcriber slot is reserved under the call's id. The queue and the
+// reservations live in Redis (hash tag "dial"), so any number of
+// processes share them: any may enqueue, answer, end and re-check. It is
+// safe for concurrent use.
 type Dialer struct {
 	leases *capacity.Leases
+	rdb    redis.UniversalClient
 	cfg    DialerConfig
+	fail   *capacity.FailOpen
 	wake   chan struct{} // buffered 1: a re-check is due
 
-	mu    sync.Mutex
-	queue []QueuedCall
-	held  map[string]TranscriberSlot // by call id: reserved or answered
+	queueKey, lockKey, againKey string
 }
 
-// NewDialer returns a Dialer taking its slots from leases.
-func NewDialer(leases *capacity.Leases, cfg DialerConfig) (*Dialer, error) {
+// NewDialer returns a Dialer taking its slots from leases and keeping its
+// queue in rdb.
+func NewDialer(leases *capacity.Leases, rdb redis.UniversalClient, cfg DialerConfig) (*Dialer, error) {
 	if leases == nil {
 		return nil, errors.New("live.NewDialer: Leases is nil")
 	}
-	if cfg.Recheck < 0 {
-		return nil, fmt.Errorf("capacity: DialerConfig.Recheck must not be negative, got %s", cfg.Recheck)
+	if rdb == nil {
+		return nil, errors.New("live.NewDialer: Redis client is nil")
+	}
+	for name, d := range map[string]time.Duration{"Recheck": cfg.Recheck, "StateTTL": cfg.StateTTL, "OpTimeout": cfg.OpTimeout} {
+		if d < 0 {
+			return nil, fmt.Errorf("DialerConfig.%s must not be negative, got %s", name, d)
+		}
+	}
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = capacity.KeyPrefixDefault
 	}
 	if cfg.Recheck == 0 {
 		cfg.Recheck = DialRecheckDefault
 	}
-	return &Dialer{leases: leases, cfg: cfg, wake: make(chan struct{}, 1), held: make(map[string]TranscriberSlot)}, nil
+	if cfg.StateTTL == 0 {
+		cfg.StateTTL = DialStateTTLDefault
+	}
+	if cfg.OpTimeout == 0 {
+		cfg.OpTimeout = capacity.OpTimeoutDefault
+	}
+	return &Dialer{leases: leases, rdb: rdb, cfg: cfg, fail: capacity.NewFailOpen(cfg.Logger, cfg.WarnInterval, nil),
+		wake:     make(chan struct{}, 1),
+		queueKey: capacity.Key(cfg.KeyPrefix, "dial", "queue"), lockKey: capacity.Key(cfg.KeyPrefix, "dial", "lock"),
+		againKey: capacity.Key(cfg.KeyPrefix, "dial", "again")}, nil
 }
 
-// TryDial checks whether c can be dialled now and, if so, reserves its
-// transcriber slot under c.ID (Live lane, primary then fallbacks) and
-// keeps the reservation until Answered or CallEnded.
+func (d *Dialer) callKey(id string) string { return capacity.Key(d.cfg.KeyPrefix, "dial", "call", id) }
+
+func (d *Dialer) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d.cfg.OpTimeout)
+}
+
+// Uncounted returns how many dial operations went ahead without Redis.
+func (d *Dialer) Uncounted() int64 { return d.fail.Uncounted() }
+
+// dialEnqueueScript: KEYS queue, call hash; ARGV now, call id, call JSON,
+// state TTL ms. Queues the call at the back (scored by Redis time in µs)
+// unless it is already known: {1, queued_at ms} new, {0, queued_at ms}
+// known.
+var dialEnqueueScript = capacity.NowScript(`
+local known = redis.call('HGET', KEYS[2], 'queued_at')
+if known then return {0, tonumber(known)} end
+redis.call('HSET', KEYS[2], 'state', 'queued', 'call', ARGV[3], 'queued_at', now, 'waiting_for', 'capacity check')
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('ZADD', KEYS[1], 'NX', now_us, ARGV[2])
+return {1, now}
+`)
+
+// dialReserveScript: KEYS queue, call hash; ARGV call id, reservation
+// JSON, state TTL ms. ZREM wins: only the one caller that removes the call
+// from the queue while it is still queued reserves it (1); any other gets
+// 0 and gives its slot back.
+var dialReserveScript = redis.NewScript(`
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('HGET', KEYS[2], 'state') ~= 'queued' then return 0 end
+redis.call('HSET', KEYS[2], 'state', 'reserved', 'reservation', ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+`)
+
+// dialWaitingScript: KEYS call hash; ARGV waiting_for. Sets what a queued
+// call waits for; 1 when that changed.
+var dialWaitingScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'state') ~= 'queued' then return 0 end
+if redis.call('HGET', KEYS[1], 'waiting_for') == ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'waiting_for', ARGV[1])
+return 1
+`)
+
+// dialAnswerScript: KEYS call hash; ARGV state TTL ms. A reserved (or
+// already answered) call becomes answered: {state before, reservation}.
+// Otherwise {state or ""}.
+var dialAnswerScript = redis.NewScript(`
+local st = redis.call('HGET', KEYS[1], 'state')
+if st ~= 'reserved' and st ~= 'answered' then return {st or ''} end
+redis.call('HSET', KEYS[1], 'state', 'answered')
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return {st, redis.call('HGET', KEYS[1], 'reservation')}
+`)
+
+// dialEndScript: KEYS queue, call hash; ARGV call id. Forgets the call:
+// {state or "", reservation or ""}.
+var dialEndScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[2], 'state', 'reservation')
+redis.call('DEL', KEYS[2])
+redis.call('ZREM', KEYS[1], ARGV[1])
+return {v[1] or '', v[2] or ''}
+`)
+
+// dialLockScript: KEYS lock, again; ARGV token, ttl ms. Takes the re-check
+// lock (1), or, when another process holds it, asks it to go again (0).
+var dialLockScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+return 0
+`)
+
+// dialUnlockScript: KEYS lock, again; ARGV token, ttl ms. At the end of a
+// pass: if another process asked meanwhile, keep the lock and go again
+// (1); else release it (0).
+var dialUnlockScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('DEL', KEYS[2]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+redis.call('DEL', KEYS[1])
+return 0
+`)
+
+// reservationJSON is a Reservation as stored in Redis.
+type reservationJSON struct {
+	Provider  string    `json:"provider"`
+	FellBack  bool      `json:"fell_back,omitempty"`
+	OverLimit bool      `json:"over_limit,omitempty"`
+	LeaseID   string    `json:"lease_id,omitempty"`
+	Holder    string    `json:"holder,omitempty"`
+	Expires   time.Time `json:"expires,omitzero"`
+	Counted   bool      `json:"counted,omitempty"`
+	Voice     string    `json:"voice,omitempty"`
+}
+
+func toReservationJSON(r Reservation) reservationJSON {
+	l := r.Transcriber.Lease
+	return reservationJSON{Provider: r.Transcriber.Provider, FellBack: r.Transcriber.FellBack, OverLimit: r.Transcriber.OverLimit,
+		LeaseID: l.ID, Holder: l.Holder, Expires: l.Expires, Counted: l.Counted(), Voice: r.Voice}
+}
+
+func (d *Dialer) reservation(callID, raw string) Reservation {
+	var j reservationJSON
+	if raw == "" || json.Unmarshal([]byte(raw), &j) != nil {
+		return Reservation{CallID: callID}
+	}
+	slot := TranscriberSlot{Provider: j.Provider, FellBack: j.FellBack, OverLimit: j.OverLimit}
+	if j.LeaseID != "" {
+		slot.Lease = d.leases.Restore(capacity.Lease{ID: j.LeaseID, Provider: j.Provider, Kind: capacity.KindSTT, Holder: j.Holder, Expires: j.Expires}, j.Counted)
+	}
+	return Reservation{CallID: callID, Transcriber: slot, Voice: j.Voice}
+}
+
+// TryDial checks whether c can be dialled now and, if so, takes its
+// transcriber slot under c.ID (Live lane, primary then fallbacks). It
+// stores nothing: Dial, Enqueue and Run reserve through it.
 //
 // The voice check takes a KindTTS lease of each voice provider in order
 // and releases it at once (a probe): the Acquire script is the one source
@@ -105,15 +313,9 @@ func (d *Dialer) TryDial(ctx context.Context, c Call) (Reservation, bool) {
 		return Reservation{}, false
 	}
 	slot, ok := tryTranscriber(ctx, d.leases, c.ID, c.Providers.STT)
-	if !ok {
+	if !ok && len(c.Providers.STT) > 0 {
 		return Reservation{}, false
 	}
-	d.mu.Lock()
-	if old, dup := d.held[c.ID]; dup {
-		defer HangUp(ctx, d.leases, old) // a second TryDial replaces the first
-	}
-	d.held[c.ID] = slot
-	d.mu.Unlock()
 	return Reservation{CallID: c.ID, Transcriber: slot, Voice: voice}, true
 }
 
@@ -131,47 +333,179 @@ func (d *Dialer) probeVoice(ctx context.Context, c Call) (string, bool) {
 	return "", false
 }
 
-// Enqueue adds c to the back of the queue and prompts Run to check it.
-func (d *Dialer) Enqueue(c Call) {
-	d.mu.Lock()
-	d.queue = append(d.queue, QueuedCall{Call: c, WaitingFor: WaitingForCheck})
-	d.mu.Unlock()
+// Enqueue adds c to the back of the shared queue (a call already known
+// keeps its place and state) and prompts Run to check it. It reports
+// false when Redis could not be reached (fail open: the caller may dial
+// uncounted, see Dial).
+func (d *Dialer) Enqueue(ctx context.Context, c Call) bool {
+	ok := d.enqueue(ctx, c)
 	d.prompt()
+	return ok
 }
 
-// Queued returns the calls waiting to be dialled, oldest first.
-func (d *Dialer) Queued() []QueuedCall {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.queue)
+func (d *Dialer) enqueue(ctx context.Context, c Call) bool {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("live: encoding a call: %v", err)) // plain strings only
+	}
+	octx, cancel := d.opCtx(ctx)
+	defer cancel()
+	_, err = dialEnqueueScript.Run(octx, d.rdb, []string{d.queueKey, d.callKey(c.ID)}, "", c.ID, b, d.cfg.StateTTL.Milliseconds()).Int64Slice()
+	if err != nil {
+		d.fail.Note("dial enqueue", err)
+		return false
+	}
+	return true
+}
+
+// Dial queues c and re-checks the queue at once, in this goroutine, then
+// returns c's state: DialReserved when c (and every call queued before it
+// that fits) found room, else DialQueued with what it waits for. A call
+// already known is not queued again: its state is returned. When Redis
+// cannot be reached, c is reserved uncounted (fail open, Uncounted).
+// Calls that this check reserves besides c are handed to dial (nil: none).
+func (d *Dialer) Dial(ctx context.Context, c Call, dial func(Call, Reservation)) DialState {
+	if !d.enqueue(ctx, c) {
+		res, _ := d.TryDial(ctx, c)
+		return DialState{CallID: c.ID, State: DialReserved, Call: c, Reservation: res, Uncounted: true}
+	}
+	d.Recheck(ctx, func(got Call, r Reservation) {
+		if got.ID != c.ID && dial != nil {
+			dial(got, r)
+		}
+	})
+	st, err := d.State(ctx, c.ID)
+	if err != nil { // Redis gone since, or ended meanwhile: fail open
+		res, _ := d.TryDial(ctx, c)
+		return DialState{CallID: c.ID, State: DialReserved, Call: c, Reservation: res, Uncounted: true}
+	}
+	return st
+}
+
+// State returns callID's dial state now; ErrUnknownCall if the Dialer
+// holds nothing for it, or Redis's error.
+func (d *Dialer) State(ctx context.Context, callID string) (DialState, error) {
+	octx, cancel := d.opCtx(ctx)
+	defer cancel()
+	pipe := d.rdb.Pipeline()
+	h := pipe.HGetAll(octx, d.callKey(callID))
+	rank := pipe.ZRank(octx, d.queueKey, callID)
+	if _, err := pipe.Exec(octx); err != nil && !errors.Is(err, redis.Nil) {
+		return DialState{}, fmt.Errorf("reading the dial state of call %s: %w", callID, err)
+	}
+	v := h.Val()
+	if len(v) == 0 {
+		return DialState{}, ErrUnknownCall
+	}
+	st := DialState{CallID: callID, State: v["state"], WaitingFor: v["waiting_for"]}
+	_ = json.Unmarshal([]byte(v["call"]), &st.Call)
+	if ms, err := strconv.ParseInt(v["queued_at"], 10, 64); err == nil {
+		st.QueuedAt = time.UnixMilli(ms).UTC()
+	}
+	if st.State == DialQueued {
+		if r, err := rank.Result(); err == nil {
+			st.Position = int(r) + 1
+		}
+	} else {
+		st.WaitingFor = ""
+		st.Reservation = d.reservation(callID, v["reservation"])
+	}
+	return st, nil
+}
+
+// Queued returns the calls waiting to be dialled, oldest first (at most
+// DialPassMax), or Redis's error.
+func (d *Dialer) Queued(ctx context.Context) ([]QueuedCall, error) {
+	octx, cancel := d.opCtx(ctx)
+	defer cancel()
+	ids, err := d.rdb.ZRange(octx, d.queueKey, 0, DialPassMax-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading the dial queue: %w", err)
+	}
+	pipe := d.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(octx, d.callKey(id), "call", "waiting_for", "queued_at", "state")
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(octx); err != nil {
+			return nil, fmt.Errorf("reading the dial queue: %w", err)
+		}
+	}
+	out := make([]QueuedCall, 0, len(ids))
+	for i, id := range ids {
+		v := cmds[i].Val()
+		if s, _ := v[3].(string); s != DialQueued {
+			continue // ended or expired meanwhile
+		}
+		q := QueuedCall{Call: Call{ID: id}, Position: len(out) + 1}
+		if s, ok := v[0].(string); ok {
+			_ = json.Unmarshal([]byte(s), &q.Call)
+		}
+		q.WaitingFor, _ = v[1].(string)
+		if s, ok := v[2].(string); ok {
+			if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+				q.QueuedAt = time.UnixMilli(ms).UTC()
+			}
+		}
+		out = append(out, q)
+	}
+	return out, nil
 }
 
 // Answered hands the call's reservation over to the call: the reserved
 // transcriber slot becomes the call's transcriber, released at CallEnded
-// (or HangUp; doing both is harmless). It reports false if the Dialer
-// holds nothing for callID.
-func (d *Dialer) Answered(callID string) (TranscriberSlot, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	slot, ok := d.held[callID]
-	return slot, ok
+// (or HangUp; doing both is harmless). It reports false if nothing is
+// reserved for callID (unknown, still queued, or Redis unreachable).
+func (d *Dialer) Answered(ctx context.Context, callID string) (TranscriberSlot, bool) {
+	octx, cancel := d.opCtx(ctx)
+	defer cancel()
+	res, err := dialAnswerScript.Run(octx, d.rdb, []string{d.callKey(callID)}, d.cfg.StateTTL.Milliseconds()).StringSlice()
+	if err != nil {
+		d.fail.Note("dial answered", err)
+		return TranscriberSlot{}, false
+	}
+	if len(res) < 2 {
+		return TranscriberSlot{}, false
+	}
+	r := d.reservation(callID, res[1])
+	if res[0] == DialReserved {
+		d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: callID, Kind: EventAnswered, Provider: r.Transcriber.Provider,
+			Detail: "answered: the reserved transcriber is handed over to the call"})
+	}
+	return r.Transcriber, true
 }
 
-// CallEnded is told of every call end, dialled by this Dialer or not. It
-// releases what the Dialer holds for callID (a reservation never answered,
-// or an answered call's transcriber slot), drops the call from the queue
-// if it was still queued, and prompts Run to re-check the queue, since a
-// slot may have freed up.
+// CallEnded is told of every call end, dialled through the Dialer or not,
+// by any process. It releases what is held for callID (a reservation never
+// answered, or an answered call's transcriber slot), drops the call from
+// the queue if it was still queued, and prompts Run to re-check the queue
+// at once, since a slot may have freed up (other processes re-check at
+// their next tick).
 func (d *Dialer) CallEnded(ctx context.Context, callID string) {
-	d.mu.Lock()
-	slot, ok := d.held[callID]
-	delete(d.held, callID)
-	d.queue = slices.DeleteFunc(d.queue, func(q QueuedCall) bool { return q.Call.ID == callID })
-	d.mu.Unlock()
-	if ok {
-		HangUp(ctx, d.leases, slot)
+	defer d.prompt()
+	octx, cancel := d.opCtx(ctx)
+	defer cancel()
+	res, err := dialEndScript.Run(octx, d.rdb, []string{d.queueKey, d.callKey(callID)}, callID).StringSlice()
+	if err != nil {
+		d.fail.Note("dial call ended", err)
+		return
 	}
-	d.prompt()
+	if len(res) != 2 {
+		return
+	}
+	r := d.reservation(callID, res[1])
+	HangUp(ctx, d.leases, r.Transcriber)
+	switch res[0] {
+	case DialQueued:
+		d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: callID, Kind: EventDialCancelled, Detail: "the call ended while queued"})
+	case DialReserved:
+		d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: callID, Kind: EventUnansweredEnd, Provider: r.Transcriber.Provider,
+			Detail: "the call ended unanswered: its transcriber reservation was given back"})
+	case DialAnswered:
+		d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: callID, Kind: EventCallEnded, Provider: r.Transcriber.Provider,
+			Detail: "the call ended: its transcriber was released"})
+	}
 }
 
 func (d *Dialer) prompt() {
@@ -181,11 +515,12 @@ func (d *Dialer) prompt() {
 	}
 }
 
-// Run dials queued calls as room appears: it checks the queue at once,
-// every DialerConfig.Recheck, and whenever Enqueue or CallEnded prompts
-// it. Each call that passes TryDial leaves the queue and is handed to
-// dial, from Run's goroutine: dial should start the call and return. Run
-// returns when ctx is done; run one per Dialer.
+// Run dials queued calls as room appears: it re-checks the queue at once,
+// every DialerConfig.Recheck, and whenever Enqueue or CallEnded of this
+// process prompts it. Each call it reserves leaves the queue and is handed
+// to dial, from Run's goroutine: dial should start the call and return
+// (nil: the holder learns of it through State). Run returns when ctx is
+// done; run one per Dialer, in as many processes as share the queue.
 func (d *Dialer) Run(ctx context.Context, dial func(Call, Reservation)) {
 	tick := d.cfg.tick
 	if tick == nil {
@@ -194,7 +529,12 @@ func (d *Dialer) Run(ctx context.Context, dial func(Call, Reservation)) {
 		tick = ticker.C
 	}
 	for {
-		d.recheck(ctx, dial)
+		// This pass answers every prompt made so far: prompts coalesce.
+		select {
+		case <-d.wake:
+		default:
+		}
+		d.Recheck(ctx, dial)
 		select {
 		case <-ctx.Done():
 			return
@@ -204,37 +544,106 @@ func (d *Dialer) Run(ctx context.Context, dial func(Call, Reservation)) {
 	}
 }
 
-// recheck tries every queued call once, oldest first; calls may differ in
-// providers, so one with no room does not stop the next.
-func (d *Dialer) recheck(ctx context.Context, dial func(Call, Reservation)) {
-	// This pass answers every prompt made so far: prompts coalesce.
-	select {
-	case <-d.wake:
-	default:
+// Recheck tries the queued calls once, oldest first, reserving each that
+// has room; calls may differ in providers, so one with no room does not
+// stop the next, but a call that shares a provider with an earlier call
+// that found no room waits behind it (first in, first out per provider).
+// One process re-checks at a time (a lock in Redis); a
+// process that asks meanwhile makes the holder pass again, so no re-check
+// is lost. Calls reserved are handed to dial (nil: none).
+func (d *Dialer) Recheck(ctx context.Context, dial func(Call, Reservation)) {
+	token := newDialToken()
+	ttl := dialLockTTL.Milliseconds()
+	octx, cancel := d.opCtx(ctx)
+	got, err := dialLockScript.Run(octx, d.rdb, []string{d.lockKey, d.againKey}, token, ttl).Int()
+	cancel()
+	if err != nil {
+		d.fail.Note("dial recheck", err)
+		return
 	}
-	for _, q := range d.Queued() {
+	if got == 0 {
+		return // the holder passes again for us
+	}
+	for {
+		d.pass(ctx, dial)
+		octx, cancel := d.opCtx(ctx)
+		again, err := dialUnlockScript.Run(octx, d.rdb, []string{d.lockKey, d.againKey}, token, ttl).Int()
+		cancel()
+		if err != nil {
+			d.fail.Note("dial recheck", err)
+			return
+		}
+		if again == 0 || ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (d *Dialer) pass(ctx context.Context, dial func(Call, Reservation)) {
+	queued, err := d.Queued(ctx)
+	if err != nil {
+		d.fail.Note("dial recheck", err)
+		return
+	}
+	// Providers a call earlier in the queue found full: a later call that
+	// uses one of them waits, even if a slot frees up during this pass,
+	// so that calls for the same providers are dialled in queue order.
+	full := map[string]bool{}
+	uses := func(c Call, mark bool) (blocked bool) {
+		for _, kind := range [][]string{c.Providers.STT, c.Providers.TTS} {
+			for _, p := range kind {
+				blocked = blocked || full[p]
+				if mark {
+					full[p] = true
+				}
+			}
+		}
+		return blocked
+	}
+	for _, q := range queued {
 		if ctx.Err() != nil {
 			return
 		}
-		res, ok := d.TryDial(ctx, q.Call)
-		d.mu.Lock()
-		i := slices.IndexFunc(d.queue, func(e QueuedCall) bool { return e.Call.ID == q.Call.ID })
-		switch {
-		case i < 0 && ok: // ended while being checked: give the slot back
-			slot := d.held[q.Call.ID]
-			delete(d.held, q.Call.ID)
-			d.mu.Unlock()
-			HangUp(ctx, d.leases, slot)
-			continue
-		case i < 0:
-		case ok:
-			d.queue = slices.Delete(d.queue, i, i+1)
-		default:
-			d.queue[i].WaitingFor = WaitingForCapacity
-		}
-		d.mu.Unlock()
+		var res Reservation
+		ok := !uses(q.Call, false)
 		if ok {
+			res, ok = d.TryDial(ctx, q.Call)
+		}
+		if !ok {
+			uses(q.Call, true)
+			octx, cancel := d.opCtx(ctx)
+			changed, err := dialWaitingScript.Run(octx, d.rdb, []string{d.callKey(q.Call.ID)}, WaitingForCapacity).Int()
+			cancel()
+			if err == nil && changed == 1 {
+				d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: q.Call.ID, Kind: EventDialQueued,
+					Detail: "queued: waiting for " + WaitingForCapacity + " (no voice or no transcriber had room)"})
+			}
+			continue
+		}
+		b, _ := json.Marshal(toReservationJSON(res))
+		octx, cancel := d.opCtx(ctx)
+		won, err := dialReserveScript.Run(octx, d.rdb, []string{d.queueKey, d.callKey(q.Call.ID)}, q.Call.ID, b, d.cfg.StateTTL.Milliseconds()).Int()
+		cancel()
+		if err != nil || won == 0 { // ended meanwhile, or another pass won: give the slot back
+			if err != nil {
+				d.fail.Note("dial reserve", err)
+			}
+			HangUp(ctx, d.leases, res.Transcriber)
+			continue
+		}
+		if d.cfg.DetachLeases {
+			d.leases.Forget(res.Transcriber.Lease.ID)
+		}
+		d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: q.Call.ID, Kind: EventDialReserved, Provider: res.Transcriber.Provider,
+			Detail: fmt.Sprintf("transcriber %s reserved, voice %s has room: the call may be dialled", res.Transcriber.Provider, res.Voice)})
+		if dial != nil {
 			dial(q.Call, res)
 		}
 	}
+}
+
+func newDialToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -2,6 +2,9 @@ package live_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +43,7 @@ func dialSetup(t *testing.T) *dialBundle {
 	b := &dialBundle{leaseBundle: leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"stt/stt": {Limit: 1}, "tts/tts": {Limit: 1}}}),
 		tick: make(chan time.Time), dialed: make(chan dialed, 10)}
-	d, err := live.NewDialer(b.leases, live.WithDialTestTick(live.DialerConfig{}, b.tick))
+	d, err := live.NewDialer(b.leases, b.rdb, live.WithDialTestTick(live.DialerConfig{KeyPrefix: b.prefix}, b.tick))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +74,17 @@ func (b *dialBundle) waitQueued(t *testing.T, callID string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		for _, q := range b.dialer.Queued() {
+		queued, err := b.dialer.Queued(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range queued {
 			if q.Call.ID == callID && q.WaitingFor == live.WaitingForCapacity {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not queued waiting for provider capacity: %+v", callID, b.dialer.Queued())
+			t.Fatalf("%s not queued waiting for provider capacity: %+v", callID, queued)
 		}
 		time.Sleep(5 * time.Millisecond) // polling with a deadline
 	}
@@ -89,7 +96,8 @@ func (b *dialBundle) waitDialed(t *testing.T) dialed {
 	case d := <-b.dialed:
 		return d
 	case <-time.After(5 * time.Second):
-		t.Fatalf("nothing dialled; queue %+v", b.dialer.Queued())
+		q, _ := b.dialer.Queued(context.Background())
+		t.Fatalf("nothing dialled; queue %+v", q)
 		return dialed{}
 	}
 }
@@ -111,7 +119,7 @@ func TestDialerCallEndPromptsDial(t *testing.T) {
 	b := dialSetup(t)
 	inbound := live.ConnectTranscriber(ctx, b.leases, "inbound-1", dialProviders)
 
-	b.dialer.Enqueue(live.Call{ID: "out-1", Providers: dialProviders})
+	b.dialer.Enqueue(ctx, live.Call{ID: "out-1", Providers: dialProviders})
 	b.start()
 	b.waitQueued(t, "out-1")
 	b.notDialed(t)
@@ -124,7 +132,7 @@ func TestDialerCallEndPromptsDial(t *testing.T) {
 		got.res.Transcriber.Provider != "stt" || got.res.Transcriber.OverLimit || got.res.Transcriber.Lease.Holder != "out-1" {
 		t.Fatalf("dialled %+v", got)
 	}
-	if q := b.dialer.Queued(); len(q) != 0 {
+	if q, _ := b.dialer.Queued(ctx); len(q) != 0 {
 		t.Fatalf("queue %+v after dialling, want empty", q)
 	}
 	if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
@@ -134,8 +142,8 @@ func TestDialerCallEndPromptsDial(t *testing.T) {
 		t.Fatalf("tts leases %d, want 0: the voice probe is released", n)
 	}
 
-	slot, ok := b.dialer.Answered("out-1")
-	if !ok || slot != got.res.Transcriber {
+	slot, ok := b.dialer.Answered(ctx, "out-1")
+	if !ok || slot.Provider != got.res.Transcriber.Provider || slot.Lease.ID != got.res.Transcriber.Lease.ID || !slot.Lease.Counted() {
 		t.Fatalf("Answered %+v %v, want the reserved slot %+v", slot, ok, got.res.Transcriber)
 	}
 	if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
@@ -155,7 +163,7 @@ func TestDialerPeriodicRecheckAndUnanswered(t *testing.T) {
 	b := dialSetup(t)
 	voice := hold(t, b.leaseBundle, "tts")
 
-	b.dialer.Enqueue(live.Call{ID: "out-1", Providers: dialProviders})
+	b.dialer.Enqueue(ctx, live.Call{ID: "out-1", Providers: dialProviders})
 	b.start()
 	b.waitQueued(t, "out-1")
 	if n := b.zcard(t, "stt", capacity.KindSTT); n != 0 {
@@ -176,37 +184,194 @@ func TestDialerPeriodicRecheckAndUnanswered(t *testing.T) {
 	if n := b.zcard(t, "stt", capacity.KindSTT); n != 0 {
 		t.Fatalf("stt leases %d after an unanswered call ended, want 0", n)
 	}
-	if _, ok := b.dialer.Answered("out-1"); ok {
+	if _, ok := b.dialer.Answered(ctx, "out-1"); ok {
 		t.Fatal("Answered after CallEnded found a reservation")
 	}
 }
 
-// TryDial alone: no room means no reservation; a queued call that ends is
-// dropped from the queue.
+// TryDial alone stores nothing; a queued call that ends is dropped from
+// the queue and leaves nothing behind.
 func TestDialerTryDialAndQueuedCallEnds(t *testing.T) {
 	ctx := context.Background()
 	b := dialSetup(t)
 	c1 := live.Call{ID: "c1", Providers: dialProviders}
 	r1, ok := b.dialer.TryDial(ctx, c1)
 	if !ok || r1.Transcriber.Lease.Holder != "c1" {
-		t.Fatalf("TryDial %+v %v, want a reservation", r1, ok)
+		t.Fatalf("TryDial %+v %v, want a slot", r1, ok)
 	}
 	if _, ok := b.dialer.TryDial(ctx, live.Call{ID: "c2", Providers: dialProviders}); ok {
-		t.Fatal("TryDial with the transcriber reserved succeeded")
+		t.Fatal("TryDial with the transcriber taken succeeded")
 	}
-	if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
-		t.Fatalf("stt leases %d, want 1", n)
+	if _, err := b.dialer.State(ctx, "c1"); !errors.Is(err, live.ErrUnknownCall) {
+		t.Fatalf("State of a TryDial call: %v, want ErrUnknownCall", err)
 	}
-	b.dialer.Enqueue(live.Call{ID: "c3", Providers: dialProviders})
+	b.dialer.Enqueue(ctx, live.Call{ID: "c3", Providers: dialProviders})
 	b.start()
 	b.waitQueued(t, "c3")
+	st, err := b.dialer.State(ctx, "c3")
+	if err != nil || st.State != live.DialQueued || st.Position != 1 || st.WaitingFor != live.WaitingForCapacity || st.QueuedAt.IsZero() {
+		t.Fatalf("State of c3: %+v %v", st, err)
+	}
 	b.dialer.CallEnded(ctx, "c3") // hung up while queued
-	if q := b.dialer.Queued(); len(q) != 0 {
+	if q, _ := b.dialer.Queued(ctx); len(q) != 0 {
 		t.Fatalf("queue %+v, want c3 dropped", q)
 	}
+	if _, err := b.dialer.State(ctx, "c3"); !errors.Is(err, live.ErrUnknownCall) {
+		t.Fatalf("State after the end: %v, want ErrUnknownCall", err)
+	}
+	live.HangUp(ctx, b.leases, r1.Transcriber)
 	b.dialer.CallEnded(ctx, "c1")
 	b.notDialed(t)
 	if n := b.zcard(t, "stt", capacity.KindSTT); n != 0 {
 		t.Fatalf("stt leases %d, want 0", n)
+	}
+}
+
+// Calls queued for provider capacity are dialled in the order they were
+// queued, one per call end; Dial reserves at once when there is room and
+// no one waits; the unanswered call's reservation is given back.
+func TestDialerFIFOOnCallEnds(t *testing.T) {
+	ctx := context.Background()
+	b := dialSetup(t)
+	st := b.dialer.Dial(ctx, live.Call{ID: "first", Agent: "dana", Providers: dialProviders}, nil)
+	if st.State != live.DialReserved || st.Reservation.Transcriber.Lease.Holder != "first" || st.Uncounted {
+		t.Fatalf("Dial with room: %+v", st)
+	}
+	for i, id := range []string{"q1", "q2", "q3"} {
+		st := b.dialer.Dial(ctx, live.Call{ID: id, Agent: "dana", Providers: dialProviders}, nil)
+		if st.State != live.DialQueued || st.Position != i+1 || st.WaitingFor != live.WaitingForCapacity {
+			t.Fatalf("Dial %s with the transcriber reserved: %+v", id, st)
+		}
+	}
+	b.start()
+	queued, err := b.dialer.Queued(ctx)
+	if err != nil || len(queued) != 3 || queued[0].Call.ID != "q1" || queued[2].Call.ID != "q3" || queued[0].Call.Agent != "dana" ||
+		queued[1].Position != 2 || queued[0].QueuedAt.After(queued[1].QueuedAt) {
+		t.Fatalf("queue %+v %v", queued, err)
+	}
+	if _, ok := b.dialer.Answered(ctx, "q1"); ok {
+		t.Fatal("Answered a queued call")
+	}
+	if slot, ok := b.dialer.Answered(ctx, "first"); !ok || slot.Lease.Holder != "first" {
+		t.Fatalf("Answered first: %+v %v", slot, ok)
+	}
+	prev := "first"
+	for _, want := range []string{"q1", "q2", "q3"} {
+		b.notDialed(t)
+		b.dialer.CallEnded(ctx, prev) // first answered, the others unanswered
+		got := b.waitDialed(t)
+		if got.call.ID != want {
+			t.Fatalf("dialled %s, want %s (FIFO)", got.call.ID, want)
+		}
+		if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
+			t.Fatalf("stt leases %d, want 1: the previous reservation was given back", n)
+		}
+		if st, err := b.dialer.State(ctx, want); err != nil || st.State != live.DialReserved {
+			t.Fatalf("State of %s: %+v %v", want, st, err)
+		}
+		prev = want
+	}
+	b.dialer.CallEnded(ctx, prev)
+	if n := b.zcard(t, "stt", capacity.KindSTT); n != 0 {
+		t.Fatalf("stt leases %d after every call ended, want 0", n)
+	}
+}
+
+// Two Dialers (two processes) on one Redis, re-checking from many
+// goroutines at once while calls end, never reserve a call twice, never
+// hold more transcriber slots than the limit, and lose no call.
+func TestDialersShareQueueConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const limit, calls = 2, 24
+	b := leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
+	// A second process: its own Leases and Dialer over the same keys.
+	leases2, err := capacity.New(capacity.Config{Redis: b.rdb, KeyPrefix: b.prefix, Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dialers []*live.Dialer
+	for _, l := range []*capacity.Leases{b.leases, leases2} {
+		d, err := live.NewDialer(l, b.rdb, live.DialerConfig{KeyPrefix: b.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialers = append(dialers, d)
+	}
+	p := live.CallProviders{STT: []string{"stt"}}
+	for i := range calls {
+		dialers[i%2].Enqueue(ctx, live.Call{ID: fmt.Sprintf("c%02d", i), Providers: p})
+	}
+
+	var mu sync.Mutex
+	dialled := map[string]int{}
+	inCall := make(chan string, calls)
+	errs := make(chan error, 1)
+	report := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}
+	onDial := func(c live.Call, _ live.Reservation) {
+		mu.Lock()
+		dialled[c.ID]++
+		n := dialled[c.ID]
+		mu.Unlock()
+		if n > 1 {
+			report(fmt.Errorf("%s dialled %d times", c.ID, n))
+		}
+		if z := b.zcard(t, "stt", capacity.KindSTT); z > limit {
+			report(fmt.Errorf("%d transcriber leases held, limit %d", z, limit))
+		}
+		inCall <- c.ID
+	}
+	var wg sync.WaitGroup
+	// Re-checkers: both processes, several goroutines each.
+	stop := make(chan struct{})
+	for g := range 6 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				dialers[g%2].Recheck(ctx, onDial)
+			}
+		})
+	}
+	// Enders: each dialled call ends through either process.
+	for ended := range calls {
+		select {
+		case id := <-inCall:
+			dialers[ended%2].CallEnded(ctx, id)
+		case err := <-errs:
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		case <-time.After(20 * time.Second):
+			close(stop)
+			wg.Wait()
+			t.Fatalf("only %d of %d calls dialled", ended, calls)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	for i := range calls {
+		if id := fmt.Sprintf("c%02d", i); dialled[id] != 1 {
+			t.Errorf("%s dialled %d times, want once", id, dialled[id])
+		}
+	}
+	if q, err := dialers[0].Queued(ctx); err != nil || len(q) != 0 {
+		t.Fatalf("queue %+v %v, want empty", q, err)
+	}
+	if n := b.zcard(t, "stt", capacity.KindSTT); n != 0 {
+		t.Fatalf("stt leases %d after every call ended, want 0", n)
 	}
 }

@@ -11,12 +11,21 @@
 // Voice: one voice slot (KindTTS) per reply, taken when the reply starts
 // speaking and released when it is done; a full primary overflows to a
 // fallback voice, and when every voice is full a reply waits up to 1.5 s,
-// then goes ahead over the limit. Each overflow is a warning Event on the
-// call's timeline.
+// then goes ahead over the limit. Each overflow is a warning Event of the
+// Voice and, with VoiceOptions.Timeline, an event on the call's shared
+// timeline, as is each wait.
+//
+// Timeline: each call's events (over-limit connections, transcriber
+// fallbacks, voice overflows and waits, dial steps) in a Redis stream per
+// call, stamped with Redis's time, trimmed to about 256 events and expiring
+// 24 h after the last, plus a bounded stream of recent events of all calls.
 //
 // Dialer: before an outbound call is dialled, one of its voices must have
 // room and a transcriber slot is reserved under the call's id; calls with
-// no room wait in a queue, re-checked whenever a call ends.
+// no room wait in a queue, re-checked whenever a call ends and every 10 s.
+// The queue and the reservations are in Redis, shared by every process:
+// one process re-checks at a time, calls for the same providers are
+// dialled first in, first out, and a call is reserved once (ZREM wins).
 //
 // RateLimiter: calls started per second per organisation, over a one-second
 // sliding window counted in Redis (server time, through capacity's shared
@@ -30,7 +39,7 @@
 // concurrent use.
 //
 // What it does not do: it keeps no lease alive (the process's
-// capacity.Heartbeat does), does not call a vendor, and stores nothing of
-// a call's timeline beyond the Voice that recorded it. It imports capacity
-// and no other callscribe package.
+// capacity.Heartbeat does), does not call a vendor, and remembers a Voice's
+// connected fallbacks only in that Voice (a process's memory). It imports
+// capacity and no other callscribe package.
 package live

@@ -55,6 +55,10 @@ type VoiceOptions struct {
 	OnOverflow func(Event)
 	// Clock stamps events. Default nil: clock.System.
 	Clock clock.Clock
+	// Timeline, when set, also records every warning event and every
+	// wait (EventVoiceWait) in Redis, on the call's shared timeline.
+	// Default nil: the events are kept only in this Voice.
+	Timeline *Timeline
 }
 
 // WithDefaults returns a copy of o with each zero field set to its default.
@@ -105,6 +109,9 @@ type Reply struct {
 	// OverLimit says every voice stayed full for the wait and the reply
 	// goes ahead on the primary holding no lease (not counted).
 	OverLimit bool
+	// Waited is how long the reply waited for a slot because every voice
+	// was full; 0 when one had room at once.
+	Waited time.Duration
 
 	leases *capacity.Leases
 	once   *sync.Once
@@ -137,6 +144,7 @@ func (v *Voice) StartReply(ctx context.Context) Reply {
 	if r, ok := v.try(ctx); ok {
 		return r
 	}
+	start := time.Now()
 	if v.opts.Wait > 0 {
 		deadline := time.NewTimer(v.opts.Wait)
 		defer deadline.Stop()
@@ -150,19 +158,33 @@ func (v *Voice) StartReply(ctx context.Context) Reply {
 			case <-deadline.C:
 				// One last look, so a slot freed just now is not missed.
 				if r, ok := v.try(ctx); ok {
-					return r
+					return v.waited(ctx, r, start)
 				}
 				break wait
 			case <-poll.C:
 				if r, ok := v.try(ctx); ok {
-					return r
+					return v.waited(ctx, r, start)
 				}
 			}
 		}
 	}
-	v.warn(Event{Kind: EventVoiceOverLimit, From: primary, To: primary,
-		Message: fmt.Sprintf("every voice (%v) full for %s: reply goes ahead on %s over the limit", v.providers, v.opts.Wait, primary)})
-	return Reply{Provider: primary, OverLimit: true}
+	r := v.waited(ctx, Reply{Provider: primary, OverLimit: true}, start)
+	v.warn(ctx, Event{Kind: EventVoiceOverLimit, From: primary, To: primary,
+		Message: fmt.Sprintf("every voice (%v) full for %s: reply goes ahead on %s over the limit", v.providers, r.Waited.Round(time.Millisecond), primary)})
+	return r
+}
+
+// waited stamps r with the wait since start and records it on the shared
+// timeline.
+func (v *Voice) waited(ctx context.Context, r Reply, start time.Time) Reply {
+	r.Waited = time.Since(start)
+	outcome := "got a slot of " + r.Provider
+	if r.OverLimit {
+		outcome = "went ahead over the limit"
+	}
+	v.opts.Timeline.Record(ctx, TimelineEvent{CallID: v.callID, Kind: EventVoiceWait, Provider: r.Provider,
+		Detail: fmt.Sprintf("every voice full: reply waited %d ms, then %s", r.Waited.Milliseconds(), outcome)})
+	return r
 }
 
 // try takes the first voice slot with room, in StartReply's order.
@@ -189,7 +211,7 @@ func (v *Voice) try(ctx context.Context) (Reply, bool) {
 				v.connected = append(v.connected, provider)
 			}
 			v.mu.Unlock()
-			v.warn(Event{Kind: EventVoiceOverflow, From: primary, To: provider,
+			v.warn(ctx, Event{Kind: EventVoiceOverflow, From: primary, To: provider,
 				Message: fmt.Sprintf("voice %s full: reply moved to fallback %s", primary, provider)})
 		}
 		return r, true
@@ -197,8 +219,9 @@ func (v *Voice) try(ctx context.Context) (Reply, bool) {
 	return Reply{}, false
 }
 
-func (v *Voice) warn(e Event) {
+func (v *Voice) warn(ctx context.Context, e Event) {
 	e.At, e.CallID = v.opts.Clock.Now(), v.callID
+	v.opts.Timeline.Record(ctx, TimelineEvent{CallID: v.callID, Kind: e.Kind, Provider: e.To, Detail: e.Message})
 	v.mu.Lock()
 	v.timeline = append(v.timeline, e)
 	v.mu.Unlock()

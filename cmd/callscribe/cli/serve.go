@@ -102,7 +102,21 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			for name, ag := range a.config.Capacity.Agents {
 				agents[name] = live.CallProviders{STT: ag.STT, TTS: ag.TTS}
 			}
-			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents}
+			// Call timelines and the dial queue live in Redis, shared by
+			// every serve process; each runs a re-checker of the queue.
+			timeline, err := live.NewTimeline(rdb, live.TimelineConfig{Logger: a.logger})
+			if err != nil {
+				return fmt.Errorf("call timelines: %w", err)
+			}
+			dialer, err := live.NewDialer(leases, rdb, live.DialerConfig{Timeline: timeline, DetachLeases: true, Logger: a.logger})
+			if err != nil {
+				return fmt.Errorf("dial queue: %w", err)
+			}
+			dialCtx, stopDialer := context.WithCancel(context.WithoutCancel(ctx))
+			dialerDone := make(chan struct{})
+			go func() { defer close(dialerDone); dialer.Run(dialCtx, nil) }()
+			defer func() { stopDialer(); <-dialerDone }()
+			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline}
 			mux := http.NewServeMux()
 			var (
 				e       *pipelineEnv
@@ -145,7 +159,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, adminCheck(token, opts.Authenticate)))
 				// The status page at the root (the capacity API keeps the rest of "/").
 				page, err := a.statusPage(statusSources{ledger: e.ledger, outbox: e.outbox, leases: leases,
-					windows: caps.windows, slots: slots}, store, token, opts.Authenticate)
+					windows: caps.windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, opts.Authenticate)
 				if err != nil {
 					return err
 				}

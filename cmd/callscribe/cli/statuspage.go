@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 	"github.com/callscribe/callscribe/statuspage"
@@ -22,6 +23,8 @@ const (
 	statusRecentDead     = 5
 	statusRecentWarnings = 20
 	statusWarningWindow  = 24 * time.Hour
+	statusDialQueue      = 50
+	statusCallEvents     = 30
 )
 
 // statusSources are what the status page reads; any but ledger may be nil.
@@ -31,6 +34,9 @@ type statusSources struct {
 	leases  *capacity.Leases
 	windows *capacity.Windows
 	slots   *capacity.Slots
+	// dialer and timeline: the dial queue and recent call events.
+	dialer   *live.Dialer
+	timeline *live.Timeline
 }
 
 // statusPage returns the status page's handler for serve: admins only,
@@ -112,6 +118,17 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 			problem("window events", err)
 		}
 	}
+	if s.dialer != nil {
+		if err := s.dialQueue(ctx, &snap); err != nil {
+			problem("dial queue", err)
+		}
+		snap.FailOpen = append(snap.FailOpen, statuspage.Counter{Name: "dial queue", Value: s.dialer.Uncounted()})
+	}
+	if s.timeline != nil {
+		if err := s.callEvents(ctx, &snap); err != nil {
+			problem("call timelines", err)
+		}
+	}
 	if s.outbox != nil {
 		if err := s.outboxState(ctx, &snap); err != nil {
 			problem("outbox", err)
@@ -122,6 +139,33 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 		snap.Warnings = snap.Warnings[:statusRecentWarnings]
 	}
 	return snap, nil
+}
+
+// dialQueue: the calls waiting to be dialled, oldest first (at most
+// statusDialQueue).
+func (s statusSources) dialQueue(ctx context.Context, snap *statuspage.Snapshot) error {
+	queued, err := s.dialer.Queued(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range queued[:min(len(queued), statusDialQueue)] {
+		snap.DialQueue = append(snap.DialQueue, statuspage.QueuedCall{CallID: q.Call.ID, Agent: q.Call.Agent, QueuedAt: q.QueuedAt,
+			WaitingFor: q.WaitingFor, Position: q.Position})
+	}
+	snap.DialQueued = len(queued)
+	return nil
+}
+
+// callEvents: the newest events of live calls' timelines.
+func (s statusSources) callEvents(ctx context.Context, snap *statuspage.Snapshot) error {
+	events, err := s.timeline.Recent(ctx, statusCallEvents)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		snap.CallEvents = append(snap.CallEvents, statuspage.CallEvent{At: e.At, CallID: e.CallID, Kind: e.Kind, Provider: e.Provider, Detail: e.Detail})
+	}
+	return nil
 }
 
 // cooldowns: the scopes deferred or paused now, each with the cause of its

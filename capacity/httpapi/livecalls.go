@@ -1,0 +1,356 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/callscribe/callscribe/capacity/live"
+)
+
+// Bounds of the live-call routes.
+const (
+	// DialWaitMax is the longest wait_ms GET /v1/calls/{call_id}/dial
+	// accepts: the request holds its connection while the call is queued.
+	DialWaitMax = 30 * time.Second
+	// dialPollEvery is how often a long-polling GET dial reads the state.
+	dialPollEvery = 100 * time.Millisecond
+)
+
+// registerLiveCalls adds the voice, dial and timeline routes to mux.
+func registerLiveCalls(mux *http.ServeMux, h *httpAPI) {
+	handle := func(pattern string, byMethod map[string]http.HandlerFunc) {
+		allowed := make([]string, 0, len(byMethod))
+		for m := range byMethod {
+			allowed = append(allowed, m)
+		}
+		slices.Sort(allowed)
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			fn, ok := byMethod[r.Method]
+			if !ok {
+				w.Header().Set("Allow", strings.Join(allowed, ", "))
+				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+					fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")), nil)
+				return
+			}
+			fn(w, r)
+		})
+	}
+	handle("/v1/calls/{call_id}/voice/start", map[string]http.HandlerFunc{http.MethodPost: h.voiceStart})
+	handle("/v1/calls/{call_id}/voice/done", map[string]http.HandlerFunc{http.MethodPost: h.voiceDone})
+	handle("/v1/calls/{call_id}/dial", map[string]http.HandlerFunc{
+		http.MethodPost: h.needDialer(h.dialStart), http.MethodGet: h.needDialer(h.dialState)})
+	handle("/v1/calls/{call_id}/answered", map[string]http.HandlerFunc{http.MethodPost: h.needDialer(h.callAnswered)})
+	handle("/v1/calls/{call_id}/ended", map[string]http.HandlerFunc{http.MethodPost: h.needDialer(h.callEnded)})
+	handle("/v1/calls/{call_id}/timeline", map[string]http.HandlerFunc{http.MethodGet: h.callTimeline})
+	handle("/v1/dial-queue", map[string]http.HandlerFunc{http.MethodGet: h.needDialer(h.dialQueue)})
+}
+
+func (h *httpAPI) needDialer(fn http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.opts.Dialer == nil {
+			writeError(w, http.StatusNotImplemented, "dialing_disabled", "the dial queue is not enabled on this server", nil)
+			return
+		}
+		fn(w, r)
+	}
+}
+
+// isAdmin reports whether the request may read every organisation's
+// calls: without authentication, or with an admin token.
+func isAdmin(r *http.Request) bool {
+	c, ok := r.Context().Value(callerKey{}).(caller)
+	return !ok || c.admin
+}
+
+// callID returns the path's call id, or writes a 400 naming call_id.
+func callID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("call_id")
+	if err := checkID("call_id", id); err != nil {
+		writeInvalid(w, err)
+		return "", false
+	}
+	return id, true
+}
+
+// agentCall decodes {agent} and returns the call of the path's id with
+// that agent's providers; on failure it has written the answer. need says
+// which providers the route needs: "stt", "tts" or "" (either).
+func (h *httpAPI) agentCall(w http.ResponseWriter, r *http.Request, need string) (live.Call, bool) {
+	var req struct {
+		Agent string `json:"agent"`
+	}
+	if !h.decode(w, r, &req) {
+		return live.Call{}, false
+	}
+	id, ok := callID(w, r)
+	if !ok {
+		return live.Call{}, false
+	}
+	if req.Agent == "" {
+		writeInvalid(w, fieldError("agent", "is required"))
+		return live.Call{}, false
+	}
+	p, known := h.opts.Agents[req.Agent]
+	switch {
+	case !known:
+		writeError(w, http.StatusNotFound, "unknown_agent", fmt.Sprintf("agent %q is not configured (capacity.agents)", req.Agent), map[string]any{"field": "agent"})
+		return live.Call{}, false
+	case need == "tts" && len(p.TTS) == 0:
+		writeError(w, http.StatusNotFound, "unknown_agent", fmt.Sprintf("agent %q has no voice providers configured (capacity.agents)", req.Agent), map[string]any{"field": "agent"})
+		return live.Call{}, false
+	case need == "" && len(p.TTS) == 0 && len(p.STT) == 0:
+		writeError(w, http.StatusNotFound, "unknown_agent", fmt.Sprintf("agent %q has no providers configured (capacity.agents)", req.Agent), map[string]any{"field": "agent"})
+		return live.Call{}, false
+	}
+	return live.Call{ID: id, Agent: req.Agent, Providers: p}, true
+}
+
+// voiceStart takes a voice slot for one reply of the call: the agent's
+// primary voice, else a fallback with room, else (after waiting up to
+// live.VoiceWaitDefault) the primary over the limit, holding no lease.
+func (h *httpAPI) voiceStart(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.agentCall(w, r, "tts")
+	if !ok {
+		return
+	}
+	rep := live.NewVoice(h.leases, c.ID, c.Providers.TTS, live.VoiceOptions{Timeline: h.opts.Timeline}).StartReply(r.Context())
+	resp := struct {
+		Provider  string     `json:"provider"`
+		Lease     *leaseJSON `json:"lease"`
+		FellBack  bool       `json:"fell_back"`
+		OverLimit bool       `json:"over_limit"`
+		WaitedMs  int64      `json:"waited_ms"`
+	}{Provider: rep.Provider, FellBack: rep.Overflowed, OverLimit: rep.OverLimit, WaitedMs: rep.Waited.Milliseconds()}
+	if rep.Lease.ID != "" {
+		h.leases.Forget(rep.Lease.ID)
+		resp.Lease = toLeaseJSON(rep.Lease)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// voiceDone gives a reply's voice slot back.
+func (h *httpAPI) voiceDone(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Lease *leaseJSON `json:"lease"`
+	}
+	if !h.decode(w, r, &req) {
+		return
+	}
+	if _, ok := callID(w, r); !ok {
+		return
+	}
+	l, err := h.lease(req.Lease, "lease")
+	if err == nil && l.Kind != "tts" {
+		err = fieldError("lease.kind", `must be "tts": a voice lease`)
+	}
+	if err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	h.leases.Release(r.Context(), l)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// dialJSON is a call's dial state on the wire.
+type dialJSON struct {
+	CallID      string           `json:"call_id"`
+	State       string           `json:"state"`
+	Agent       string           `json:"agent,omitempty"`
+	QueuedAt    *time.Time       `json:"queued_at,omitempty"`
+	WaitingFor  string           `json:"waiting_for,omitempty"`
+	Position    int              `json:"position,omitempty"`
+	Transcriber *transcriberJSON `json:"transcriber,omitempty"`
+	Voice       string           `json:"voice,omitempty"`
+	// Uncounted: Redis could not be reached; the call may go ahead
+	// uncounted (fail open).
+	Uncounted bool `json:"uncounted,omitempty"`
+}
+
+type transcriberJSON struct {
+	Provider  string     `json:"provider"`
+	Lease     *leaseJSON `json:"lease"`
+	OverLimit bool       `json:"over_limit"`
+	FellBack  bool       `json:"fell_back"`
+}
+
+func toTranscriberJSON(s live.TranscriberSlot) *transcriberJSON {
+	t := &transcriberJSON{Provider: s.Provider, OverLimit: s.OverLimit, FellBack: s.FellBack}
+	if s.Lease.ID != "" {
+		t.Lease = toLeaseJSON(s.Lease)
+	}
+	return t
+}
+
+func toDialJSON(st live.DialState) dialJSON {
+	j := dialJSON{CallID: st.CallID, State: st.State, Agent: st.Call.Agent, Uncounted: st.Uncounted}
+	if !st.QueuedAt.IsZero() {
+		at := st.QueuedAt.UTC()
+		j.QueuedAt = &at
+	}
+	if st.State == live.DialQueued {
+		j.WaitingFor, j.Position = st.WaitingFor, st.Position
+		return j
+	}
+	j.Transcriber, j.Voice = toTranscriberJSON(st.Reservation.Transcriber), st.Reservation.Voice
+	return j
+}
+
+// writeDial answers a dial state: 202 while queued, else 200.
+func writeDial(w http.ResponseWriter, st live.DialState) {
+	status := http.StatusOK
+	if st.State == live.DialQueued {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, toDialJSON(st))
+}
+
+// dialStart queues an outbound call, re-checks the queue at once, and
+// answers the call's state: 200 reserved (dial it now) or 202 queued.
+func (h *httpAPI) dialStart(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.agentCall(w, r, "")
+	if !ok {
+		return
+	}
+	st := h.opts.Dialer.Dial(r.Context(), c, nil)
+	writeDial(w, st)
+}
+
+// dialState answers the call's dial state, waiting up to wait_ms while it
+// is queued.
+func (h *httpAPI) dialState(w http.ResponseWriter, r *http.Request) {
+	id, ok := callID(w, r)
+	if !ok {
+		return
+	}
+	var wait time.Duration
+	if s := r.URL.Query().Get("wait_ms"); s != "" {
+		ms, err := strconv.Atoi(s)
+		if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > DialWaitMax {
+			writeInvalid(w, fieldError("wait_ms", fmt.Sprintf("must be an integer from 0 to %d", DialWaitMax.Milliseconds())))
+			return
+		}
+		wait = time.Duration(ms) * time.Millisecond
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		st, err := h.opts.Dialer.State(r.Context(), id)
+		switch {
+		case errors.Is(err, live.ErrUnknownCall):
+			writeError(w, http.StatusNotFound, "not_found", "no dial state for call "+id+" (never dialled, ended, or expired)", nil)
+			return
+		case err != nil: // Redis down: the call goes ahead uncounted
+			h.opts.Logger.Warn("capacity http: dial state; failing open", slog.String("error", err.Error()))
+			writeJSON(w, http.StatusOK, dialJSON{CallID: id, State: live.DialReserved, Uncounted: true})
+			return
+		case st.State != live.DialQueued || !time.Now().Add(dialPollEvery).Before(deadline):
+			writeDial(w, st)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(dialPollEvery):
+		}
+	}
+}
+
+// callAnswered hands the call's reserved transcriber over to it.
+func (h *httpAPI) callAnswered(w http.ResponseWriter, r *http.Request) {
+	id, ok := callID(w, r)
+	if !ok {
+		return
+	}
+	if slot, ok := h.opts.Dialer.Answered(r.Context(), id); ok {
+		writeJSON(w, http.StatusOK, map[string]any{"call_id": id, "state": live.DialAnswered, "transcriber": toTranscriberJSON(slot)})
+		return
+	}
+	st, err := h.opts.Dialer.State(r.Context(), id)
+	switch {
+	case errors.Is(err, live.ErrUnknownCall):
+		writeError(w, http.StatusNotFound, "not_found", "nothing is reserved for call "+id+" (never dialled, ended, or expired)", nil)
+	case err != nil: // Redis down: fail open
+		writeJSON(w, http.StatusOK, map[string]any{"call_id": id, "state": live.DialAnswered, "transcriber": nil, "uncounted": true})
+	default:
+		writeError(w, http.StatusConflict, "not_reserved", fmt.Sprintf("call %s is %s, not reserved: wait until GET /v1/calls/%s/dial says reserved", id, st.State, id), nil)
+	}
+}
+
+// callEnded releases what is held for the call, drops it from the queue,
+// and re-checks the queue.
+func (h *httpAPI) callEnded(w http.ResponseWriter, r *http.Request) {
+	id, ok := callID(w, r)
+	if !ok {
+		return
+	}
+	h.opts.Dialer.CallEnded(r.Context(), id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type eventJSON struct {
+	CallID   string    `json:"call_id,omitempty"`
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"`
+	Provider string    `json:"provider"`
+	Detail   string    `json:"detail"`
+}
+
+// callTimeline answers the call's timeline events, oldest first.
+func (h *httpAPI) callTimeline(w http.ResponseWriter, r *http.Request) {
+	id, ok := callID(w, r)
+	if !ok {
+		return
+	}
+	if h.opts.Timeline == nil {
+		writeError(w, http.StatusNotImplemented, "timeline_disabled", "call timelines are not enabled on this server", nil)
+		return
+	}
+	events, err := h.opts.Timeline.Events(r.Context(), id)
+	if err != nil {
+		h.opts.Logger.Warn("capacity http: timeline", slog.String("error", err.Error()))
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "reading the call's timeline from Redis failed", nil)
+		return
+	}
+	resp := struct {
+		CallID string      `json:"call_id"`
+		Events []eventJSON `json:"events"`
+	}{CallID: id, Events: make([]eventJSON, 0, len(events))}
+	for _, e := range events {
+		resp.Events = append(resp.Events, eventJSON{At: e.At, Kind: e.Kind, Provider: e.Provider, Detail: e.Detail})
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// dialQueue answers the calls waiting to be dialled, oldest first. Only an
+// admin reads it: it holds every organisation's calls.
+func (h *httpAPI) dialQueue(w http.ResponseWriter, r *http.Request) {
+	if !isAdmin(r) {
+		writeError(w, http.StatusForbidden, "forbidden", "the dial queue is for admin tokens only", nil)
+		return
+	}
+	queued, err := h.opts.Dialer.Queued(r.Context())
+	if err != nil {
+		h.opts.Logger.Warn("capacity http: dial queue", slog.String("error", err.Error()))
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "reading the dial queue from Redis failed", nil)
+		return
+	}
+	type call struct {
+		CallID     string    `json:"call_id"`
+		Agent      string    `json:"agent"`
+		QueuedAt   time.Time `json:"queued_at"`
+		WaitingFor string    `json:"waiting_for"`
+		Position   int       `json:"position"`
+	}
+	resp := struct {
+		Calls []call `json:"calls"`
+	}{Calls: make([]call, 0, len(queued))}
+	for _, q := range queued {
+		resp.Calls = append(resp.Calls, call{CallID: q.Call.ID, Agent: q.Call.Agent, QueuedAt: q.QueuedAt, WaitingFor: q.WaitingFor, Position: q.Position})
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
