@@ -1,0 +1,134 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	"github.com/callscribe/callscribe/internal/testredis"
+)
+
+// TestPythonLiveCallClient runs docs/examples/live_call.py (standard
+// library only) against a real `callscribe serve`: the call takes its
+// slot, binds it, connects its transcriber, speaks three replies (the
+// primary voice is full, so each overflows to the fallback), refreshes its
+// lease and gives everything back; its timeline shows the overflows.
+func TestPythonLiveCallClient(t *testing.T) {
+	t.Parallel()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed to run the documented Python client (docs/examples/live_call.py): apt-get install -y python3")
+	}
+	redisURL := testredis.URL()
+	id := fmt.Sprintf("py-%d-%d", os.Getpid(), capSeq.Add(1))
+	stt, voice, fallback, org := id+"-stt", id+"-voice", id+"-fallback", id+"-org"
+	config := filepath.Join(t.TempDir(), "c.yaml")
+	body := fmt.Sprintf(`capacity:
+  limits:
+    %[1]s/stt: {limit: 2}
+    %[2]s/tts: {limit: 0}
+    %[3]s/tts: {limit: 1}
+  orgs:
+    %[4]s: {limit: 1, campaigns: {spring: 1}}
+  agents:
+    support: {stt: [%[1]s], tts: [%[2]s, %[3]s]}
+`, stt, voice, fallback, org)
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rdb := testredis.Client(t)
+	t.Cleanup(func() {
+		testredis.DeleteMatching(rdb, "*{"+id+"*")
+		_ = rdb.SRem(context.Background(), "callscribe:cap:{registry}:orgs", org).Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	env := map[string]string{cli.EnvRedisURL: redisURL, cli.EnvAPIToken: "tok"}
+	go func() {
+		done <- cli.Run(ctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
+			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
+	}()
+	base := serveBase(t, &out, &errOut, done)
+
+	callID := id + "-call"
+	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "..", "..", "docs", "examples", "live_call.py"),
+		"--base", base, "--token", "tok", "--org", org, "--campaign", "spring", "--agent", "support",
+		"--call-id", callID, "--replies", "3")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("live_call.py: %v\nstdout:\n%s\nstderr:\n%s\nserve:\n%s", err, stdout.String(), stderr.String(), errOut.String())
+	}
+	got := stdout.String()
+	for _, want := range []string{
+		"slot counted\n",
+		"bound " + callID + "\n",
+		"transcriber " + stt + "\n",
+		"reply 1 " + fallback + " fallback waited 0ms\n",
+		"reply 3 " + fallback + " fallback waited 0ms\n",
+		"refreshed 1 lost 0\n",
+		"released\n",
+		"timeline voice_overflow voice_overflow voice_overflow\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("live_call.py printed:\n%s\nwant a line %q", got, want)
+		}
+	}
+
+	// Everything was given back: the next call of the organisation gets
+	// its one slot and the STT provider is idle.
+	status := getJSON(t, base+"/v1/status", "tok")
+	for _, p := range status["providers"].([]any) {
+		pm := p.(map[string]any)
+		if strings.HasPrefix(fmt.Sprint(pm["provider"]), id) && pm["in_use"].(float64) != 0 {
+			t.Fatalf("after the call: %v still in use", pm)
+		}
+	}
+	again := exec.CommandContext(ctx, python, filepath.Join("..", "..", "..", "docs", "examples", "live_call.py"),
+		"--base", base, "--token", "tok", "--org", org, "--campaign", "spring", "--agent", "support",
+		"--call-id", callID+"-2", "--replies", "1")
+	if outb, err := again.CombinedOutput(); err != nil {
+		t.Fatalf("a second call after the first gave everything back: %v\n%s", err, outb)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d:\n%s", code, errOut.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+// getJSON GETs url with a bearer token and decodes its JSON object; any
+// answer but 200 fails the test.
+func getJSON(t *testing.T, url, token string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
+	}
+	return m
+}
