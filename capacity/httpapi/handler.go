@@ -19,9 +19,13 @@ const (
 	// MaxBodyDefault is Options.MaxBodyBytes's default: 64 KiB,
 	// room for a refresh of about 300 leases.
 	MaxBodyDefault = 64 << 10
-	// SlotWaitMax is the longest timeout_ms POST /v1/slots accepts: the
-	// request holds its connection while it waits.
-	SlotWaitMax = 30 * time.Second
+	// SlotWaitMax is the longest timeout_ms POST /v1/slots (and
+	// /v1/calls:start, /v1/gate/enter) accepts: a dispatcher may wait up to
+	// two minutes for a slot; the request holds its connection meanwhile.
+	SlotWaitMax = 120 * time.Second
+	// SlotRetryDefault is how often a waiting POST /v1/slots asks Redis
+	// again when retry_ms is omitted (or 0).
+	SlotRetryDefault = time.Second
 	// SlotWaitersDefault is Options.MaxSlotWaiters's default.
 	SlotWaitersDefault = 256
 )
@@ -78,7 +82,9 @@ type Options struct {
 // . _ - (capacity.CheckID); others get 400 naming the field. A call is
 // bound within its slot's organisation and released by that organisation
 // only: another organisation's release gets 404, as for an unknown call.
-// retry_ms below 50 is raised to 50 (capacity.RetryIntervalMin). The
+// POST /v1/slots waits up to timeout_ms (0–120000, SlotWaitMax), asking
+// again every retry_ms (omitted or 0: 1000, SlotRetryDefault; below 50
+// raised to 50, capacity.RetryIntervalMin). The
 // server keeps no lease alive for an HTTP client: the client refreshes its
 // own leases through /v1/leases/refresh before they expire, so the leases
 // of a client that dies lapse on their own. Like the library, the API fails

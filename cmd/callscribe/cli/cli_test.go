@@ -163,7 +163,7 @@ func TestConfigDocumented(t *testing.T) {
 		"capacity.limits.<provider>/<kind>", "capacity.orgs.<org>", "capacity.agents.<agent>",
 		"pipeline.tenants.<id>.api_key_file", "pipeline.tenants.<id>.allow_insecure_http",
 		"pipeline.tenants.<id>.crm.token_file", "pipeline.tenants.<id>.crm.allow_insecure_http",
-		"metrics.max_tenant_labels", "pipeline.fetch_cooldown",
+		"metrics.max_tenant_labels", "pipeline.fetch_cooldown", "capacity.org_limit", cli.EnvDefaultOrgLimit,
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
 			t.Errorf("README.md does not document `%s`", key)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,11 @@ const (
 	RetryMaxDelayDefault    = time.Hour
 	EnvDatabaseURL          = "CALLSCRIBE_DATABASE_URL"
 	EnvRedisURL             = "CALLSCRIBE_REDIS_URL"
+	// EnvDefaultOrgLimit is the concurrent-call cap of an organisation not
+	// listed in capacity.orgs when capacity.org_limit is not set. Unlike
+	// the URLs, the configuration file wins over it: explicit
+	// capacity.org_limit, then this variable, then capacity.OrgLimitDefault.
+	EnvDefaultOrgLimit = "DEFAULT_ORG_CONCURRENCY_LIMIT"
 )
 
 // Config is everything callscribe reads at start. Sources, later wins:
@@ -140,8 +146,13 @@ type CapacityConfig struct {
 	HeartbeatEvery time.Duration `yaml:"heartbeat_every"`
 	// PeakRetention: how long per-minute peaks are kept. Default 24h.
 	PeakRetention time.Duration `yaml:"peak_retention"`
+	// OrgLimit: concurrent calls of an organisation not listed in Orgs
+	// (or listed without a limit). Environment: DEFAULT_ORG_CONCURRENCY_LIMIT,
+	// used only when this key is not set. Default 0: 10
+	// (capacity.OrgLimitDefault). Must be positive when set.
+	OrgLimit int `yaml:"org_limit"`
 	// Orgs: per-organisation call caps of the call slots `callscribe serve`
-	// hands out. Default none: every organisation gets 10 concurrent
+	// hands out. Default none: every organisation gets OrgLimit concurrent
 	// calls and every campaign 5 (lowered to its organisation's cap).
 	Orgs map[string]CapacityOrg `yaml:"orgs"`
 	// Agents: each agent's providers, primary first, then fallbacks, used
@@ -323,6 +334,9 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s: %s must be positive", k, positive[k]))
 		}
 	}
+	if c.Capacity.OrgLimit < 0 {
+		errs = append(errs, fmt.Errorf("capacity.org_limit: %d must be positive (0 or unset: %s, else 10)", c.Capacity.OrgLimit, EnvDefaultOrgLimit))
+	}
 	if err := c.RetryAfter.Policy().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("retry_after: %w", err))
 	}
@@ -461,6 +475,13 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 	}
 	if v := getenv(EnvRedisURL); v != "" {
 		c.RedisURL = v
+	}
+	if v := strings.TrimSpace(getenv(EnvDefaultOrgLimit)); v != "" && c.Capacity.OrgLimit == 0 {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Config{}, fmt.Errorf("environment %s: %q is not a whole number of calls of at least 1", EnvDefaultOrgLimit, v)
+		}
+		c.Capacity.OrgLimit = n
 	}
 	c = c.WithDefaults()
 	if err := c.validate(); err != nil {

@@ -93,7 +93,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			for name, o := range a.config.Capacity.Orgs {
 				orgs[name] = capacity.OrgSlots{Limit: o.Limit, Campaigns: o.Campaigns}
 			}
-			slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{Orgs: orgs, Logger: a.logger})
+			slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{OrgLimit: a.config.Capacity.OrgLimit, Orgs: orgs, Logger: a.logger})
 			if err != nil {
 				return fmt.Errorf("capacity.orgs: %w", err)
 			}
