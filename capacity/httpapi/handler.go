@@ -57,8 +57,22 @@ type Options struct {
 	// MaxSlotWaiters caps the POST /v1/slots requests with timeout_ms > 0
 	// that wait at once in this process; one more gets 503 busy with
 	// Retry-After: 1 at once. Requests with timeout_ms 0 try once and are
-	// not counted. Default 0: SlotWaitersDefault (256).
+	// not counted. POST /v1/calls:start and /v1/gate/enter requests that
+	// wait count against the same cap. Default 0: SlotWaitersDefault (256).
 	MaxSlotWaiters int
+	// Starts, when set, is the call start rate behind POST /v1/calls:start
+	// (per organisation and campaign, counted in Redis). Default nil:
+	// that route answers 501.
+	Starts *live.RateLimiter
+	// Gate, when set, is this process's admission gate behind POST
+	// /v1/gate/enter and /v1/gate/leave. Its state (who is inside, the
+	// tickets) lives in this process only. Default nil: those routes
+	// answer 501.
+	Gate *live.Gate
+	// GateTicketTTL is how long a gate ticket holds its place without a
+	// POST /v1/gate/leave; then the place is reclaimed. Default 0:
+	// GateTicketTTLDefault (20m).
+	GateTicketTTL time.Duration
 }
 
 // NewHandler returns the JSON HTTP API through which live-call runtimes
@@ -75,6 +89,9 @@ type Options struct {
 //	POST /v1/slots/release             {slot}                         → 204
 //	POST /v1/calls/{call_id}/release   {org}                          → 204 | 404 not_found
 //	POST /v1/calls/{call_id}/transcriber {agent}                      → 200 {provider, lease, over_limit, fell_back}
+//	POST /v1/calls:start               {org, campaign, timeout_ms}    → 200 {started, waited_ms} | 429 rate_limited
+//	POST /v1/gate/enter                {timeout_ms}                   → 200 {ticket, expires_at} | 429 gate_full | 503 busy
+//	POST /v1/gate/leave                {ticket}                       → 204 | 404 unknown_ticket
 //	GET  /v1/status                                                   → 200 {providers, live_calls}
 //
 // A lease or slot object is sent back exactly as it was received.
@@ -92,6 +109,13 @@ type Options struct {
 // releases 204, never 5xx. Request bodies must be Content-Type
 // application/json, which also keeps browsers from posting to the API
 // cross-origin without a preflight.
+//
+// POST /v1/calls:start takes a start token of the campaign's start rate
+// (live.RateLimiter; 429 with Retry-After when none frees up within
+// timeout_ms; fails open: 200 uncounted without Redis). The admission gate
+// routes are per server process: a ticket is good only on the process
+// that gave it, and a ticket not left within Options.GateTicketTTL is
+// reclaimed, so a client that dies does not hold its place forever.
 func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) http.Handler {
 	if leases == nil {
 		panic("httpapi.NewHandler: leases is nil")
@@ -105,7 +129,13 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	if opts.MaxSlotWaiters <= 0 {
 		opts.MaxSlotWaiters = SlotWaitersDefault
 	}
+	if opts.GateTicketTTL <= 0 {
+		opts.GateTicketTTL = GateTicketTTLDefault
+	}
 	h := &httpAPI{leases: leases, slots: slots, opts: opts, waiters: make(chan struct{}, opts.MaxSlotWaiters)}
+	if opts.Gate != nil {
+		h.tickets = &gateTickets{gate: opts.Gate, ttl: opts.GateTicketTTL, held: map[string]*gateTicket{}}
+	}
 	mux := http.NewServeMux()
 	route := func(pattern, method string, fn func(http.ResponseWriter, *http.Request)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +155,9 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	route("/v1/slots/release", http.MethodPost, h.needSlots(h.slotRelease))
 	route("/v1/calls/{call_id}/release", http.MethodPost, h.needSlots(h.callRelease))
 	route("/v1/calls/{call_id}/transcriber", http.MethodPost, h.callTranscriber)
+	route("/v1/calls:start", http.MethodPost, h.needStarts(h.callStart))
+	route("/v1/gate/enter", http.MethodPost, h.needGate(h.gateEnter))
+	route("/v1/gate/leave", http.MethodPost, h.needGate(h.gateLeave))
 	route("/v1/status", http.MethodGet, h.status)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
@@ -138,6 +171,8 @@ type httpAPI struct {
 	opts   Options
 	// waiters holds a token per POST /v1/slots request that waits.
 	waiters chan struct{}
+	// tickets: the admission gate's tickets; nil without Options.Gate.
+	tickets *gateTickets
 	// authFailures counts the requests refused with 401.
 	authFailures atomic.Uint64
 }

@@ -18,7 +18,8 @@
 // room and a transcriber slot is reserved under the call's id; calls with
 // no room wait in a queue, re-checked whenever a call ends.
 //
-// RateLimiter: calls started per second per organisation, over a one-second
+// RateLimiter: calls started per second per campaign of an organisation
+// (1–20, default 1), over a one-second
 // sliding window counted in Redis (server time, through capacity's shared
 // "now" script prelude). Gate: a per-process admission gate in front of
 // per-call resources; it uses no Redis.
