@@ -59,6 +59,8 @@ func (a *app) serveCommand() *cobra.Command {
   POST /v1/leases, /v1/leases/refresh, /v1/leases/release
   POST /v1/slots, /v1/slots/bind, /v1/slots/release
   POST /v1/calls/{call_id}/release, /v1/calls/{call_id}/transcriber
+  POST /v1/calls:start (capacity.start_rate: per campaign, default 1/s)
+  POST /v1/gate/enter, /v1/gate/leave (capacity.gate; this process's gate)
   GET  /v1/status
 
 - the status page at / (admin token: a bearer header, or signed in once
@@ -89,6 +91,11 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				return err
 			}
 			defer func() { _ = rdb.Close() }()
+			stopAlerts, err := a.startAlertWebhook()
+			if err != nil {
+				return err
+			}
+			defer stopAlerts()
 			orgs := make(map[string]capacity.OrgSlots, len(a.config.Capacity.Orgs))
 			for name, o := range a.config.Capacity.Orgs {
 				orgs[name] = capacity.OrgSlots{Limit: o.Limit, Campaigns: o.Campaigns}
@@ -102,7 +109,17 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			for name, ag := range a.config.Capacity.Agents {
 				agents[name] = live.CallProviders{STT: ag.STT, TTS: ag.TTS}
 			}
-			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents}
+			starts, err := live.NewRateLimiter(rdb, a.config.Capacity.rateLimiterConfig())
+			if err != nil {
+				return fmt.Errorf("capacity.start_rate: %w", err)
+			}
+			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents, Starts: starts, GateTicketTTL: a.config.Capacity.Gate.TicketTTL}
+			if a.config.Capacity.Gate.Size > 0 {
+				// This process's gate: its tickets live here, not in Redis.
+				if opts.Gate, err = live.NewGate(a.config.Capacity.gateConfig()); err != nil {
+					return fmt.Errorf("capacity.gate: %w", err)
+				}
+			}
 			mux := http.NewServeMux()
 			var (
 				e       *pipelineEnv
