@@ -30,7 +30,6 @@ func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	return next
 }
 
-
 // POST /v1/slots accepts a wait of up to two minutes and no more; the
 // field is named.
 func TestSlotWaitBounds(t *testing.T) {

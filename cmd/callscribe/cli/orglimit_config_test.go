@@ -51,3 +51,32 @@ func TestDefaultOrgLimit(t *testing.T) {
 		})
 	}
 }
+
+// capacity.start_rate, capacity.gate and capacity.alerts: bad values stop
+// the start with an error naming the key.
+func TestCapacityLiveConfigErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, c := range []struct{ body, want string }{
+		{"capacity:\n  start_rate:\n    default: 21\n", "capacity.start_rate.default"},
+		{"capacity:\n  start_rate:\n    campaigns:\n      acme:\n        spring: 0\n", "capacity.start_rate.campaigns.acme.spring: 0 must be 1–20"},
+		{"capacity:\n  start_rate:\n    campaigns:\n      acme:\n        spring: 25\n", "capacity.start_rate.campaigns.acme.spring: 25"},
+		{"capacity:\n  gate:\n    size: 50\n    ceilings: {db_pool: 40}\n", "capacity.gate"},
+		{"capacity:\n  gate:\n    ceilings: {db_pool: 40}\n", "capacity.gate"},
+		{"capacity:\n  alerts:\n    webhook_url: http://alerts.example.com/hook\n", "capacity.alerts.webhook_url"},
+		{"capacity:\n  alerts:\n    webhook_url: hooks\n", "capacity.alerts.webhook_url"},
+	} {
+		_, err := cli.LoadConfig(writeFile(t, dir, "c.yaml", c.body, 0o600), envOf(nil))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%q: error %v, want one naming %q", c.body, err, c.want)
+		}
+	}
+	good := "capacity:\n  start_rate:\n    default: 3\n    campaigns:\n      acme: {spring: 20}\n  gate:\n    size: 30\n    ceilings: {db_pool: 40}\n    ticket_ttl: 1h\n  alerts:\n    webhook_url: https://alerts.example.com/hook\n"
+	c, err := cli.LoadConfig(writeFile(t, dir, "good.yaml", good, 0o600), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Capacity.StartRate.Campaigns["acme"]["spring"] != 20 || c.Capacity.Gate.Size != 30 {
+		t.Fatalf("config %+v", c.Capacity)
+	}
+}
