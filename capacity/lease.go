@@ -107,6 +107,11 @@ type Config struct {
 
 	// Logger receives warnings. Default nil: discard.
 	Logger *slog.Logger
+	// OnLimitLearned, when set, is called after a vendor refusal lowered a
+	// limit (ReportRefusal), on the reporting goroutine: it must not block
+	// (hand the alert to a queue). Default nil: the alert is logged and
+	// counted (LimitAlerts) only.
+	OnLimitLearned func(LimitLearned)
 	// Clock is the local clock, used only to rate-limit warnings and to
 	// stamp uncounted leases; lease expiry uses Redis time. Default nil:
 	// clock.System.

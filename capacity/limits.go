@@ -38,9 +38,27 @@ func (l *Leases) ReportRefusal(ctx context.Context, provider, kind string, inUse
 		return
 	}
 	l.limitAlerts.Add(1)
+	if f := l.cfg.OnLimitLearned; f != nil {
+		f(LimitLearned{Provider: provider, Kind: kind, ConfiguredLimit: pl.Limit, From: int(res[1]), LearnedLimit: int(res[2]),
+			InUse: inUse, At: time.Now().UTC()})
+	}
 	l.logger.Warn("capacity: vendor refused a stream below the limit; lowering the effective limit until an operator sets it",
 		slog.String("provider", provider), slog.String("kind", kind), slog.Int("in_use", inUse),
 		slog.Int64("from", res[1]), slog.Int64("to", res[2]), slog.Int("configured", pl.Limit))
+}
+
+// LimitLearned is the alert of a limit learned from a vendor's refusal:
+// provider/kind's effective limit went From → LearnedLimit (the
+// configured limit being ConfiguredLimit) when the vendor refused a stream
+// with InUse held.
+type LimitLearned struct {
+	Provider        string    `json:"provider"`
+	Kind            string    `json:"kind"`
+	ConfiguredLimit int       `json:"configured_limit"`
+	From            int       `json:"from"`
+	LearnedLimit    int       `json:"learned_limit"`
+	InUse           int       `json:"in_use"`
+	At              time.Time `json:"at"`
 }
 
 // LimitAlerts returns how many times this process lowered a limit after a

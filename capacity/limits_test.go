@@ -172,3 +172,22 @@ func equalPeaks(a, b []capacity.MinutePeak) bool {
 	}
 	return true
 }
+
+// OnLimitLearned hears each drop (and nothing else) with the limits.
+func TestLimitsOnLimitLearned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var heard []capacity.LimitLearned
+	b := leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 10}},
+		OnLimitLearned: func(a capacity.LimitLearned) { heard = append(heard, a) }})
+	b.leases.ReportRefusal(ctx, "acme", capacity.KindSTT, 4)
+	b.leases.ReportRefusal(ctx, "acme", capacity.KindSTT, 9) // at or above the learned 3: unchanged
+	b.leases.ReportRefusal(ctx, "nobody", capacity.KindSTT, 1)
+	if len(heard) != 1 {
+		t.Fatalf("heard %+v, want one alert", heard)
+	}
+	a := heard[0]
+	if a.Provider != "acme" || a.Kind != capacity.KindSTT || a.ConfiguredLimit != 10 || a.From != 10 || a.LearnedLimit != 3 || a.InUse != 4 || a.At.IsZero() {
+		t.Fatalf("alert %+v", a)
+	}
+}

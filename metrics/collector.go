@@ -58,6 +58,9 @@ var (
 	descCapLearned = prometheus.NewDesc("callscribe_capacity_limit_learned",
 		"1 when the limit in force was learned from a vendor's refusal, else 0, by provider and kind. Global: read from Redis.",
 		[]string{"provider", "kind"}, nil)
+	descCapLearnedLimit = prometheus.NewDesc("callscribe_capacity_learned_limit",
+		"The limit learned from a vendor's refusal and in force now, by provider and kind; absent while none is. Global: read from Redis.",
+		[]string{"provider", "kind"}, nil)
 )
 
 // sharedCollector reads the global gauges from the database and Redis at
@@ -73,7 +76,7 @@ func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	if c.m.cfg.Capacity != nil {
-		for _, d := range []*prometheus.Desc{descCapInUse, descCapLimit, descCapEffective, descCapLearned} {
+		for _, d := range []*prometheus.Desc{descCapInUse, descCapLimit, descCapEffective, descCapLearned, descCapLearnedLimit} {
 			ch <- d
 		}
 	}
@@ -191,6 +194,9 @@ func (c *sharedCollector) collectCapacity(ctx context.Context, ch chan<- prometh
 		ch <- prometheus.MustNewConstMetric(descCapLimit, prometheus.GaugeValue, float64(s.ConfiguredLimit), s.Provider, s.Kind)
 		ch <- prometheus.MustNewConstMetric(descCapEffective, prometheus.GaugeValue, float64(s.EffectiveLimit), s.Provider, s.Kind)
 		ch <- prometheus.MustNewConstMetric(descCapLearned, prometheus.GaugeValue, learned, s.Provider, s.Kind)
+		if s.Learned {
+			ch <- prometheus.MustNewConstMetric(descCapLearnedLimit, prometheus.GaugeValue, float64(s.EffectiveLimit), s.Provider, s.Kind)
+		}
 	}
 	return nil
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// AuthFailures, when set, counts this process's refused API tokens
 	// (tokens.Store.Failures). Per process. Default nil: not exported.
 	AuthFailures func() uint64
+	// LimitAlertWebhook, when set, counts this process's learned-limit
+	// alerts by webhook outcome (delivered, failed, dropped).
+	LimitAlertWebhook map[string]func() int64
 	// MaxTenantLabels: how many distinct tenants keep their name in a
 	// tenant label; the rest are "other". Default 0:
 	// MaxTenantLabelsDefault (20); negative: none (every tenant "other").
@@ -73,6 +76,7 @@ type Metrics struct {
 	crmThrottled    *prometheus.CounterVec
 	crmSettled      *prometheus.CounterVec
 	receiptCRM      prometheus.Histogram
+	limitLearned    *prometheus.CounterVec
 	scrapeErrors    *prometheus.CounterVec
 }
 
@@ -137,6 +141,15 @@ func New(cfg Config) *Metrics {
 	m.scrapeErrors = counter("callscribe_scrape_errors_total",
 		"Scrapes that could not read a source of gauges (database, capacity); those gauges were left out.",
 		"source")
+	m.limitLearned = counter("callscribe_capacity_learned_limit_alerts_total",
+		"Learned-limit alerts: a vendor refused a stream below the limit in force and the limit was lowered, by provider and kind. Per process.",
+		"provider", "kind")
+	m.reg.MustRegister(m.limitLearned)
+	for outcome, f := range cfg.LimitAlertWebhook {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_alert_webhook_total",
+			Help:        "Learned-limit alerts by what became of them at the alert webhook: delivered, failed (every try failed), dropped (the bounded queue was full). Per process.",
+			ConstLabels: prometheus.Labels{"outcome": outcome}}, func() float64 { return float64(f()) }))
+	}
 	m.reg.MustRegister(m.vendorThrottled, m.vendorFailed, m.billable, m.committed, m.submissions, m.receiptCommit, m.cooldown,
 		m.crmThrottled, m.crmSettled, m.receiptCRM,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -154,6 +167,12 @@ func New(cfg Config) *Metrics {
 		m.reg.MustRegister(&sharedCollector{m: m})
 	}
 	return m
+}
+
+// LimitLearned counts a learned-limit alert of provider/kind (wire it to
+// capacity.Config.OnLimitLearned).
+func (m *Metrics) LimitLearned(provider, kind string) {
+	m.limitLearned.WithLabelValues(provider, kind).Inc()
 }
 
 // Handler serves the registry in the Prometheus exposition format (mount

@@ -19,9 +19,13 @@ const (
 	// MaxBodyDefault is Options.MaxBodyBytes's default: 64 KiB,
 	// room for a refresh of about 300 leases.
 	MaxBodyDefault = 64 << 10
-	// SlotWaitMax is the longest timeout_ms POST /v1/slots accepts: the
-	// request holds its connection while it waits.
-	SlotWaitMax = 30 * time.Second
+	// SlotWaitMax is the longest timeout_ms POST /v1/slots (and
+	// /v1/calls:start, /v1/gate/enter) accepts: a dispatcher may wait up to
+	// two minutes for a slot; the request holds its connection meanwhile.
+	SlotWaitMax = 120 * time.Second
+	// SlotRetryDefault is how often a waiting POST /v1/slots asks Redis
+	// again when retry_ms is omitted (or 0).
+	SlotRetryDefault = time.Second
 	// SlotWaitersDefault is Options.MaxSlotWaiters's default.
 	SlotWaitersDefault = 256
 )
@@ -53,7 +57,8 @@ type Options struct {
 	// MaxSlotWaiters caps the POST /v1/slots requests with timeout_ms > 0
 	// that wait at once in this process; one more gets 503 busy with
 	// Retry-After: 1 at once. Requests with timeout_ms 0 try once and are
-	// not counted. Default 0: SlotWaitersDefault (256).
+	// not counted. POST /v1/calls:start and /v1/gate/enter requests that
+	// wait count against the same cap. Default 0: SlotWaitersDefault (256).
 	MaxSlotWaiters int
 	// Dialer, when set, serves the dial queue shared through Redis:
 	// /v1/calls/{call_id}/dial, /answered, /ended and /v1/dial-queue.
@@ -65,6 +70,19 @@ type Options struct {
 	// /v1/calls/{call_id}/timeline. Default nil: nothing is recorded and
 	// that route answers 501.
 	Timeline *live.Timeline
+	// Starts, when set, is the call start rate behind POST /v1/calls:start
+	// (per organisation and campaign, counted in Redis). Default nil:
+	// that route answers 501.
+	Starts *live.RateLimiter
+	// Gate, when set, is this process's admission gate behind POST
+	// /v1/gate/enter and /v1/gate/leave. Its state (who is inside, the
+	// tickets) lives in this process only. Default nil: those routes
+	// answer 501.
+	Gate *live.Gate
+	// GateTicketTTL is how long a gate ticket holds its place without a
+	// POST /v1/gate/leave; then the place is reclaimed. Default 0:
+	// GateTicketTTLDefault (20m).
+	GateTicketTTL time.Duration
 }
 
 // NewHandler returns the JSON HTTP API through which live-call runtimes
@@ -89,6 +107,9 @@ type Options struct {
 //	POST /v1/calls/{call_id}/ended                                    → 204
 //	GET  /v1/calls/{call_id}/timeline                                 → 200 {call_id, events:[{at, kind, provider, detail}]}
 //	GET  /v1/dial-queue                                               → 200 {calls:[{call_id, agent, queued_at, waiting_for, position}]}
+//	POST /v1/calls:start               {org, campaign, timeout_ms}    → 200 {started, waited_ms} | 429 rate_limited
+//	POST /v1/gate/enter                {timeout_ms}                   → 200 {ticket, expires_at} | 429 gate_full | 503 busy
+//	POST /v1/gate/leave                {ticket}                       → 204 | 404 unknown_ticket
 //	GET  /v1/status                                                   → 200 {providers, live_calls}
 //
 // A lease or slot object is sent back exactly as it was received.
@@ -96,7 +117,9 @@ type Options struct {
 // . _ - (capacity.CheckID); others get 400 naming the field. A call is
 // bound within its slot's organisation and released by that organisation
 // only: another organisation's release gets 404, as for an unknown call.
-// retry_ms below 50 is raised to 50 (capacity.RetryIntervalMin). The
+// POST /v1/slots waits up to timeout_ms (0–120000, SlotWaitMax), asking
+// again every retry_ms (omitted or 0: 1000, SlotRetryDefault; below 50
+// raised to 50, capacity.RetryIntervalMin). The
 // server keeps no lease alive for an HTTP client: the client refreshes its
 // own leases through /v1/leases/refresh before they expire, so the leases
 // of a client that dies lapse on their own. Like the library, the API fails
@@ -108,6 +131,13 @@ type Options struct {
 // processes behind a load balancer answer alike. Request bodies must be Content-Type
 // application/json, which also keeps browsers from posting to the API
 // cross-origin without a preflight.
+//
+// POST /v1/calls:start takes a start token of the campaign's start rate
+// (live.RateLimiter; 429 with Retry-After when none frees up within
+// timeout_ms; fails open: 200 uncounted without Redis). The admission gate
+// routes are per server process: a ticket is good only on the process
+// that gave it, and a ticket not left within Options.GateTicketTTL is
+// reclaimed, so a client that dies does not hold its place forever.
 func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) http.Handler {
 	if leases == nil {
 		panic("httpapi.NewHandler: leases is nil")
@@ -121,7 +151,13 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	if opts.MaxSlotWaiters <= 0 {
 		opts.MaxSlotWaiters = SlotWaitersDefault
 	}
+	if opts.GateTicketTTL <= 0 {
+		opts.GateTicketTTL = GateTicketTTLDefault
+	}
 	h := &httpAPI{leases: leases, slots: slots, opts: opts, waiters: make(chan struct{}, opts.MaxSlotWaiters)}
+	if opts.Gate != nil {
+		h.tickets = &gateTickets{gate: opts.Gate, ttl: opts.GateTicketTTL, held: map[string]*gateTicket{}}
+	}
 	mux := http.NewServeMux()
 	route := func(pattern, method string, fn func(http.ResponseWriter, *http.Request)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -141,6 +177,9 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	route("/v1/slots/release", http.MethodPost, h.needSlots(h.slotRelease))
 	route("/v1/calls/{call_id}/release", http.MethodPost, h.needSlots(h.callRelease))
 	route("/v1/calls/{call_id}/transcriber", http.MethodPost, h.callTranscriber)
+	route("/v1/calls:start", http.MethodPost, h.needStarts(h.callStart))
+	route("/v1/gate/enter", http.MethodPost, h.needGate(h.gateEnter))
+	route("/v1/gate/leave", http.MethodPost, h.needGate(h.gateLeave))
 	route("/v1/status", http.MethodGet, h.status)
 	registerLiveCalls(mux, h)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -155,6 +194,8 @@ type httpAPI struct {
 	opts   Options
 	// waiters holds a token per POST /v1/slots request that waits.
 	waiters chan struct{}
+	// tickets: the admission gate's tickets; nil without Options.Gate.
+	tickets *gateTickets
 	// authFailures counts the requests refused with 401.
 	authFailures atomic.Uint64
 }

@@ -82,7 +82,7 @@ func (h *httpAPI) slotAcquire(w http.ResponseWriter, r *http.Request) {
 	case req.TimeoutMs < 0 || req.TimeoutMs > SlotWaitMax.Milliseconds():
 		err = fieldError("timeout_ms", fmt.Sprintf("must be 0–%d", SlotWaitMax.Milliseconds()))
 	case req.RetryMs < 0 || req.RetryMs > SlotWaitMax.Milliseconds():
-		err = fieldError("retry_ms", fmt.Sprintf("must be 0–%d (0: %d)", SlotWaitMax.Milliseconds(), capacity.RetryIntervalDefault.Milliseconds()))
+		err = fieldError("retry_ms", fmt.Sprintf("must be 0–%d (0: %d)", SlotWaitMax.Milliseconds(), SlotRetryDefault.Milliseconds()))
 	}
 	if err != nil {
 		writeInvalid(w, err)
@@ -103,8 +103,11 @@ func (h *httpAPI) slotAcquire(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sl, err := h.slots.Acquire(r.Context(), req.Org, req.Campaign,
-		time.Duration(req.TimeoutMs)*time.Millisecond, time.Duration(req.RetryMs)*time.Millisecond)
+	retry := time.Duration(req.RetryMs) * time.Millisecond
+	if retry == 0 {
+		retry = SlotRetryDefault
+	}
+	sl, err := h.slots.Acquire(r.Context(), req.Org, req.Campaign, time.Duration(req.TimeoutMs)*time.Millisecond, retry)
 	var noSlot *capacity.NoSlotError
 	switch {
 	case errors.As(err, &noSlot):

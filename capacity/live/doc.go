@@ -27,7 +27,8 @@
 // one process re-checks at a time, calls for the same providers are
 // dialled first in, first out, and a call is reserved once (ZREM wins).
 //
-// RateLimiter: calls started per second per organisation, over a one-second
+// RateLimiter: calls started per second per campaign of an organisation
+// (1–20, default 1), over a one-second
 // sliding window counted in Redis (server time, through capacity's shared
 // "now" script prelude). Gate: a per-process admission gate in front of
 // per-call resources; it uses no Redis.

@@ -9,7 +9,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
-// The rate limiter spaces call starts: one per second here.
+// The rate limiter spaces a campaign's call starts: one per second here.
 func ExampleRateLimiter() {
 	ctx := context.Background()
 	rdb, err := testredis.Dial(ctx)
@@ -19,15 +19,15 @@ func ExampleRateLimiter() {
 	}
 	defer rdb.Close()
 	prefix := testredis.UniquePrefix("live", "example")
-	defer rdb.Del(ctx, prefix+":{acme}:starts")
+	defer rdb.Del(ctx, prefix+":{acme}:starts:spring")
 
-	starts, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Orgs: map[string]int{"acme": 1}})
+	starts, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Campaigns: map[string]map[string]int{"acme": {"spring": 1}}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("1st start:", starts.Wait(ctx, "acme", 0))
-	err = starts.Wait(ctx, "acme", 0)
+	fmt.Println("1st start:", starts.Wait(ctx, "acme", "spring", 0))
+	err = starts.Wait(ctx, "acme", "spring", 0)
 	fmt.Println("2nd start rate limited:", errors.Is(err, live.ErrRateLimited))
 	// Output:
 	// 1st start: <nil>

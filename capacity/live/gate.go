@@ -99,6 +99,12 @@ func NewGate(cfg GateConfig) (*Gate, error) {
 // than once. If no room frees up in time it counts a rejection, calls
 // Overflow if set, and returns ErrGateFull; if ctx ends first, ctx's error.
 func (g *Gate) Enter(ctx context.Context) (release func(), err error) {
+	return g.EnterWithin(ctx, g.cfg.Timeout)
+}
+
+// EnterWithin is Enter waiting up to timeout instead of the configured
+// timeout (0 or negative: no wait, reject at once when full).
+func (g *Gate) EnterWithin(ctx context.Context, timeout time.Duration) (release func(), err error) {
 	select {
 	case g.sem <- struct{}{}:
 		return g.releaser(), nil
@@ -107,9 +113,9 @@ func (g *Gate) Enter(ctx context.Context) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("entering admission gate: %w", err)
 	}
-	if g.cfg.Timeout > 0 {
+	if timeout > 0 {
 		g.waiting.Add(1)
-		timer := time.NewTimer(g.cfg.Timeout)
+		timer := time.NewTimer(timeout)
 		select {
 		case g.sem <- struct{}{}:
 			timer.Stop()
@@ -127,7 +133,7 @@ func (g *Gate) Enter(ctx context.Context) (release func(), err error) {
 	if g.cfg.Overflow != nil {
 		g.cfg.Overflow(ctx)
 	}
-	return nil, fmt.Errorf("no room among %d calls after %s: %w", g.cfg.Size, max(g.cfg.Timeout, 0), ErrGateFull)
+	return nil, fmt.Errorf("no room among %d calls after %s: %w", g.cfg.Size, max(timeout, 0), ErrGateFull)
 }
 
 func (g *Gate) releaser() func() {
@@ -143,6 +149,9 @@ func (g *Gate) Rejected() int64 { return g.rejected.Load() }
 
 // InUse returns how many calls are inside the gate now.
 func (g *Gate) InUse() int { return len(g.sem) }
+
+// Timeout returns how long Enter waits for room.
+func (g *Gate) Timeout() time.Duration { return g.cfg.Timeout }
 
 // Size returns how many calls the gate admits at once.
 func (g *Gate) Size() int { return g.cfg.Size }

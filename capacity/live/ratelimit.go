@@ -7,7 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,9 +18,9 @@ import (
 
 // Defaults and bounds of RateLimiterConfig.
 const (
-	// StartRateDefault is an organisation's calls started per second when
+	// StartRateDefault is a campaign's calls started per second when
 	// RateLimiterConfig names none for it.
-	StartRateDefault = 5
+	StartRateDefault = 1
 	// StartRateMax is the largest start rate RateLimiterConfig accepts.
 	StartRateMax = 20
 	// RateWindow is the sliding window the start rate is counted over.
@@ -30,18 +31,19 @@ const (
 // *RateLimitedError, when no start token frees up before the timeout.
 var ErrRateLimited = errors.New("capacity: call start rate limited")
 
-// RateLimitedError says which organisation's start rate was exhausted.
+// RateLimitedError says which campaign's start rate was exhausted.
 // errors.Is(err, ErrRateLimited) is true for it.
 type RateLimitedError struct {
-	Org   string
-	Limit int // calls per second
+	Org      string
+	Campaign string // "" for the organisation's calls without a campaign
+	Limit    int    // calls per second
 	// RetryAfter is how long until the next token frees up, as Redis last
 	// reported it.
 	RetryAfter time.Duration
 }
 
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("capacity: org %q started %d calls in the last second; next start in %s", e.Org, e.Limit, e.RetryAfter)
+	return fmt.Sprintf("capacity: org %q campaign %q started %d calls in the last second; next start in %s", e.Org, e.Campaign, e.Limit, e.RetryAfter)
 }
 
 // Is reports whether target is ErrRateLimited.
@@ -51,12 +53,14 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 type RateLimiterConfig struct {
 	// KeyPrefix prefixes every Redis key. Default "": capacity.KeyPrefixDefault.
 	KeyPrefix string
-	// PerSecond is the start rate, 1–StartRateMax, of an organisation not
-	// listed in Orgs. Default 0: StartRateDefault (5).
+	// PerSecond is the start rate, 1–StartRateMax, of a campaign not
+	// listed in Campaigns. Default 0: StartRateDefault (1).
 	PerSecond int
-	// Orgs maps an organisation to its start rate, 1–StartRateMax.
-	// Default nil: every organisation gets PerSecond.
-	Orgs map[string]int
+	// Campaigns maps an organisation, then one of its campaigns, to the
+	// campaign's start rate, 1–StartRateMax. The campaign "" is the
+	// organisation's calls without a campaign. Default nil: every
+	// campaign gets PerSecond.
+	Campaigns map[string]map[string]int
 	// OpTimeout bounds each Redis round trip.
 	// Default 0: capacity.SlotsOpTimeoutDefault (1s).
 	OpTimeout time.Duration
@@ -91,21 +95,27 @@ func (c RateLimiterConfig) validate() error {
 	if c.OpTimeout < 0 {
 		return fmt.Errorf("RateLimiterConfig.OpTimeout must not be negative, got %s", c.OpTimeout)
 	}
-	orgs := make([]string, 0, len(c.Orgs))
-	for org := range c.Orgs {
-		orgs = append(orgs, org)
-	}
-	sort.Strings(orgs)
-	for _, org := range orgs {
-		if n := c.Orgs[org]; n < 1 || n > StartRateMax {
-			return fmt.Errorf("RateLimiterConfig.Orgs[%q] must be 1–%d, got %d", org, StartRateMax, n)
+	var errs []error
+	for _, org := range slices.Sorted(maps.Keys(c.Campaigns)) {
+		if err := capacity.CheckID("org", org); err != nil {
+			errs = append(errs, fmt.Errorf("RateLimiterConfig.Campaigns[%q]: %w", org, err))
+		}
+		for _, camp := range slices.Sorted(maps.Keys(c.Campaigns[org])) {
+			if camp != "" {
+				if err := capacity.CheckID("campaign", camp); err != nil {
+					errs = append(errs, fmt.Errorf("RateLimiterConfig.Campaigns[%q][%q]: %w", org, camp, err))
+				}
+			}
+			if n := c.Campaigns[org][camp]; n < 1 || n > StartRateMax {
+				errs = append(errs, fmt.Errorf("RateLimiterConfig.Campaigns[%q][%q] must be 1–%d, got %d", org, camp, StartRateMax, n))
+			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// RateLimiter limits how many calls each organisation starts per second,
-// over a one-second sliding window counted in Redis. It is separate from
+// RateLimiter limits how many calls each campaign of each organisation
+// starts per second, over a one-second sliding window counted in Redis. It is separate from
 // Slots and safe for concurrent use.
 type RateLimiter struct {
 	rdb  redis.UniversalClient
@@ -114,7 +124,7 @@ type RateLimiter struct {
 }
 
 // NewRateLimiter returns a RateLimiter counting in rdb, or an error naming
-// the field (and organisation) cfg gets wrong.
+// the field (and organisation and campaign) cfg gets wrong.
 func NewRateLimiter(rdb redis.UniversalClient, cfg RateLimiterConfig) (*RateLimiter, error) {
 	if rdb == nil {
 		return nil, errors.New("live.NewRateLimiter: Redis client is nil")
@@ -126,9 +136,10 @@ func NewRateLimiter(rdb redis.UniversalClient, cfg RateLimiterConfig) (*RateLimi
 	return &RateLimiter{rdb: rdb, cfg: cfg, fail: capacity.NewFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
 }
 
-// Limit returns org's start rate, in calls per second.
-func (r *RateLimiter) Limit(org string) int {
-	if n, ok := r.cfg.Orgs[org]; ok {
+// Limit returns the start rate of org's campaign ("" for its calls
+// without a campaign), in calls per second.
+func (r *RateLimiter) Limit(org, campaign string) int {
+	if n, ok := r.cfg.Campaigns[org][campaign]; ok {
 		return n
 	}
 	return r.cfg.PerSecond
@@ -137,7 +148,7 @@ func (r *RateLimiter) Limit(org string) int {
 // Uncounted returns how many starts went ahead without Redis.
 func (r *RateLimiter) Uncounted() int64 { return r.fail.Uncounted() }
 
-// rateTakeScript: KEYS the organisation's start set; ARGV now ("": Redis
+// rateTakeScript: KEYS the campaign's start set; ARGV now ("": Redis
 // TIME, see capacity.NowScript), limit, start ID. Trims starts older than
 // the window, and records this start if fewer than limit remain: {1, 0};
 // otherwise {0, µs until the oldest start leaves the window}. Starts are
@@ -156,19 +167,31 @@ if wait < 1 then wait = 1 end
 return {0, wait}
 `)
 
-// Wait takes a start token for org, waiting up to timeout for one. It
+// Wait takes a start token for org's campaign ("" for a call without a
+// campaign), waiting up to timeout for one. Each (organisation, campaign)
+// has its own window and rate (Limit). It
 // sleeps until the oldest start leaves the window (no polling in between)
 // and returns a *RateLimitedError (errors.Is ErrRateLimited) as soon as
 // the next token cannot free up before the timeout; ctx's error if ctx
 // ends first. When Redis cannot be reached it lets the start through
 // uncounted (fail open) and returns nil.
-func (r *RateLimiter) Wait(ctx context.Context, org string, timeout time.Duration) error {
-	limit := r.Limit(org)
-	key := capacity.Key(r.cfg.KeyPrefix, org, "starts")
+func (r *RateLimiter) Wait(ctx context.Context, org, campaign string, timeout time.Duration) error {
+	_, err := r.Take(ctx, org, campaign, timeout)
+	return err
+}
+
+// Take is Wait that also says whether the start was counted: uncounted is
+// true when Redis could not be reached and the start went through
+// uncounted (fail open, err nil).
+func (r *RateLimiter) Take(ctx context.Context, org, campaign string, timeout time.Duration) (uncounted bool, err error) {
+	limit := r.Limit(org, campaign)
+	// The organisation is the hash tag; a campaign id is never empty, so
+	// "starts:" (no campaign) meets no campaign's key.
+	key := capacity.Key(r.cfg.KeyPrefix, org, "starts", campaign)
 	id, err := newStartID()
 	if err != nil {
 		r.fail.Note("rate wait", err)
-		return nil
+		return true, nil
 	}
 	deadline := time.Now().Add(timeout)
 	var timer *time.Timer
@@ -181,17 +204,17 @@ func (r *RateLimiter) Wait(ctx context.Context, org string, timeout time.Duratio
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("waiting to start a call for org %q: %w", org, ctx.Err())
+				return false, fmt.Errorf("waiting to start a call for org %q campaign %q: %w", org, campaign, ctx.Err())
 			}
 			r.fail.Note("rate wait", err)
-			return nil
+			return true, nil
 		}
 		if res[0] == 1 {
-			return nil
+			return false, nil
 		}
 		wait := time.Duration(res[1]) * time.Microsecond
 		if time.Now().Add(wait).After(deadline) {
-			return &RateLimitedError{Org: org, Limit: limit, RetryAfter: wait}
+			return false, &RateLimitedError{Org: org, Campaign: campaign, Limit: limit, RetryAfter: wait}
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
@@ -201,13 +224,13 @@ func (r *RateLimiter) Wait(ctx context.Context, org string, timeout time.Duratio
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting to start a call for org %q: %w", org, ctx.Err())
+			return false, fmt.Errorf("waiting to start a call for org %q campaign %q: %w", org, campaign, ctx.Err())
 		case <-timer.C:
 		}
 	}
 }
 
-// newStartID names one start in the organisation's start set.
+// newStartID names one start in the campaign's start set.
 func newStartID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -42,17 +42,17 @@ func TestRateLimiterFailOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Wait(ctx, "acme", 0); err != nil {
+	if err := r.Wait(ctx, "acme", "spring", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Wait(ctx, "acme", 0); !errors.Is(err, live.ErrRateLimited) {
+	if err := r.Wait(ctx, "acme", "spring", 0); !errors.Is(err, live.ErrRateLimited) {
 		t.Fatalf("2nd start with Redis up = %v, want ErrRateLimited", err)
 	}
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := r.Wait(ctx, "acme", 0); err != nil {
+		if err := r.Wait(ctx, "acme", "spring", 0); err != nil {
 			t.Fatalf("start %d with Redis down = %v, want nil (fail open)", i, err)
 		}
 	}

@@ -23,11 +23,13 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 		want string
 	}{
 		{"defaults", live.RateLimiterConfig{}, ""},
-		{"max", live.RateLimiterConfig{PerSecond: 20, Orgs: map[string]int{"acme": 1}}, ""},
+		{"max", live.RateLimiterConfig{PerSecond: 20, Campaigns: map[string]map[string]int{"acme": {"spring": 1, "": 20}}}, ""},
 		{"above max", live.RateLimiterConfig{PerSecond: 21}, "RateLimiterConfig.PerSecond must be 1–20, got 21"},
 		{"negative", live.RateLimiterConfig{PerSecond: -1}, "RateLimiterConfig.PerSecond"},
-		{"org zero", live.RateLimiterConfig{Orgs: map[string]int{"acme": 0}}, `RateLimiterConfig.Orgs["acme"] must be 1–20, got 0`},
-		{"org above max", live.RateLimiterConfig{Orgs: map[string]int{"acme": 30}}, `RateLimiterConfig.Orgs["acme"]`},
+		{"campaign zero", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 0}}}, `RateLimiterConfig.Campaigns["acme"]["spring"] must be 1–20, got 0`},
+		{"campaign above max", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 21}}}, `RateLimiterConfig.Campaigns["acme"]["spring"] must be 1–20, got 21`},
+		{"bad campaign id", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"a b": 2}}}, `RateLimiterConfig.Campaigns["acme"]["a b"]`},
+		{"bad org id", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"{acme}": {"spring": 2}}}, `RateLimiterConfig.Campaigns["{acme}"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := live.NewRateLimiter(rdb, tc.cfg)
@@ -39,9 +41,12 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 			}
 		})
 	}
-	r, _ := live.NewRateLimiter(rdb, live.RateLimiterConfig{Orgs: map[string]int{"acme": 7}})
-	if r.Limit("acme") != 7 || r.Limit("other") != live.StartRateDefault {
-		t.Fatalf("Limit = %d, %d; want 7, %d", r.Limit("acme"), r.Limit("other"), live.StartRateDefault)
+	r, _ := live.NewRateLimiter(rdb, live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 7}}})
+	if r.Limit("acme", "spring") != 7 || r.Limit("acme", "autumn") != 1 || r.Limit("acme", "") != 1 || r.Limit("other", "spring") != 1 {
+		t.Fatalf("Limit = %d, %d, %d, %d; want 7, 1, 1, 1", r.Limit("acme", "spring"), r.Limit("acme", "autumn"), r.Limit("acme", ""), r.Limit("other", "spring"))
+	}
+	if live.StartRateDefault != 1 {
+		t.Fatalf("StartRateDefault = %d, want 1", live.StartRateDefault)
 	}
 }
 
@@ -49,25 +54,31 @@ func TestRateLimiterWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "live")
-	r, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Orgs: map[string]int{"acme": 3}})
+	r, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Campaigns: map[string]map[string]int{"acme": {"spring": 3}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
 	for i := range 3 {
-		if err := r.Wait(ctx, "acme", 0); err != nil {
+		if err := r.Wait(ctx, "acme", "spring", 0); err != nil {
 			t.Fatalf("start %d: %v", i+1, err)
 		}
 	}
-	// Another organisation has its own window.
-	if err := r.Wait(ctx, "other", 0); err != nil {
-		t.Fatalf("other org: %v", err)
+	// Another organisation, another campaign of the same organisation and
+	// its calls without a campaign each have their own window (rate 1).
+	for _, oc := range [][2]string{{"other", "spring"}, {"acme", "autumn"}, {"acme", ""}} {
+		if err := r.Wait(ctx, oc[0], oc[1], 0); err != nil {
+			t.Fatalf("%v: %v", oc, err)
+		}
+		if err := r.Wait(ctx, oc[0], oc[1], 0); !errors.Is(err, live.ErrRateLimited) {
+			t.Fatalf("%v second start in a second = %v, want rate limited (default 1/s)", oc, err)
+		}
 	}
 	// The 4th start within the second: a short timeout is refused at once.
 	start := time.Now()
-	err = r.Wait(ctx, "acme", 50*time.Millisecond)
+	err = r.Wait(ctx, "acme", "spring", 50*time.Millisecond)
 	var rl *live.RateLimitedError
-	if !errors.As(err, &rl) || !errors.Is(err, live.ErrRateLimited) || rl.Org != "acme" || rl.Limit != 3 || rl.RetryAfter <= 0 {
+	if !errors.As(err, &rl) || !errors.Is(err, live.ErrRateLimited) || rl.Org != "acme" || rl.Campaign != "spring" || rl.Limit != 3 || rl.RetryAfter <= 0 {
 		t.Fatalf("Wait with short timeout = %v, want a *RateLimitedError", err)
 	}
 	if d := time.Since(start); d > 500*time.Millisecond {
@@ -76,17 +87,17 @@ func TestRateLimiterWait(t *testing.T) {
 	// A cancelled context ends the wait.
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if err := r.Wait(cctx, "acme", 5*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+	if err := r.Wait(cctx, "acme", "spring", 5*time.Second); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait with ended ctx = %v, want DeadlineExceeded", err)
 	}
 	// With room to wait, it waits until the first start leaves the window, then succeeds.
-	if err := r.Wait(ctx, "acme", 3*time.Second); err != nil {
+	if err := r.Wait(ctx, "acme", "spring", 3*time.Second); err != nil {
 		t.Fatalf("Wait with timeout: %v", err)
 	}
 	if d := time.Since(t0); d < 950*time.Millisecond {
 		t.Fatalf("4th start went ahead %s after the 1st, within the one-second window", d)
 	}
-	if n := rdb.ZCard(ctx, prefix+":{acme}:starts").Val(); n < 1 || n > 3 {
+	if n := rdb.ZCard(ctx, prefix+":{acme}:starts:spring").Val(); n < 1 || n > 3 {
 		t.Fatalf("start window holds %d, want 1–3", n)
 	}
 }

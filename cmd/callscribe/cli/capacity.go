@@ -38,7 +38,8 @@ func (a *app) openLeases() (*capacity.Leases, *redis.Client, error) {
 		limits[k] = capacity.ProviderLimit{Limit: v.Limit, BatchReserve: v.BatchReserve}
 	}
 	l, err := capacity.New(capacity.Config{Redis: rdb, Limits: limits, LeaseSTT: a.config.Capacity.LeaseSTT, LeaseTTS: a.config.Capacity.LeaseTTS,
-		HeartbeatEvery: a.config.Capacity.HeartbeatEvery, PeakRetention: a.config.Capacity.PeakRetention, Logger: a.logger})
+		HeartbeatEvery: a.config.Capacity.HeartbeatEvery, PeakRetention: a.config.Capacity.PeakRetention, Logger: a.logger,
+		OnLimitLearned: a.alerts().learned})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, fmt.Errorf("capacity: %w", err)

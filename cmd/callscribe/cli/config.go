@@ -8,14 +8,18 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/vendorhttp"
 	"github.com/callscribe/callscribe/jobs"
@@ -34,6 +38,11 @@ const (
 	RetryMaxDelayDefault    = time.Hour
 	EnvDatabaseURL          = "CALLSCRIBE_DATABASE_URL"
 	EnvRedisURL             = "CALLSCRIBE_REDIS_URL"
+	// EnvDefaultOrgLimit is the concurrent-call cap of an organisation not
+	// listed in capacity.orgs when capacity.org_limit is not set. Unlike
+	// the URLs, the configuration file wins over it: explicit
+	// capacity.org_limit, then this variable, then capacity.OrgLimitDefault.
+	EnvDefaultOrgLimit = "DEFAULT_ORG_CONCURRENCY_LIMIT"
 )
 
 // Config is everything callscribe reads at start. Sources, later wins:
@@ -140,8 +149,13 @@ type CapacityConfig struct {
 	HeartbeatEvery time.Duration `yaml:"heartbeat_every"`
 	// PeakRetention: how long per-minute peaks are kept. Default 24h.
 	PeakRetention time.Duration `yaml:"peak_retention"`
+	// OrgLimit: concurrent calls of an organisation not listed in Orgs
+	// (or listed without a limit). Environment: DEFAULT_ORG_CONCURRENCY_LIMIT,
+	// used only when this key is not set. Default 0: 10
+	// (capacity.OrgLimitDefault). Must be positive when set.
+	OrgLimit int `yaml:"org_limit"`
 	// Orgs: per-organisation call caps of the call slots `callscribe serve`
-	// hands out. Default none: every organisation gets 10 concurrent
+	// hands out. Default none: every organisation gets OrgLimit concurrent
 	// calls and every campaign 5 (lowered to its organisation's cap).
 	Orgs map[string]CapacityOrg `yaml:"orgs"`
 	// Agents: each agent's providers, primary first, then fallbacks, used
@@ -150,6 +164,45 @@ type CapacityConfig struct {
 	// Window: the adaptive concurrency window of each throttling scope
 	// (kept in Redis, shared by every worker).
 	Window CapacityWindow `yaml:"window"`
+	// StartRate: calls started per second per organisation and campaign,
+	// for POST /v1/calls:start.
+	StartRate CapacityStartRate `yaml:"start_rate"`
+	// Gate: this serve process's admission gate, for POST /v1/gate/enter.
+	Gate CapacityGate `yaml:"gate"`
+	// Alerts: where learned-limit alerts are sent besides the log.
+	Alerts CapacityAlerts `yaml:"alerts"`
+}
+
+// CapacityStartRate configures the call start rate.
+type CapacityStartRate struct {
+	// Default: starts per second of a campaign not listed, 1–20.
+	// Default 0: 1.
+	Default int `yaml:"default"`
+	// Campaigns: organisation, then campaign, to its starts per second,
+	// 1–20. Default none.
+	Campaigns map[string]map[string]int `yaml:"campaigns"`
+}
+
+// CapacityGate configures serve's admission gate. Size 0: no gate.
+type CapacityGate struct {
+	// Size: calls inside the gate at once, below every ceiling.
+	Size int `yaml:"size"`
+	// Ceilings: the per-call pools behind the gate and their sizes.
+	Ceilings map[string]int `yaml:"ceilings"`
+	// Timeout: how long an enter waits by default. Default 4s.
+	Timeout time.Duration `yaml:"timeout"`
+	// TicketTTL: a ticket not left by then is reclaimed. Default 20m.
+	TicketTTL time.Duration `yaml:"ticket_ttl"`
+}
+
+// CapacityAlerts configures where learned-limit alerts go.
+type CapacityAlerts struct {
+	// WebhookURL: POSTed a JSON alert for each learned limit. Default "": none.
+	WebhookURL string `yaml:"webhook_url"`
+	// WebhookToken: bearer token of the webhook; never logged.
+	WebhookToken string `yaml:"webhook_token"`
+	// WebhookTokenFile: file holding WebhookToken; set one, not both.
+	WebhookTokenFile string `yaml:"webhook_token_file"`
 }
 
 // CapacityWindow tunes the scopes' concurrency windows. Zero fields take
@@ -323,6 +376,23 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s: %s must be positive", k, positive[k]))
 		}
 	}
+	if err := c.Capacity.startRate(); err != nil {
+		errs = append(errs, err)
+	}
+	if g := c.Capacity.Gate; g.Size != 0 || len(g.Ceilings) > 0 {
+		if _, err := live.NewGate(c.Capacity.gateConfig()); err != nil {
+			errs = append(errs, fmt.Errorf("capacity.gate: %w", err))
+		}
+		if g.TicketTTL < 0 {
+			errs = append(errs, fmt.Errorf("capacity.gate.ticket_ttl: %s must be positive", g.TicketTTL))
+		}
+	}
+	if u := c.Capacity.Alerts.WebhookURL; u != "" {
+		errs = append(errs, checkWebhookURL("capacity.alerts.webhook_url", u))
+	}
+	if c.Capacity.OrgLimit < 0 {
+		errs = append(errs, fmt.Errorf("capacity.org_limit: %d must be positive (0 or unset: %s, else 10)", c.Capacity.OrgLimit, EnvDefaultOrgLimit))
+	}
 	if err := c.RetryAfter.Policy().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("retry_after: %w", err))
 	}
@@ -412,6 +482,7 @@ func (c *Config) readSecrets() (inline []string, err error) {
 		read(p+"crm.token", p+"crm.token_file", &t.CRM.Token, t.CRM.TokenFile)
 		c.Pipeline.Tenants[id] = t
 	}
+	read("capacity.alerts.webhook_token", "capacity.alerts.webhook_token_file", &c.Capacity.Alerts.WebhookToken, c.Capacity.Alerts.WebhookTokenFile)
 	for _, name := range slices.Sorted(maps.Keys(c.CRMTargets)) {
 		t := c.CRMTargets[name]
 		p := "crm_targets." + name + "."
@@ -462,6 +533,13 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 	if v := getenv(EnvRedisURL); v != "" {
 		c.RedisURL = v
 	}
+	if v := strings.TrimSpace(getenv(EnvDefaultOrgLimit)); v != "" && c.Capacity.OrgLimit == 0 {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Config{}, fmt.Errorf("environment %s: %q is not a whole number of calls of at least 1", EnvDefaultOrgLimit, v)
+		}
+		c.Capacity.OrgLimit = n
+	}
 	c = c.WithDefaults()
 	if err := c.validate(); err != nil {
 		where := "configuration"
@@ -482,4 +560,50 @@ func NewLogger(w io.Writer, c LogConfig) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// startRate checks capacity.start_rate: each rate 1–20, names valid ids.
+func (c CapacityConfig) startRate() error {
+	var errs []error
+	if n := c.StartRate.Default; n < 0 || n > live.StartRateMax {
+		errs = append(errs, fmt.Errorf("capacity.start_rate.default: %d must be 1–%d (0 or unset: %d)", n, live.StartRateMax, live.StartRateDefault))
+	}
+	for _, org := range slices.Sorted(maps.Keys(c.StartRate.Campaigns)) {
+		if capacity.CheckID("org", org) != nil {
+			errs = append(errs, fmt.Errorf("capacity.start_rate.campaigns.%s: not an organisation id (1–128 of A-Z a-z 0-9 . _ -)", org))
+		}
+		for _, camp := range slices.Sorted(maps.Keys(c.StartRate.Campaigns[org])) {
+			key := "capacity.start_rate.campaigns." + org + "." + camp
+			if capacity.CheckID("campaign", camp) != nil {
+				errs = append(errs, fmt.Errorf("%s: not a campaign id (1–128 of A-Z a-z 0-9 . _ -)", key))
+			}
+			if n := c.StartRate.Campaigns[org][camp]; n < 1 || n > live.StartRateMax {
+				errs = append(errs, fmt.Errorf("%s: %d must be 1–%d starts per second", key, n, live.StartRateMax))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rateLimiterConfig is capacity.start_rate for live.NewRateLimiter.
+func (c CapacityConfig) rateLimiterConfig() live.RateLimiterConfig {
+	return live.RateLimiterConfig{PerSecond: c.StartRate.Default, Campaigns: c.StartRate.Campaigns}
+}
+
+// gateConfig is capacity.gate for live.NewGate.
+func (c CapacityConfig) gateConfig() live.GateConfig {
+	return live.GateConfig{Size: c.Gate.Size, Ceilings: c.Gate.Ceilings, Timeout: c.Gate.Timeout}
+}
+
+// checkWebhookURL accepts an absolute http(s) URL; plain http only to a
+// loopback host.
+func checkWebhookURL(key, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%s: want an absolute http(s) URL", key)
+	}
+	if u.Scheme == "http" && !loopbackAddr(u.Host) && !loopbackAddr(u.Host+":80") {
+		return fmt.Errorf("%s: http:// only to a loopback host; use https://", key)
+	}
+	return nil
 }

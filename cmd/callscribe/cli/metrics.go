@@ -62,5 +62,10 @@ func (a *app) newMetrics(src metricsSources) *metrics.Metrics {
 	if src.tokens != nil {
 		cfg.AuthFailures = src.tokens.Failures
 	}
-	return metrics.New(cfg)
+	if w := a.alerts().webhook.Load(); w != nil {
+		cfg.LimitAlertWebhook = map[string]func() int64{"delivered": w.Delivered, "failed": w.Failed, "dropped": w.Dropped}
+	}
+	m := metrics.New(cfg)
+	a.alerts().metrics.Store(m)
+	return m
 }

@@ -2,10 +2,10 @@ package cli_test
 
 import (
 	"bytes"
-	"encoding/json"
-	"net/http"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"

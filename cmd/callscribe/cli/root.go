@@ -29,6 +29,8 @@ type app struct {
 	configPath string
 	config     Config
 	logger     *slog.Logger
+	// limitAlerts: see alerts.go; nil until leases are opened.
+	limitAlerts *limitAlerts
 }
 
 // Run executes the command line args and returns the process exit code.

@@ -59,6 +59,8 @@ func (a *app) serveCommand() *cobra.Command {
   POST /v1/leases, /v1/leases/refresh, /v1/leases/release
   POST /v1/slots, /v1/slots/bind, /v1/slots/release
   POST /v1/calls/{call_id}/release, /v1/calls/{call_id}/transcriber
+  POST /v1/calls:start (capacity.start_rate: per campaign, default 1/s)
+  POST /v1/gate/enter, /v1/gate/leave (capacity.gate; this process's gate)
   GET  /v1/status
 
 - the status page at / (admin token: a bearer header, or signed in once
@@ -89,11 +91,16 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				return err
 			}
 			defer func() { _ = rdb.Close() }()
+			stopAlerts, err := a.startAlertWebhook()
+			if err != nil {
+				return err
+			}
+			defer stopAlerts()
 			orgs := make(map[string]capacity.OrgSlots, len(a.config.Capacity.Orgs))
 			for name, o := range a.config.Capacity.Orgs {
 				orgs[name] = capacity.OrgSlots{Limit: o.Limit, Campaigns: o.Campaigns}
 			}
-			slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{Orgs: orgs, Logger: a.logger})
+			slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{OrgLimit: a.config.Capacity.OrgLimit, Orgs: orgs, Logger: a.logger})
 			if err != nil {
 				return fmt.Errorf("capacity.orgs: %w", err)
 			}
@@ -116,7 +123,18 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			dialerDone := make(chan struct{})
 			go func() { defer close(dialerDone); dialer.Run(dialCtx, nil) }()
 			defer func() { stopDialer(); <-dialerDone }()
-			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline}
+			starts, err := live.NewRateLimiter(rdb, a.config.Capacity.rateLimiterConfig())
+			if err != nil {
+				return fmt.Errorf("capacity.start_rate: %w", err)
+			}
+			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline,
+				Starts: starts, GateTicketTTL: a.config.Capacity.Gate.TicketTTL}
+			if a.config.Capacity.Gate.Size > 0 {
+				// This process's gate: its tickets live here, not in Redis.
+				if opts.Gate, err = live.NewGate(a.config.Capacity.gateConfig()); err != nil {
+					return fmt.Errorf("capacity.gate: %w", err)
+				}
+			}
 			mux := http.NewServeMux()
 			var (
 				e       *pipelineEnv

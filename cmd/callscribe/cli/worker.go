@@ -41,6 +41,11 @@ func (a *app) workerCommand() *cobra.Command {
 					return err
 				}
 				defer func() { _ = rdb.Close() }()
+				stopAlerts, err := a.startAlertWebhook()
+				if err != nil {
+					return err
+				}
+				defer stopAlerts()
 				var stop func()
 				if caps, stop, err = a.capsFrom(ctx, leases, rdb); err != nil {
 					return err
