@@ -282,7 +282,7 @@ func (c *CallerIDs) Acquire(ctx context.Context, org, callID string) (CallerID, 
 	if number == "" {
 		return CallerID{}, &NoCallerIDError{Org: org, Busy: int(busy), Total: int(total)}
 	}
-	return CallerID{Org: org, Number: number, Token: token, CallID: callID, Since: time.UnixMilli(now)}, nil
+	return CallerID{Org: org, Number: number, Token: token, CallID: callID, Since: time.UnixMilli(now).UTC()}, nil
 }
 
 // Release gives number back to org's pool if token still holds it; it is
