@@ -332,8 +332,13 @@ func TestCallerIDsConcurrent(t *testing.T) {
 				// Forget the holder before releasing: after the release
 				// another goroutine may rightly take the number.
 				holders.Delete(cid.Number)
-				if ok, err := c.Release(ctx, "acme", cid.Number, cid.Token); !ok || err != nil {
-					fail(fmt.Errorf("release of %s by %s = %v, %v", cid.Number, call, ok, err))
+				ok, err := c.Release(ctx, "acme", cid.Number, cid.Token)
+				if err != nil {
+					fail(fmt.Errorf("release of %s by %s: %w", cid.Number, call, err))
+					return
+				}
+				if !ok {
+					fail(fmt.Errorf("release of %s by its holder %s freed nothing", cid.Number, call))
 					return
 				}
 			}
