@@ -22,6 +22,17 @@
 // they are parts of Redis keys. A waiting Acquire retries at most every
 // RetryIntervalMin.
 //
+// Caller IDs: each organisation's pool of outbound caller IDs (CallerIDs),
+// the E.164 numbers its calls dial from (CheckNumber). One script takes
+// back the numbers busy for StaleAfterDefault (the slots' timeout), then
+// takes the free number freed longest ago and marks it busy with a holder
+// token; release frees a number only with that token, so a stale holder
+// cannot free a number another call now holds. A number cannot be
+// invented, so without Redis Acquire does not fail open with a grant: it
+// returns ErrCallerIDsUnavailable at once (after at most OpTimeout) and the
+// caller dials with its default number; Release does nothing and the
+// number comes back after the timeout.
+//
 // Guarantees: time is Redis's, never a process's: every script that needs
 // it starts with the one shared "now" prelude (NowScript), which reads
 // Redis TIME. Every key of one script shares a hash tag (Key), so the
@@ -30,7 +41,8 @@
 // warning is logged at most once a minute. Capacity code never returns a
 // Redis error into a call (only the caller's own mistakes: an invalid id, a
 // slot not held, a call not bound); only the operator calls (SetLimit, Status,
-// LimitEvents, LiveCalls) return Redis errors.
+// LimitEvents, LiveCalls, the caller-ID pool's Add, Remove and List) return
+// Redis errors, and CallerIDs.Acquire returns ErrCallerIDsUnavailable.
 //
 // What it does not do: it does not call a vendor or decide what a live call
 // does when a provider is full; those rules (a call's transcriber and

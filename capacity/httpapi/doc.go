@@ -3,12 +3,15 @@
 // release), call slots (acquire, bind, release, release by call), a call's
 // transcriber and a reply's voice by its agent's providers, the dial queue
 // shared through Redis (dial, poll, answered, ended), each call's timeline
-// (capacity/live), and the status of every configured provider.
+// (capacity/live), the status of every configured provider, and each
+// organisation's pool of outbound caller IDs (acquire, release, list).
 //
 // NewHandler returns the http.Handler; its doc lists the routes.
 //
 // Guarantees: like the library, the API fails open: when Redis is down,
-// acquires answer 200 granted and uncounted and releases 204, never 5xx. A
+// acquires answer 200 granted and uncounted and releases 204, never 5xx,
+// except a caller-ID acquire: a number cannot be invented, so it answers
+// 503 with Retry-After at once and the runtime dials with its default. A
 // lease or slot object is sent back by the client exactly as it was
 // received, and a lease the client claims counted for a provider/kind with
 // no configured limit is treated as uncounted. Request bodies must be

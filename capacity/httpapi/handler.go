@@ -83,6 +83,9 @@ type Options struct {
 	// POST /v1/gate/leave; then the place is reclaimed. Default 0:
 	// GateTicketTTLDefault (20m).
 	GateTicketTTL time.Duration
+	// CallerIDs holds the organisations' caller-ID pools for the
+	// /v1/caller-ids routes. Default nil: those routes answer 501.
+	CallerIDs *capacity.CallerIDs
 }
 
 // NewHandler returns the JSON HTTP API through which live-call runtimes
@@ -111,6 +114,9 @@ type Options struct {
 //	POST /v1/gate/enter                {timeout_ms}                   → 200 {ticket, expires_at} | 429 gate_full | 503 busy
 //	POST /v1/gate/leave                {ticket}                       → 204 | 404 unknown_ticket
 //	GET  /v1/status                                                   → 200 {providers, live_calls}
+//	POST /v1/caller-ids:acquire        {org, call_id}                 → 200 {number, token, org, call_id, busy_since} | 409 no_caller_id | 503 caller_ids_unavailable
+//	POST /v1/caller-ids:release        {org, number, token}           → 204
+//	GET  /v1/caller-ids?org=ORG                                       → 200 {org, free, busy, stale, numbers}
 //
 // A lease or slot object is sent back exactly as it was received.
 // Organisation, campaign, call and slot ids are 1–128 bytes of A-Z a-z 0-9
@@ -138,6 +144,13 @@ type Options struct {
 // routes are per server process: a ticket is good only on the process
 // that gave it, and a ticket not left within Options.GateTicketTTL is
 // reclaimed, so a client that dies does not hold its place forever.
+//
+// Caller IDs (Options.CallerIDs) are the exception to failing open: a
+// number cannot be invented, so while Redis is down a caller-ID acquire
+// answers 503 caller_ids_unavailable with Retry-After: 1 at once (the
+// runtime dials with its default number), and a release answers 204 (the
+// number comes back after capacity.StaleAfterDefault). Numbers are E.164
+// (capacity.CheckNumber); a release with a stale token frees nothing.
 func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) http.Handler {
 	if leases == nil {
 		panic("httpapi.NewHandler: leases is nil")
@@ -182,6 +195,9 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	route("/v1/gate/leave", http.MethodPost, h.needGate(h.gateLeave))
 	route("/v1/status", http.MethodGet, h.status)
 	registerLiveCalls(mux, h)
+	route("/v1/caller-ids:acquire", http.MethodPost, h.needCallerIDs(h.callerIDAcquire))
+	route("/v1/caller-ids:release", http.MethodPost, h.needCallerIDs(h.callerIDRelease))
+	route("/v1/caller-ids", http.MethodGet, h.needCallerIDs(h.callerIDList))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
 	})

@@ -61,6 +61,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.AddCommand(a.migrateCommand(), a.ledgerCommand(), a.retentionCommand(), a.tokensCommand(), a.rolloutCommand(), a.demoCommand(),
 		a.workerCommand(), a.ingestCommand(), a.jobsCommand(), a.scopesCommand(), a.simulateCommand(), a.outboxCommand(), a.replayCommand(), a.capacityCommand())
 	root.AddCommand(a.serveCommand())
+	root.AddCommand(a.callerIDsCommand())
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -62,6 +62,7 @@ func (a *app) serveCommand() *cobra.Command {
   POST /v1/calls:start (capacity.start_rate: per campaign, default 1/s)
   POST /v1/gate/enter, /v1/gate/leave (capacity.gate; this process's gate)
   GET  /v1/status
+  POST /v1/caller-ids:acquire, /v1/caller-ids:release; GET /v1/caller-ids?org=
 
 - the status page at / (admin token: a bearer header, or signed in once
   from the browser for a session cookie): recordings, cooldowns, capacity
@@ -127,8 +128,12 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			if err != nil {
 				return fmt.Errorf("capacity.start_rate: %w", err)
 			}
+			callerIDs, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{Logger: a.logger})
+			if err != nil {
+				return err
+			}
 			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline,
-				Starts: starts, GateTicketTTL: a.config.Capacity.Gate.TicketTTL}
+				Starts: starts, GateTicketTTL: a.config.Capacity.Gate.TicketTTL, CallerIDs: callerIDs}
 			if a.config.Capacity.Gate.Size > 0 {
 				// This process's gate: its tickets live here, not in Redis.
 				if opts.Gate, err = live.NewGate(a.config.Capacity.gateConfig()); err != nil {
