@@ -41,14 +41,15 @@ const (
 // TestLiveCallsAcrossServeProcesses runs three `callscribe serve`
 // processes on one Redis and 300 simulated calls of one organisation
 // against them through the HTTP API, each step of a call sent to the next
-// process in turn: start permit, call slot (waiting), bind, dial (queued
-// when the transcriber plan is full, polled until reserved), answered, two
-// replies with a voice slot each, ended, slot released. At every instant
+// process in turn: start permit, call slot (waiting), bind, caller ID,
+// dial (queued when the transcriber plan is full, polled until reserved),
+// answered, two replies with a voice slot each, ended, caller ID and slot
+// released. At every instant
 // the calls observe, no cap is exceeded: the holders the clients count
 // (a client counts a slot from its grant to just before its release, so
 // its count is never above the server's) and the leases Redis counts,
-// sampled throughout. At the end every slot, voice slot and reservation is
-// back. Then calls that die holding everything are reclaimed once Redis
+// sampled throughout; and no caller ID is held by two calls at once. At
+// the end every slot, voice slot, reservation and caller ID is back. Then calls that die holding everything are reclaimed once Redis
 // time is past their timeout.
 func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 	t.Parallel()
@@ -84,6 +85,20 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 		testredis.DeleteMatching(rdb, "*"+id+"*")
 		_ = rdb.SRem(context.Background(), "callscribe:cap:{registry}:orgs", org).Err()
 	})
+
+	// The organisation's caller IDs: as many as its cap, so a call never
+	// waits for one, and any two calls holding the same one would show.
+	pool, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var numbers []string
+	for i := range mpOrgCap {
+		numbers = append(numbers, fmt.Sprintf("+1555%07d", i))
+	}
+	if _, err := pool.Add(ctx, org, numbers...); err != nil {
+		t.Fatal(err)
+	}
 
 	bin := buildCallscribe(t)
 	const token = "mp-token"
@@ -224,6 +239,23 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 			advanced.Release(ctx, l)
 		}
 	}
+	if code, m := api.post(0, "/v1/caller-ids:acquire", map[string]any{"org": org, "call_id": id + "-late"}); code != http.StatusConflict {
+		t.Fatalf("with every caller ID held by a dead call: %d %v, want 409 no_caller_id", code, m)
+	}
+	reclaimer, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity.SetCallerIDsNowForTest(reclaimer, later)
+	for i := range mpOrgCap {
+		c, err := reclaimer.Acquire(ctx, org, fmt.Sprintf("%s-reclaim-%d", id, i))
+		if err != nil {
+			t.Fatalf("caller ID %d of %d with Redis time past the dead calls' timeout: %v", i+1, mpOrgCap, err)
+		}
+		if freed, err := reclaimer.Release(ctx, org, c.Number, c.Token); err != nil || !freed {
+			t.Fatalf("releasing %s: %v, %v", c.Number, freed, err)
+		}
+	}
 	// And the serve processes, on Redis's own clock, grant again.
 	if err := api.tryNoWait(org, campaigns[2:4], mpOrgCap); err != nil {
 		t.Fatalf("after the dead calls were reclaimed: %v", err)
@@ -253,6 +285,14 @@ func mpCall(api *mpAPI, held *holders, i int, org, campaign, callID string) erro
 	held.add("campaign "+campaign, 1)
 	if code, m := api.post(next(), "/v1/slots/bind", map[string]any{"slot": slot, "call_id": callID}); code != http.StatusNoContent {
 		return fail("bind", code, m)
+	}
+	code, cid := api.post(next(), "/v1/caller-ids:acquire", map[string]any{"org": org, "call_id": callID})
+	if code != http.StatusOK {
+		return fail("caller ID", code, cid)
+	}
+	number := fmt.Sprint(cid["number"])
+	if !held.take(number, callID) {
+		return fail("caller ID "+number+" given while another call held it", code, cid)
 	}
 
 	code, m = api.post(next(), "/v1/calls/"+callID+"/dial", map[string]any{"agent": "support"})
@@ -297,6 +337,10 @@ func mpCall(api *mpAPI, held *holders, i int, org, campaign, callID string) erro
 	if code, m := api.post(next(), "/v1/calls/"+callID+"/ended", map[string]any{}); code != http.StatusNoContent {
 		return fail("ended", code, m)
 	}
+	held.give(number)
+	if code, m := api.post(next(), "/v1/caller-ids:release", map[string]any{"org": org, "number": number, "token": cid["token"]}); code != http.StatusNoContent {
+		return fail("caller ID release", code, m)
+	}
 	held.add("org", -1)
 	held.add("campaign "+campaign, -1)
 	if code, m := api.post(next(), "/v1/slots/release", map[string]any{"slot": slot}); code != http.StatusNoContent {
@@ -306,7 +350,8 @@ func mpCall(api *mpAPI, held *holders, i int, org, campaign, callID string) erro
 }
 
 // deadCalls starts mpOrgCap calls, five in each of the first two
-// campaigns, that take their slot, bind it, get their transcriber reserved
+// campaigns, that take their slot, bind it, take a caller ID, get their
+// transcriber reserved
 // (the first mpSTTLimit) and a voice slot (the first mpVoiceCap), then die
 // without giving anything back.
 func deadCalls(t *testing.T, api *mpAPI, org string, campaigns []string, id string) {
@@ -319,6 +364,9 @@ func deadCalls(t *testing.T, api *mpAPI, org string, campaigns []string, id stri
 		}
 		if code, m := api.post(i+1, "/v1/slots/bind", map[string]any{"slot": m["slot"], "call_id": callID}); code != http.StatusNoContent {
 			t.Fatalf("dead call %d: bind: %d %v", i, code, m)
+		}
+		if code, m := api.post(i+1, "/v1/caller-ids:acquire", map[string]any{"org": org, "call_id": callID}); code != http.StatusOK {
+			t.Fatalf("dead call %d: caller ID: %d %v", i, code, m)
 		}
 		if i < mpSTTLimit {
 			if code, m := api.post(i+2, "/v1/calls/"+callID+"/dial", map[string]any{"agent": "support"}); code != http.StatusOK {
@@ -337,6 +385,11 @@ func deadCalls(t *testing.T, api *mpAPI, org string, campaigns []string, id stri
 // no call of the test waits in the dial queue.
 func assertAllBack(t *testing.T, ctx context.Context, api *mpAPI, leases *capacity.Leases, limits map[string]int, id string) {
 	t.Helper()
+	org := id + "-org"
+	code, ids := api.get(0, "/v1/caller-ids?org="+org)
+	if code != http.StatusOK || ids["busy"] != float64(0) || ids["free"] != float64(mpOrgCap) {
+		t.Fatalf("the organisation's caller IDs: %d %v, want all %d free", code, ids, mpOrgCap)
+	}
 	st, err := leases.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -432,6 +485,30 @@ type holders struct {
 	mu     sync.Mutex
 	counts map[string]*atomic.Int64
 	maxima maxima
+	// numbers: the caller IDs held, by number, and by which call.
+	numbers map[string]string
+}
+
+// take records that callID holds number, and reports false if another
+// call holds it.
+func (h *holders) take(number, callID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.numbers == nil {
+		h.numbers = map[string]string{}
+	}
+	if other, busy := h.numbers[number]; busy && other != callID {
+		return false
+	}
+	h.numbers[number] = callID
+	return true
+}
+
+// give records that number's holder is about to release it.
+func (h *holders) give(number string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.numbers, number)
 }
 
 func (h *holders) add(name string, d int64) {
