@@ -31,6 +31,10 @@ const (
 	// others'; a pass that outlives it is still safe (a call is reserved
 	// once: ZREM wins).
 	dialLockTTL = 30 * time.Second
+	// DialCheckWait bounds how long Dial waits for another process's
+	// re-check pass to check a call it queued; after it, Dial answers
+	// queued, waiting for WaitingForCheck.
+	DialCheckWait = 2 * time.Second
 )
 
 // Why a queued call is waiting (QueuedCall.WaitingFor).
@@ -364,6 +368,8 @@ func (d *Dialer) enqueue(ctx context.Context, c Call) bool {
 // already known is not queued again: its state is returned. When Redis
 // cannot be reached, c is reserved uncounted (fail open, Uncounted).
 // Calls that this check reserves besides c are handed to dial (nil: none).
+// If another process holds the re-check lock at that moment, that process
+// passes again for c and Dial waits up to DialCheckWait for it.
 func (d *Dialer) Dial(ctx context.Context, c Call, dial func(Call, Reservation)) DialState {
 	if !d.enqueue(ctx, c) {
 		res, _ := d.TryDial(ctx, c)
@@ -375,6 +381,19 @@ func (d *Dialer) Dial(ctx context.Context, c Call, dial func(Call, Reservation))
 		}
 	})
 	st, err := d.State(ctx, c.ID)
+	// Another process held the re-check lock: Recheck asked it to pass
+	// again and returned. Wait (bounded) for that pass to check c, so
+	// that a call with room is answered reserved, not "capacity check".
+	for wait, until := time.Millisecond, time.Now().Add(DialCheckWait); err == nil && st.State == DialQueued &&
+		st.WaitingFor == WaitingForCheck && time.Now().Before(until) && ctx.Err() == nil; wait = min(2*wait, 25*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		st, err = d.State(ctx, c.ID)
+	}
 	if err != nil { // Redis gone since, or ended meanwhile: fail open
 		res, _ := d.TryDial(ctx, c)
 		return DialState{CallID: c.ID, State: DialReserved, Call: c, Reservation: res, Uncounted: true}

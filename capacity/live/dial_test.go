@@ -375,3 +375,42 @@ func TestDialersShareQueueConcurrently(t *testing.T) {
 		t.Fatalf("stt leases %d after every call ended, want 0", n)
 	}
 }
+
+// Dial while another process holds the re-check lock: that process is
+// asked to pass again, and Dial waits for its pass instead of answering
+// "capacity check" for a call that has room.
+func TestDialWaitsForAnotherProcessPass(t *testing.T) {
+	ctx := context.Background()
+	b := dialSetup(t)
+	lock, again := capacity.Key(b.prefix, "dial", "lock"), capacity.Key(b.prefix, "dial", "again")
+	if err := b.rdb.Set(ctx, lock, "another-process", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan live.DialState, 1)
+	go func() { got <- b.dialer.Dial(ctx, live.Call{ID: "c1", Providers: dialProviders}, nil) }()
+	// The other process sees the request to pass again, and passes.
+	deadline := time.Now().Add(5 * time.Second)
+	for b.rdb.Exists(ctx, again).Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Dial never asked the lock holder to pass again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case st := <-got:
+		t.Fatalf("Dial answered %+v before the holder's pass", st)
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.rdb.Del(ctx, lock, again)
+	b.dialer.Recheck(ctx, nil)
+	select {
+	case st := <-got:
+		if st.State != live.DialReserved || st.Reservation.Transcriber.Provider != "stt" || st.Uncounted {
+			t.Fatalf("Dial answered %+v, want reserved on stt", st)
+		}
+		live.HangUp(ctx, b.leases, st.Reservation.Transcriber)
+		b.dialer.CallEnded(ctx, "c1")
+	case <-time.After(live.DialCheckWait):
+		t.Fatal("Dial did not answer after the holder's pass")
+	}
+}
