@@ -584,7 +584,7 @@ func buildCallscribe(t *testing.T) string {
 		builtBin = filepath.Join(dir, "callscribe")
 		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/callscribe/callscribe/cmd/callscribe").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
