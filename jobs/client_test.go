@@ -1,7 +1,6 @@
 package jobs_test
 
 import (
-	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -9,9 +8,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/jobs"
-	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 )
 
@@ -46,9 +43,4 @@ func newClient(pool *pgxpool.Pool, p *jobs.Pipeline, ob *outbox.Outbox, adjust f
 }
 
 // commitThrough commits validated recordings through ob.
-func commitThrough(ob *outbox.Outbox) jobs.CommitFunc {
-	return func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
-		res, err := ob.CommitTx(ctx, tx, client, rec, actions)
-		return res.Duplicate, err
-	}
-}
+func commitThrough(ob *outbox.Outbox) jobs.CommitFunc { return ob.CommitStep }

@@ -161,6 +161,24 @@ func TestPipelineCommitsAndDelivers(t *testing.T) {
 			t.Fatalf("delivered set %+v lacks an expected action", s)
 		}
 	}
+	// A transcript received, validated and committed is one statement: its
+	// three events carry that statement's one time, after the submission.
+	recs, err := l.Recordings(ctx, ledger.RecordingFilter{State: ledger.StateCommitted})
+	if err != nil || len(recs) != e.n {
+		t.Fatalf("committed recordings: %d, %v", len(recs), err)
+	}
+	for _, r := range recs {
+		evs, err := l.Events(ctx, r.ID)
+		if err != nil || len(evs) < 5 {
+			t.Fatalf("events of %s: %+v, %v", r.CallID, evs, err)
+		}
+		last := evs[len(evs)-3:]
+		if last[0].Prior != ledger.StateSubmitted || last[0].New != ledger.StateTranscribed || last[1].New != ledger.StateValidated ||
+			last[2].New != ledger.StateCommitted || !last[0].At.Equal(last[1].At) || !last[1].At.Equal(last[2].At) ||
+			!evs[len(evs)-4].At.Before(last[0].At) {
+			t.Fatalf("%s's last events %+v: want submitted -> transcribed -> validated -> committed written at one instant", r.CallID, evs)
+		}
+	}
 	// The speech vendor's scope was never touched by the CRM's throttling.
 	if d, _ := l.ScopeDeferral(ctx, p.Config().Tenants["t1"].Scope); !d.NotBefore.IsZero() {
 		t.Fatalf("CRM throttling deferred the speech scope: %+v", d)

@@ -91,9 +91,9 @@ func TestMetricsRollout(t *testing.T) {
 	const n = 30
 	procA := metrics.New(metrics.Config{})
 	var ob *outbox.Outbox
-	commit := func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
-		res, err := ob.CommitTx(ctx, tx, client, rec, actions)
-		return res.Duplicate, err
+	commit := func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action,
+		pending int) (ledger.Transition, bool, error) {
+		return ob.CommitStep(ctx, tx, client, rec, actions, pending)
 	}
 	e, files := setupWith(t, sttsim.Config{MaxInFlight: 2, RateLimitShare: 0.3, Cooldown: 300 * time.Millisecond,
 		InFlightRetryAfter: 200 * time.Millisecond, Latency: 20 * time.Millisecond, LatencyJitter: 20 * time.Millisecond,

@@ -73,13 +73,19 @@ func (noMetrics) VendorCooldown(string, time.Duration)         {}
 func (noMetrics) BillableAudio(string, string, float64)        {}
 func (noMetrics) Committed(string, string, int, time.Duration) {}
 
-// CommitFunc commits a validated recording's actions inside tx: its
-// action set, the job that delivers it (inserted with client) and the
-// validated → committed transition, which commit or roll back with the
-// pipeline's other writes of the step (the transcript and its validation).
-// duplicate reports that another worker had committed the set first and
-// the commit converged on theirs. In callscribe it is outbox.Outbox.CommitTx.
-type CommitFunc func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (duplicate bool, err error)
+// CommitFunc commits a validated recording's actions inside tx: it writes
+// the action set and the job that delivers it (inserted with client), and
+// returns the recording's validated → committed transition (step) for the
+// pipeline to apply in the same transaction together with the step's other
+// moves of the recording (a transcript received, validated and committed
+// updates the recording once: ledger.AdvanceTx). It does not move the
+// recording itself. pendingValidations is how many validations (0 or 1)
+// the pipeline appends after it in the same transaction: the set's
+// version counts them. duplicate reports that another worker had committed
+// the set first and the commit converged on theirs; step is then zero. In
+// callscribe it is outbox.Outbox.PrepareCommitTx.
+type CommitFunc func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action,
+	pendingValidations int) (step ledger.Transition, duplicate bool, err error)
 
 // Deps is what a pipeline works with besides its configuration.
 type Deps struct {

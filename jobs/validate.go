@@ -53,30 +53,38 @@ func (p *Pipeline) finish(ctx context.Context, s *stepCtx, fresh *freshTranscrip
 	}
 	var committed, duplicate bool
 	err = pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
-		cur := rec
-		var err error
+		// The step's moves of the recording, applied in one statement at
+		// the end: one event each, one row update in all.
+		var steps []ledger.Transition
+		state := rec.State
 		if fresh != nil {
-			if cur, err = p.ledger.RecordTranscriptTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: ledger.StateSubmitted,
-				To: ledger.StateTranscribed, Reason: "transcript received", ResponseClass: fresh.responseClass,
-				ProviderID: nonEmpty(fresh.ProviderID)}, fresh.Transcript); err != nil {
-				return err
-			}
+			steps = append(steps, ledger.Transition{From: ledger.StateSubmitted, To: ledger.StateTranscribed,
+				Reason: "transcript received", ResponseClass: fresh.responseClass, ProviderID: nonEmpty(fresh.ProviderID)})
+			state = ledger.StateTranscribed
 		}
-		if cur.State == ledger.StateTranscribed {
+		validations := 0
+		if state == ledger.StateTranscribed {
 			if check.err != nil {
-				_, err := p.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: cur.State, To: ledger.StateFailed,
+				steps = append(steps, ledger.Transition{From: state, To: ledger.StateFailed,
 					Reason: check.err.Error(), ResponseClass: check.class, Detail: check.detail})
-				return err
+				return p.advance(ctx, tx, rec, steps, fresh)
 			}
-			if cur, err = p.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: cur.State, To: ledger.StateValidated,
-				Reason: "transcript valid", Detail: check.detail}); err != nil {
-				return err
-			}
+			steps = append(steps, ledger.Transition{From: state, To: ledger.StateValidated, Reason: "transcript valid", Detail: check.detail})
+			state, validations = ledger.StateValidated, 1
 		}
 		if !commit || extractErr != nil {
-			return nil
+			return p.advance(ctx, tx, rec, steps, fresh)
 		}
-		if duplicate, err = p.commitActions(ctx, tx, client, cur, actions); err != nil {
+		validated := rec
+		validated.State = state
+		step, dup, err := p.commitActions(ctx, tx, client, validated, actions, validations)
+		if err != nil {
+			return err
+		}
+		if duplicate = dup; !dup {
+			steps = append(steps, step)
+		}
+		if err := p.advance(ctx, tx, rec, steps, fresh); err != nil {
 			return err
 		}
 		committed = true
@@ -108,6 +116,20 @@ func (p *Pipeline) finish(ctx context.Context, s *stepCtx, fresh *freshTranscrip
 	}
 	faultPoint("between_commit_and_delivery")
 	return nil
+}
+
+// advance applies steps (none: nothing to do) to rec in tx, storing
+// fresh's transcript with them.
+func (p *Pipeline) advance(ctx context.Context, tx pgx.Tx, rec ledger.Recording, steps []ledger.Transition, fresh *freshTranscript) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	a := ledger.Advance{RecordingID: rec.ID, Steps: steps}
+	if fresh != nil {
+		a.Transcript = &fresh.Transcript
+	}
+	_, err := p.ledger.AdvanceTx(ctx, tx, a)
+	return err
 }
 
 // freshTranscript is a transcript the vendor has just returned, not yet

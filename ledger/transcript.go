@@ -8,8 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // Transcript is a recording's transcription as the vendor returned it.
@@ -52,25 +50,7 @@ func (l *Ledger) RecordTranscriptTx(ctx context.Context, tx pgx.Tx, t Transition
 	if t.To != StateTranscribed {
 		return Recording{}, &InvalidError{Field: "Transition.To", Reason: fmt.Sprintf("a transcript goes with a move to %s, not %s", StateTranscribed, t.To)}
 	}
-	rec, err := l.TransitionTx(ctx, tx, t)
-	if err != nil {
-		return Recording{}, err
-	}
-	segs := tr.Segments
-	if segs == nil {
-		segs = []Segment{}
-	}
-	rawSegs, err := json.Marshal(segs)
-	if err != nil {
-		return Recording{}, fmt.Errorf("storing transcript of %s: %w", t.RecordingID, err)
-	}
-	if err := l.queries.TranscriptInsert(ctx, tx, dbsqlc.TranscriptInsertParams{
-		RecordingID: t.RecordingID, Provider: tr.Provider, ProviderID: tr.ProviderID, Text: tr.Text, Language: tr.Language,
-		Confidence: tr.Confidence, DurationSeconds: tr.DurationSeconds, Segments: rawSegs, CreatedAt: l.now(),
-	}); err != nil {
-		return Recording{}, fmt.Errorf("storing transcript of %s: %w", t.RecordingID, translate(err))
-	}
-	return rec, nil
+	return l.AdvanceTx(ctx, tx, Advance{RecordingID: t.RecordingID, Steps: []Transition{t}, Transcript: &tr})
 }
 
 // Transcript returns a recording's transcript, or ErrNotFound.

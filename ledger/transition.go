@@ -85,16 +85,21 @@ func (l *Ledger) transition(ctx context.Context, db dbsqlc.DBTX, t Transition) (
 		}
 		return Recording{}, fmt.Errorf("recording %s %s -> %s: %w", t.RecordingID, t.From, t.To, err)
 	}
-	// Nothing matched (id, from): find out why.
+	return Recording{}, l.conflict(ctx, db, t)
+}
+
+// conflict explains a compare-and-set of t that matched no row: the
+// recording is in another state (*StateConflictError) or does not exist.
+func (l *Ledger) conflict(ctx context.Context, db dbsqlc.DBTX, t Transition) error {
 	actual, err := l.queries.RecordingStateGet(ctx, db, t.RecordingID)
 	if err != nil {
 		if err = translate(err); errors.Is(err, ErrNotFound) {
-			return Recording{}, fmt.Errorf("recording %s: %w", t.RecordingID, ErrNotFound)
+			return fmt.Errorf("recording %s: %w", t.RecordingID, ErrNotFound)
 		}
-		return Recording{}, fmt.Errorf("recording %s %s -> %s: reading state after a lost race: %w",
+		return fmt.Errorf("recording %s %s -> %s: reading state after a lost race: %w",
 			t.RecordingID, t.From, t.To, err)
 	}
-	return Recording{}, &StateConflictError{RecordingID: t.RecordingID, Expected: t.From, Actual: State(actual)}
+	return &StateConflictError{RecordingID: t.RecordingID, Expected: t.From, Actual: State(actual)}
 }
 
 // detailJSON is an event's detail as stored: a JSON object, {} when nil.

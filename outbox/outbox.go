@@ -257,6 +257,21 @@ type CommitResult struct {
 	// theirs and nothing was written.
 	Duplicate bool
 	OutboxIDs []int64
+	// Step is the recording's validated -> committed transition that goes
+	// with the set (its event names the set's version and id). CommitTx
+	// has applied it; PrepareCommitTx leaves it to the caller. Zero on a
+	// duplicate.
+	Step ledger.Transition
+}
+
+// PrepareOpts tells PrepareCommitTx what the caller's transaction will
+// write about the recording in the same commit.
+type PrepareOpts struct {
+	// PendingValidations: validations of the recording (transcribed ->
+	// validated events) the caller appends after PrepareCommitTx in the
+	// same transaction, not yet in the ledger: the set's version counts
+	// them (0 or 1).
+	PendingValidations int
 }
 
 // Commit writes, in one transaction, the action set (unique on tenant,
@@ -283,12 +298,33 @@ func (o *Outbox) Commit(ctx context.Context, client *river.Client[pgx.Tx], rec l
 // the caller's other writes. On a duplicate it writes only the conflict
 // count (which rolls back with the caller's transaction too).
 func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (CommitResult, error) {
+	res, err := o.PrepareCommitTx(ctx, tx, client, rec, actions, PrepareOpts{})
+	if err != nil || res.Duplicate {
+		return res, err
+	}
+	if _, err := o.ledger.TransitionTx(ctx, tx, res.Step); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// PrepareCommitTx is CommitTx without the recording's transition: it
+// writes the action set, its outbox row and the delivery job in tx and
+// returns the validated -> committed transition (CommitResult.Step) for
+// the caller to apply in the same transaction, together with its own
+// moves of the recording (a pipeline step that receives, validates and
+// commits a transcript updates the recording once: ledger.AdvanceTx). A
+// transaction that commits without applying Step leaves an action set
+// beside a recording that is not committed: the caller must apply it or
+// roll back.
+func (o *Outbox) PrepareCommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action, opts PrepareOpts) (CommitResult, error) {
 	var res CommitResult
 	now := dbTime(o.cfg.Clock.Now())
 	version, err := o.nextVersion(ctx, tx, rec)
 	if err != nil {
 		return res, fmt.Errorf("numbering the action set of %s: %w", rec.CallID, err)
 	}
+	version += opts.PendingValidations
 	set := crm.ActionSet{TenantID: rec.TenantID, CallID: rec.CallID, ActionVersion: version, RecordingSHA256: rec.AudioSHA256,
 		CommittedAt: now, Actions: actions}
 	body, err := json.Marshal(actions)
@@ -329,13 +365,20 @@ func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 		}
 		res.OutboxIDs = append(res.OutboxIDs, oid)
 	}
-	_, err = o.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: rec.ID, From: ledger.StateValidated, To: ledger.StateCommitted,
+	res.Step = ledger.Transition{RecordingID: rec.ID, From: ledger.StateValidated, To: ledger.StateCommitted,
 		Reason: fmt.Sprintf("action set v%d committed (%d actions)", version, len(actions)),
-		Detail: map[string]any{"action_version": version, "action_set_id": id}})
-	if err != nil {
-		return res, err
-	}
+		Detail: map[string]any{"action_version": version, "action_set_id": id}}
 	return res, nil
+}
+
+// CommitStep is PrepareCommitTx in the shape of the pipeline's commit
+// (jobs.CommitFunc: Deps.Commit = o.CommitStep): it returns the validated
+// -> committed transition to apply, and whether the commit converged on
+// another worker's set.
+func (o *Outbox) CommitStep(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action,
+	pendingValidations int) (ledger.Transition, bool, error) {
+	res, err := o.PrepareCommitTx(ctx, tx, client, rec, actions, PrepareOpts{PendingValidations: pendingValidations})
+	return res.Step, res.Duplicate, err
 }
 
 // nextVersion numbers a recording's next action set: one version per

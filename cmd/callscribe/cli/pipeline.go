@@ -13,7 +13,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/callscribe/callscribe/capacity"
-	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -114,7 +113,7 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 		obCfg.Metrics, deps.Metrics = caps.metrics, caps.metrics
 	}
 	e.outbox = outbox.New(obCfg, pool, e.ledger)
-	deps.Commit = commitThrough(e.outbox)
+	deps.Commit = e.outbox.CommitStep
 	e.pipeline, err = jobs.New(pool, e.ledger, cfg, deps)
 	if err != nil {
 		return nil, err
@@ -125,14 +124,6 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	}
 	ok = true
 	return e, nil
-}
-
-// commitThrough commits the pipeline's validated recordings through o.
-func commitThrough(o *outbox.Outbox) jobs.CommitFunc {
-	return func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action) (bool, error) {
-		res, err := o.CommitTx(ctx, tx, client, rec, actions)
-		return res.Duplicate, err
-	}
 }
 
 // newRiverClient builds the one River client of a process: the queues,

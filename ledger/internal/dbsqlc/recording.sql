@@ -107,6 +107,44 @@ WITH upd AS (
 )
 SELECT * FROM upd;
 
+-- name: RecordingAdvance :one
+-- A move of one or more steps in one statement: a compare-and-set on (id,
+-- from_state), the row to the last step's state, one event per step
+-- (prior_states[i] -> new_states[i], numbered after the row's last), and,
+-- with with_transcript, the transcript the first step received. No row: the
+-- recording is not in from_state (or does not exist). The database checks
+-- the steps' chain at commit (migration 00011).
+WITH steps AS (
+    -- back: how many events the move appends after this step's;
+    -- attempt_back: how many attempts its later steps count.
+    SELECT s.back, s.i, (@attempt_backs::integer[])[s.i] AS attempt_back
+    FROM unnest(@seq_backs::integer[]) WITH ORDINALITY AS s(back, i)
+), upd AS (
+    UPDATE recordings
+    SET state = @to_state::text,
+        attempt = attempt + @attempt_inc::integer,
+        updated_at = @at::timestamptz,
+        last_event_seq = last_event_seq + cardinality(@prior_states::text[]),
+        provider_id = COALESCE(sqlc.narg(provider_id)::text, provider_id),
+        not_before = NULL
+    WHERE recordings.id = @id AND recordings.state = @from_state::text
+    RETURNING *
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
+                                  reason, response_class, detail)
+    SELECT upd.id, upd.last_event_seq - steps.back, (@prior_states::text[])[steps.i],
+           (@new_states::text[])[steps.i], upd.attempt - steps.attempt_back,
+           @at::timestamptz, (@reasons::text[])[steps.i], (@response_classes::text[])[steps.i], (@details::jsonb[])[steps.i]
+    FROM upd, steps
+), tr AS (
+    INSERT INTO transcripts (recording_id, provider, provider_id, text, language, confidence,
+                             duration_seconds, segments, created_at)
+    SELECT upd.id, @tr_provider::text, @tr_vendor_id::text, @tr_text::text, @tr_language::text,
+           @tr_confidence::double precision, @tr_duration_seconds::double precision, @tr_segments::jsonb, @at::timestamptz
+    FROM upd WHERE @with_transcript::boolean
+)
+SELECT * FROM upd;
+
 -- name: RecordingNote :one
 -- An event that keeps the state (prior = new), with the same compare-and-set.
 WITH upd AS (

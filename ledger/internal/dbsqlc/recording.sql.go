@@ -12,6 +12,144 @@ import (
 	"github.com/google/uuid"
 )
 
+const recordingAdvance = `-- name: RecordingAdvance :one
+WITH steps AS (
+    -- back: how many events the move appends after this step's;
+    -- attempt_back: how many attempts its later steps count.
+    SELECT s.back, s.i, ($1::integer[])[s.i] AS attempt_back
+    FROM unnest($2::integer[]) WITH ORDINALITY AS s(back, i)
+), upd AS (
+    UPDATE recordings
+    SET state = $3::text,
+        attempt = attempt + $4::integer,
+        updated_at = $5::timestamptz,
+        last_event_seq = last_event_seq + cardinality($6::text[]),
+        provider_id = COALESCE($7::text, provider_id),
+        not_before = NULL
+    WHERE recordings.id = $8 AND recordings.state = $9::text
+    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
+                                  reason, response_class, detail)
+    SELECT upd.id, upd.last_event_seq - steps.back, ($6::text[])[steps.i],
+           ($10::text[])[steps.i], upd.attempt - steps.attempt_back,
+           $5::timestamptz, ($11::text[])[steps.i], ($12::text[])[steps.i], ($13::jsonb[])[steps.i]
+    FROM upd, steps
+), tr AS (
+    INSERT INTO transcripts (recording_id, provider, provider_id, text, language, confidence,
+                             duration_seconds, segments, created_at)
+    SELECT upd.id, $14::text, $15::text, $16::text, $17::text,
+           $18::double precision, $19::double precision, $20::jsonb, $5::timestamptz
+    FROM upd WHERE $21::boolean
+)
+SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM upd
+`
+
+type RecordingAdvanceParams struct {
+	AttemptBacks      []int32
+	SeqBacks          []int32
+	ToState           string
+	AttemptInc        int32
+	At                time.Time
+	PriorStates       []string
+	ProviderID        *string
+	ID                uuid.UUID
+	FromState         string
+	NewStates         []string
+	Reasons           []string
+	ResponseClasses   []string
+	Details           [][]byte
+	TrProvider        string
+	TrVendorID        string
+	TrText            string
+	TrLanguage        string
+	TrConfidence      float64
+	TrDurationSeconds float64
+	TrSegments        []byte
+	WithTranscript    bool
+}
+
+type RecordingAdvanceRow struct {
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	BusinessKey     *string
+	State           string
+	Attempt         int32
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastEventSeq    int32
+	Provider        string
+	ProviderID      string
+	Model           string
+	Language        string
+	NotBefore       *time.Time
+	StartedAt       *time.Time
+	AudioDurationMs *int64
+}
+
+// A move of one or more steps in one statement: a compare-and-set on (id,
+// from_state), the row to the last step's state, one event per step
+// (prior_states[i] -> new_states[i], numbered after the row's last), and,
+// with with_transcript, the transcript the first step received. No row: the
+// recording is not in from_state (or does not exist). The database checks
+// the steps' chain at commit (migration 00011).
+func (q *Queries) RecordingAdvance(ctx context.Context, db DBTX, arg RecordingAdvanceParams) (RecordingAdvanceRow, error) {
+	row := db.QueryRow(ctx, recordingAdvance,
+		arg.AttemptBacks,
+		arg.SeqBacks,
+		arg.ToState,
+		arg.AttemptInc,
+		arg.At,
+		arg.PriorStates,
+		arg.ProviderID,
+		arg.ID,
+		arg.FromState,
+		arg.NewStates,
+		arg.Reasons,
+		arg.ResponseClasses,
+		arg.Details,
+		arg.TrProvider,
+		arg.TrVendorID,
+		arg.TrText,
+		arg.TrLanguage,
+		arg.TrConfidence,
+		arg.TrDurationSeconds,
+		arg.TrSegments,
+		arg.WithTranscript,
+	)
+	var i RecordingAdvanceRow
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.CallID,
+		&i.AudioSha256,
+		&i.BusinessKey,
+		&i.State,
+		&i.Attempt,
+		&i.Lane,
+		&i.AudioUri,
+		&i.AudioBytes,
+		&i.Deadline,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.LastEventSeq,
+		&i.Provider,
+		&i.ProviderID,
+		&i.Model,
+		&i.Language,
+		&i.NotBefore,
+		&i.StartedAt,
+		&i.AudioDurationMs,
+	)
+	return i, err
+}
+
 const recordingCountByState = `-- name: RecordingCountByState :many
 SELECT state, count(*) AS recordings FROM recordings GROUP BY state ORDER BY state
 `
