@@ -20,12 +20,18 @@
 -- existence is still enforced: a row is born received or eligible, every
 -- state change is an edge (and an edge's states are keys of
 -- recording_states), and an event's states are checked by its guard.
+--
+-- recordings_tenant_call goes too: the business key's unique index
+-- (tenant_id, call_id, audio_sha256) serves every lookup by tenant and
+-- call, and a state change is not a HOT update, so each move wrote the
+-- redundant index as well.
 
 -- +goose Up
 -- +goose StatementBegin
 ALTER TABLE recordings DROP CONSTRAINT recordings_state_fkey;
 ALTER TABLE recording_events DROP CONSTRAINT recording_events_prior_state_fkey;
 ALTER TABLE recording_events DROP CONSTRAINT recording_events_new_state_fkey;
+DROP INDEX recordings_tenant_call;
 
 CREATE OR REPLACE FUNCTION recording_event_guard() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -268,4 +274,5 @@ $$;
 ALTER TABLE recording_events ADD CONSTRAINT recording_events_new_state_fkey FOREIGN KEY (new_state) REFERENCES recording_states (name);
 ALTER TABLE recording_events ADD CONSTRAINT recording_events_prior_state_fkey FOREIGN KEY (prior_state) REFERENCES recording_states (name);
 ALTER TABLE recordings ADD CONSTRAINT recordings_state_fkey FOREIGN KEY (state) REFERENCES recording_states (name);
+CREATE INDEX recordings_tenant_call ON recordings (tenant_id, call_id);
 -- +goose StatementEnd
