@@ -99,6 +99,7 @@ func BenchmarkThroughput(b *testing.B) {
 		rig.cpuProfile = abs
 	}
 	b.Run("RiverNoop", func(b *testing.B) { rig.riverNoop(b, benchMedium) })
+	b.Run("CommitFloor", func(b *testing.B) { rig.commitFloor(b) })
 	b.Run("Pipeline/1000", func(b *testing.B) { rig.pipeline(b, benchSmall, 0) })
 	b.Run("Pipeline/10000", func(b *testing.B) { rig.pipeline(b, benchMedium, 0) })
 	if os.Getenv("BENCH_LARGE") != "" {
@@ -115,6 +116,7 @@ type benchRig struct {
 	maxWorkers int
 	cpuProfile string
 	riverRate  float64 // jobs/s
+	floorRate  float64 // sets of floorCommits commits/s
 	runs       map[int]*throughputRun
 	statements []string // pg_stat_statements' top lines of the 10,000 run, or why none
 }
@@ -196,6 +198,71 @@ func (r *benchRig) riverNoop(b *testing.B, n int) {
 	r.riverRate = float64(n) / elapsed.Seconds()
 	b.ReportMetric(r.riverRate, "jobs/s")
 	b.ReportMetric(float64(r.maxWorkers), "max-workers")
+}
+
+// floorCommits is how many durable commits a recording needs at the least:
+// submitted before the vendor call, the transcript's commit, the delivery
+// try before the CRM call and its outcome.
+const floorCommits = 4
+
+// commitFloor measures what the server can commit at the least per
+// recording, beside River in the same sitting: as many connections as the
+// pipeline has workers, each committing floorCommits single-row UPDATEs
+// (autocommit, no trigger, no event, no River job) on random rows of a
+// plain table, for floorFor → sets/s. A pipeline that commits per
+// recording cannot pass it; its ratio to River bounds the pipeline's.
+func (r *benchRig) commitFloor(b *testing.B) {
+	const rows, floorFor = 100_000, 10 * time.Second
+	ctx := context.Background()
+	base := testdb.New(b)
+	cfg, err := pgxpool.ParseConfig(testdb.URLOf(b, base))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = int32(r.maxWorkers)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE bench_floor (id integer PRIMARY KEY, v integer NOT NULL DEFAULT 0, at timestamptz);
+		INSERT INTO bench_floor (id) SELECT generate_series(1, $1::integer)`, rows); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	stop := time.Now().Add(floorFor)
+	sets := make(chan int, r.maxWorkers)
+	errs := make(chan error, r.maxWorkers)
+	start := time.Now()
+	for w := range r.maxWorkers {
+		go func() {
+			n := 0
+			for id := w*7919%rows + 1; time.Now().Before(stop); id = (id+104729)%rows + 1 {
+				for range floorCommits {
+					if _, err := pool.Exec(ctx, `UPDATE bench_floor SET v = v + 1, at = now() WHERE id = $1`, id); err != nil {
+						errs <- err
+						sets <- n
+						return
+					}
+				}
+				n++
+			}
+			sets <- n
+		}()
+	}
+	total := 0
+	for range r.maxWorkers {
+		total += <-sets
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	r.floorRate = float64(total) / elapsed.Seconds()
+	b.ReportMetric(r.floorRate, "sets/s")
 }
 
 // pipeline ingests n recordings and runs a worker process on them: until
@@ -605,6 +672,10 @@ func (r *benchRig) print() {
 	fmt.Fprintf(w, "\nthroughput, one sitting (%d workers in all: immediate + batch + crm; River with the same MaxWorkers, FetchCooldown %s)\n",
 		r.maxWorkers, river.FetchCooldownMin)
 	fmt.Fprintf(w, "  %-44s %12.0f jobs/s\n", "River, bare no-op jobs (InsertMany, 10,000)", r.riverRate)
+	if r.floorRate > 0 && r.riverRate > 0 {
+		fmt.Fprintf(w, "  %-44s %12.0f sets/s  (%.3f× River: the most a pipeline committing per recording can reach)\n",
+			fmt.Sprintf("server floor, %d bare single-row commits", floorCommits), r.floorRate, r.floorRate/r.riverRate)
+	}
 	for _, n := range []int{benchSmall, benchMedium} {
 		run := r.runs[n]
 		if run == nil {
