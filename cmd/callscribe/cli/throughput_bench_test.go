@@ -225,8 +225,10 @@ func (r *benchRig) commitFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `CREATE TABLE bench_floor (id integer PRIMARY KEY, v integer NOT NULL DEFAULT 0, at timestamptz);
-		INSERT INTO bench_floor (id) SELECT generate_series(1, $1::integer)`, rows); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE bench_floor (id integer PRIMARY KEY, v integer NOT NULL DEFAULT 0, at timestamptz)`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO bench_floor (id) SELECT generate_series(1, $1::integer)`, rows); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
