@@ -69,35 +69,80 @@ func (e *ChunkError) Unwrap() error { return e.Err }
 //
 // The error is a *ChunkError when a chunk's transaction failed: the
 // chunks before it are written, that one and those after it are not (their
-// items carry the error).
+// items carry the error). The next chunk's audio is read while a chunk is
+// written (PrepareIngest, CommitIngest).
 func (p *Pipeline) IngestMany(ctx context.Context, client *river.Client[pgx.Tx], reqs []IngestRequest) ([]IngestItemResult, error) {
 	out := make([]IngestItemResult, len(reqs))
-	for lo := 0; lo < len(reqs); lo += MaxIngestChunk {
-		hi := min(lo+MaxIngestChunk, len(reqs))
-		if err := p.ingestChunk(ctx, client, reqs[lo:hi], out[lo:hi]); err != nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	prepared := make(chan *IngestChunk, 1)
+	go func() {
+		defer close(prepared)
+		for lo := 0; lo < len(reqs); lo += MaxIngestChunk {
+			c := p.PrepareIngest(ctx, reqs[lo:min(lo+MaxIngestChunk, len(reqs))])
+			select {
+			case prepared <- c:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	lo := 0
+	for c := range prepared {
+		hi := lo + len(c.reqs)
+		res, err := p.CommitIngest(ctx, client, c)
+		copy(out[lo:hi], res)
+		if err != nil {
+			cancel()
 			ce := &ChunkError{First: lo, Last: hi - 1, Err: err}
 			for i := lo; i < len(reqs); i++ {
 				if i >= hi || out[i].Err == nil {
 					out[i] = IngestItemResult{Err: ce}
 				}
 			}
+			for range prepared { // let the reader stop
+			}
 			return out, ce
 		}
+		lo = hi
+	}
+	if err := ctx.Err(); err != nil && lo < len(reqs) {
+		ce := &ChunkError{First: lo, Last: len(reqs) - 1, Err: err}
+		for i := lo; i < len(reqs); i++ {
+			out[i] = IngestItemResult{Err: ce}
+		}
+		return out, ce
 	}
 	return out, nil
 }
 
-// ingestChunk checks and inspects reqs, then writes the good ones in one
-// transaction, filling out. The error is the transaction's.
-func (p *Pipeline) ingestChunk(ctx context.Context, client *river.Client[pgx.Tx], reqs []IngestRequest, out []IngestItemResult) error {
-	news := make([]ledger.NewRecording, len(reqs))
+// IngestChunk is up to MaxIngestChunk ingest requests checked and their
+// audio read (PrepareIngest), not yet written (CommitIngest).
+type IngestChunk struct {
+	reqs []IngestRequest
+	news []ledger.NewRecording
+	out  []IngestItemResult
+}
+
+// Len is how many requests the chunk holds.
+func (c *IngestChunk) Len() int { return len(c.reqs) }
+
+// PrepareIngest checks reqs (at most MaxIngestChunk) as Ingest checks
+// them and reads each one's audio once, IngestInspectors at a time,
+// writing nothing: a caller streaming a manifest reads the next chunk
+// while CommitIngest writes the last.
+func (p *Pipeline) PrepareIngest(ctx context.Context, reqs []IngestRequest) *IngestChunk {
+	if len(reqs) > MaxIngestChunk {
+		panic(fmt.Sprintf("jobs.PrepareIngest: %d requests, at most %d", len(reqs), MaxIngestChunk))
+	}
+	c := &IngestChunk{reqs: reqs, news: make([]ledger.NewRecording, len(reqs)), out: make([]IngestItemResult, len(reqs))}
 	now := p.cfg.Clock.Now()
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(IngestInspectors, len(reqs)) {
 		wg.Go(func() {
 			for i := range next {
-				news[i], out[i].Err = p.prepare(ctx, reqs[i], now)
+				c.news[i], c.out[i].Err = p.prepare(ctx, reqs[i], now)
 			}
 		})
 	}
@@ -106,8 +151,16 @@ func (p *Pipeline) ingestChunk(ctx context.Context, client *river.Client[pgx.Tx]
 	}
 	close(next)
 	wg.Wait()
+	return c
+}
 
-	// The good ones, in order.
+// CommitIngest writes a prepared chunk in one transaction (see IngestMany)
+// and returns its per-request results, in order. An error is the
+// transaction's: nothing of the chunk was written, and the results hold
+// only the requests refused before it (the others' Err is nil and their
+// IngestResult zero).
+func (p *Pipeline) CommitIngest(ctx context.Context, client *river.Client[pgx.Tx], c *IngestChunk) ([]IngestItemResult, error) {
+	reqs, news, out := c.reqs, c.news, c.out
 	var good []int
 	var batch []ledger.NewRecording
 	for i := range reqs {
@@ -117,7 +170,7 @@ func (p *Pipeline) ingestChunk(ctx context.Context, client *river.Client[pgx.Tx]
 		}
 	}
 	if len(batch) == 0 {
-		return nil
+		return out, nil
 	}
 	results := make([]IngestItemResult, len(good))
 	err := pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
@@ -165,12 +218,12 @@ func (p *Pipeline) ingestChunk(ctx context.Context, client *river.Client[pgx.Tx]
 		return nil
 	})
 	if err != nil {
-		return err
+		return out, err
 	}
 	for k, i := range good {
 		out[i] = results[k]
 	}
-	return nil
+	return out, nil
 }
 
 // prepare checks req as Ingest does and reads its audio: the ledger's

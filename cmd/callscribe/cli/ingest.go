@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -195,11 +197,13 @@ func printIngest(w io.Writer, res jobs.IngestResult) {
 const manifestChunk = jobs.MaxIngestChunk
 
 // ingestManifest streams the manifest at path: manifestChunk lines at a
-// time are read, decoded and ingested, and each bad line is reported with
-// its number as its chunk is done, so memory does not grow with the
-// manifest.
+// time are read, decoded and their audio read (jobs.PrepareIngest) while
+// the chunk before is written (jobs.CommitIngest, one transaction), and
+// each bad line is reported with its number, in line order, as its chunk
+// is done, so memory does not grow with the manifest.
 func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) error {
-	ctx := cmd.Context()
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("reading manifest: %w", err)
@@ -218,64 +222,73 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 		_ = bar.Clear()
 		fmt.Fprintf(a.env.Stderr, "%s:%d: %v\n", path, line, err)
 	}
-	reqs := make([]jobs.IngestRequest, 0, manifestChunk)
-	nums := make([]int, 0, manifestChunk)
-	flush := func() error {
-		if len(reqs) == 0 {
+	// The committer writes the chunks in order and reports their bad
+	// lines (those refused when read, then those refused when written) in
+	// line order; it alone touches the counts and the bar.
+	prepared := make(chan manifestChunkRead, 1)
+	committed := make(chan error, 1)
+	go func() {
+		committed <- a.commitManifest(ctx, e, path, prepared, cancel, report, bar, &created, &known)
+	}()
+	send := func(c manifestChunkRead) error {
+		select {
+		case prepared <- c:
 			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		res, err := e.pipeline.IngestMany(ctx, e.client, reqs)
-		if err != nil {
-			var ce *jobs.ChunkError
-			if errors.As(err, &ce) {
-				return fmt.Errorf("%s: lines %d to %d: %w (the lines before them were kept)", path, nums[ce.First], nums[ce.Last], ce.Err)
+	}
+	readErr := func() error {
+		var c manifestChunkRead
+		for {
+			line, err := mr.next()
+			if errors.Is(err, io.EOF) {
+				break
 			}
-			return err
-		}
-		for k, r := range res {
-			switch {
-			case r.Err != nil:
-				report(nums[k], r.Err)
-			case r.Created:
-				created++
-			default:
-				known++
+			if err != nil {
+				return fmt.Errorf("reading manifest %s after line %d: %w", path, lineNo, err)
+			}
+			lineNo++
+			if !line.tooLong && strings.TrimSpace(line.text) == "" {
+				continue
+			}
+			m, err := line.decode()
+			var req jobs.IngestRequest
+			if err == nil {
+				req, err = m.request()
+			}
+			if err != nil {
+				c.refused = append(c.refused, lineError{line: lineNo, err: err})
+				continue
+			}
+			c.reqs, c.nums = append(c.reqs, req), append(c.nums, lineNo)
+			if len(c.reqs) == manifestChunk {
+				c.chunk, c.read = e.pipeline.PrepareIngest(ctx, c.reqs), mr.read
+				if err := send(c); err != nil {
+					// Stopped, or the committer failed (its error is
+					// then the one told).
+					return fmt.Errorf("ingest stopped after line %d: %w", lineNo, err)
+				}
+				c = manifestChunkRead{}
 			}
 		}
-		reqs, nums = reqs[:0], nums[:0]
+		if len(c.reqs) > 0 {
+			c.chunk = e.pipeline.PrepareIngest(ctx, c.reqs)
+		}
+		c.read = mr.read
+		if len(c.reqs) > 0 || len(c.refused) > 0 {
+			if err := send(c); err != nil {
+				return fmt.Errorf("ingest stopped after line %d: %w", lineNo, err)
+			}
+		}
 		return nil
-	}
-	for {
-		line, err := mr.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading manifest %s after line %d: %w", path, lineNo, err)
-		}
-		lineNo++
-		if !line.tooLong && strings.TrimSpace(line.text) == "" {
-			continue
-		}
-		m, err := line.decode()
-		var req jobs.IngestRequest
-		if err == nil {
-			req, err = m.request()
-		}
-		if err != nil {
-			report(lineNo, err)
-			continue
-		}
-		reqs, nums = append(reqs, req), append(nums, lineNo)
-		if len(reqs) == manifestChunk {
-			if err := flush(); err != nil {
-				return err
-			}
-			_ = bar.Set64(mr.read)
-		}
-	}
-	if err := flush(); err != nil {
+	}()
+	close(prepared)
+	if err := <-committed; err != nil {
 		return err
+	}
+	if readErr != nil {
+		return readErr
 	}
 	_ = bar.Finish()
 	out := cmd.OutOrStdout()
@@ -284,4 +297,59 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 		return fmt.Errorf("%d of %d lines were refused (listed above); the good ones were kept", bad, lineNo)
 	}
 	return nil
+}
+
+// manifestChunkRead is one chunk of a manifest as read: its requests
+// (prepared: their audio read) with their line numbers, and the lines
+// refused before it since the chunk before.
+type manifestChunkRead struct {
+	reqs    []jobs.IngestRequest
+	nums    []int
+	chunk   *jobs.IngestChunk
+	refused []lineError
+	read    int64 // manifest bytes read through this chunk
+}
+
+type lineError struct {
+	line int
+	err  error
+}
+
+// commitManifest writes the prepared chunks in order, reporting each
+// chunk's bad lines in line order, until prepared is closed or a chunk's
+// transaction fails (its error names the lines; those before were kept).
+func (a *app) commitManifest(ctx context.Context, e *pipelineEnv, path string, prepared <-chan manifestChunkRead, stop func(),
+	report func(int, error), bar *progressbar.ProgressBar, created, known *int) error {
+	var failed error
+	for c := range prepared {
+		if failed != nil {
+			continue // let the reader finish its send
+		}
+		var res []jobs.IngestItemResult
+		if c.chunk != nil {
+			var err error
+			if res, err = e.pipeline.CommitIngest(ctx, e.client, c.chunk); err != nil {
+				failed = fmt.Errorf("%s: lines %d to %d: %w (the lines before them were kept)", path, c.nums[0], c.nums[len(c.nums)-1], err)
+				stop() // the reader stops at its next chunk
+				continue
+			}
+		}
+		bad := c.refused
+		for k, r := range res {
+			switch {
+			case r.Err != nil:
+				bad = append(bad, lineError{line: c.nums[k], err: r.Err})
+			case r.Created:
+				*created++
+			default:
+				*known++
+			}
+		}
+		slices.SortStableFunc(bad, func(x, y lineError) int { return x.line - y.line })
+		for _, b := range bad {
+			report(b.line, b.err)
+		}
+		_ = bar.Set64(c.read)
+	}
+	return failed
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -222,5 +223,63 @@ func TestIngestManifestAcrossChunks(t *testing.T) {
 	}
 	if rows != distinct-1 || eligible != rows || jobs != rows {
 		t.Fatalf("%d recordings (%d eligible), %d jobs; want %d of each", rows, eligible, jobs, distinct-1)
+	}
+}
+
+// While one chunk is written the next is read: the bad lines are still
+// reported once each, in line order, whether refused when read (a bad
+// lane) or when their audio was read (a missing file), across chunks.
+func TestIngestManifestReportsBadLinesInOrderAcrossChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	dir := t.TempDir()
+	recordings, err := filepath.Abs("../../../testdata/recordings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "callscribe.yaml")
+	body := "audio:\n  root: " + recordings + "\npipeline:\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badLane := map[int]bool{3: true, 640: true, 1499: true}
+	missing := map[int]bool{2: true, 700: true, 1200: true}
+	var b strings.Builder
+	for line := 1; line <= 1500; line++ {
+		switch {
+		case badLane[line]:
+			fmt.Fprintf(&b, `{"tenant_id":"northline","call_id":"l-%d","audio":"northline/call-1001.wav","lane":"slow"}`+"\n", line)
+		case missing[line]:
+			fmt.Fprintf(&b, `{"tenant_id":"northline","call_id":"m-%d","audio":"northline/none-%d.wav"}`+"\n", line, line)
+		default:
+			fmt.Fprintf(&b, `{"tenant_id":"northline","call_id":"c-%d","audio":"northline/call-1001.wav"}`+"\n", line)
+		}
+	}
+	manifest := filepath.Join(dir, "m.jsonl")
+	if err := os.WriteFile(manifest, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
+	if code == 0 || !strings.Contains(out, "1494 ingested, 0 already known, 6 bad lines") {
+		t.Fatalf("ingest: %d %q\n%.2000s", code, out, stderr)
+	}
+	var got []int
+	for _, l := range strings.Split(stderr, "\n") {
+		var n int
+		if i := strings.Index(l, "m.jsonl:"); i >= 0 {
+			if _, err := fmt.Sscanf(l[i+len("m.jsonl:"):], "%d:", &n); err == nil {
+				got = append(got, n)
+			}
+		}
+	}
+	if want := []int{2, 3, 640, 700, 1200, 1499}; !slices.Equal(got, want) {
+		t.Fatalf("bad lines reported %v, want %v in that order\n%.2000s", got, want, stderr)
+	}
+	var rows int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM recordings`).Scan(&rows); err != nil || rows != 1494 {
+		t.Fatalf("%d recordings (%v), want 1494", rows, err)
 	}
 }
