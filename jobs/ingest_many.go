@@ -20,7 +20,7 @@ import (
 // MaxIngestChunk is the most recordings IngestMany writes in one
 // transaction. A longer slice is written in chunks of this size, one
 // transaction each, in order.
-const MaxIngestChunk = 500
+const MaxIngestChunk = 1000
 
 // IngestInspectors is how many recordings IngestMany reads at once to
 // compute their digest, size and duration.

@@ -68,10 +68,11 @@ func TestIngestManyConvergesWithinAndAcrossChunks(t *testing.T) {
 	t.Parallel()
 	e, _ := setup(t, sttsim.Config{}, jobs.Config{}, 0)
 	ctx := context.Background()
-	const distinct = 300
+	const distinct = jobs.MaxIngestChunk * 3 / 5
 	files := smallWAVs(t, e.root, distinct)
-	// 0..299 then 300..599 repeating them: repeats 300..499 share the
-	// first chunk (0..499) with their originals, 500..599 are in the next.
+	// 0..distinct-1, then as many repeating them: the first repeats share
+	// the first chunk with their originals, the last ones (from
+	// MaxIngestChunk on) are in the next.
 	var reqs []jobs.IngestRequest
 	for range 2 {
 		for i, f := range files {
