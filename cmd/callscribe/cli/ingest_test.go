@@ -181,16 +181,7 @@ func TestIngestManifestAcrossChunks(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
 	dir := t.TempDir()
-	recordings, err := filepath.Abs("../../../testdata/recordings")
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(dir, "callscribe.yaml")
-	body := "audio:\n  root: " + recordings + "\npipeline:\n  tenants:\n" +
-		"    northline: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
-	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := northlineConfig(t, dir)
 	const distinct = 1100
 	var b strings.Builder
 	for i := range distinct + 300 { // lines 1101..1400 repeat calls 0..299 (a chunk or two back)
@@ -234,16 +225,7 @@ func TestIngestManifestReportsBadLinesInOrderAcrossChunks(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
 	dir := t.TempDir()
-	recordings, err := filepath.Abs("../../../testdata/recordings")
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(dir, "callscribe.yaml")
-	body := "audio:\n  root: " + recordings + "\npipeline:\n  tenants:\n" +
-		"    northline: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
-	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := northlineConfig(t, dir)
 	badLane := map[int]bool{3: true, 640: true, 1499: true}
 	missing := map[int]bool{2: true, 700: true, 1200: true}
 	var b strings.Builder
@@ -282,4 +264,22 @@ func TestIngestManifestReportsBadLinesInOrderAcrossChunks(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM recordings`).Scan(&rows); err != nil || rows != 1494 {
 		t.Fatalf("%d recordings (%v), want 1494", rows, err)
 	}
+}
+
+// northlineConfig writes a config in dir with testdata/recordings as the
+// audio root and the tenant northline (a vendor nobody answers at), and
+// returns its path.
+func northlineConfig(t *testing.T, dir string) string {
+	t.Helper()
+	recordings, err := filepath.Abs("../../../testdata/recordings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "callscribe.yaml")
+	body := "audio:\n  root: " + recordings + "\npipeline:\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config
 }

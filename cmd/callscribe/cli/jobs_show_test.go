@@ -2,8 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,16 +18,7 @@ func TestJobsShowEscapesControlCharacters(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
 	dir := t.TempDir()
-	recordings, err := filepath.Abs("../../../testdata/recordings")
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(dir, "callscribe.yaml")
-	body := "audio:\n  root: " + recordings + "\npipeline:\n  tenants:\n" +
-		"    northline: {provider: generic-http, base_url: 'http://127.0.0.1:1', api_key: k}\n"
-	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := northlineConfig(t, dir)
 	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	if code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", "call-1001",
 		"--audio", "northline/call-1001.wav"); code != 0 {
