@@ -215,14 +215,17 @@ func TestConcurrentRawDeliveries(t *testing.T) {
 func TestLatencyCancelled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{Latency: time.Hour})
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	// Long enough for the request to reach the handler on a loaded
+	// machine (cancelled before it does, it is not the case tested),
+	// short beside the hour.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.ts.URL+"/v1/action-sets", strings.NewReader(string(goldenBody(t))))
 	if resp, err := b.client.Do(req); err == nil {
 		_ = resp.Body.Close()
 		t.Fatalf("answered %d during an hour of latency", resp.StatusCode)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for b.sim.Stats().Cancelled != 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("stats %+v, want Cancelled 1", b.sim.Stats())
