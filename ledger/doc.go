@@ -13,7 +13,9 @@
 //   - Every transition is a compare-and-set on (id, state) plus one event,
 //     in one short transaction; the loser of a race gets a
 //     *StateConflictError and writes nothing. The Tx forms join a caller's
-//     transaction.
+//     transaction. AdvanceTx moves a row through several transitions in
+//     one statement, still one event per step; the database walks the
+//     steps' events at commit.
 //   - Events are never updated or deleted: the database refuses it. The one
 //     exception is RetentionPurge, which removes whole histories of terminal
 //     recordings older than the retention age and records each batch.

@@ -3,7 +3,10 @@
 //
 // Commit writes, in one transaction, the action set (unique on tenant, call
 // and action version), its outbox row, the River job that delivers it
-// (crm_deliver) and the recording's validated -> committed transition. The
+// (crm_deliver) and the recording's validated -> committed transition.
+// PrepareCommitTx (and CommitStep, the pipeline's commit) writes the same
+// but hands the transition back for the caller to apply in its own
+// transaction with its other moves of the recording. The
 // dispatcher delivers the set through package crm/connector with the
 // idempotency key tenant_id:call_id:action_version and the try's number;
 // Redeliver sends committed sets again with their original keys for
