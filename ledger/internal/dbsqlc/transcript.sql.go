@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -31,38 +30,4 @@ func (q *Queries) TranscriptGet(ctx context.Context, db DBTX, recordingID uuid.U
 		&i.CreatedAt,
 	)
 	return i, err
-}
-
-const transcriptInsert = `-- name: TranscriptInsert :exec
-INSERT INTO transcripts (recording_id, provider, provider_id, text, language, confidence,
-                         duration_seconds, segments, created_at)
-VALUES ($1, $2, $3, $4, $5, $6,
-        $7, $8, $9)
-`
-
-type TranscriptInsertParams struct {
-	RecordingID     uuid.UUID
-	Provider        string
-	ProviderID      string
-	Text            string
-	Language        string
-	Confidence      float64
-	DurationSeconds float64
-	Segments        []byte
-	CreatedAt       time.Time
-}
-
-func (q *Queries) TranscriptInsert(ctx context.Context, db DBTX, arg TranscriptInsertParams) error {
-	_, err := db.Exec(ctx, transcriptInsert,
-		arg.RecordingID,
-		arg.Provider,
-		arg.ProviderID,
-		arg.Text,
-		arg.Language,
-		arg.Confidence,
-		arg.DurationSeconds,
-		arg.Segments,
-		arg.CreatedAt,
-	)
-	return err
 }
