@@ -124,9 +124,6 @@ type IngestChunk struct {
 	out  []IngestItemResult
 }
 
-// Len is how many requests the chunk holds.
-func (c *IngestChunk) Len() int { return len(c.reqs) }
-
 // PrepareIngest checks reqs (at most MaxIngestChunk) as Ingest checks
 // them and reads each one's audio once, IngestInspectors at a time,
 // writing nothing: a caller streaming a manifest reads the next chunk
