@@ -12,7 +12,8 @@ import (
 )
 
 // GenericHTTP speaks stt-http/v1, the generic protocol of
-// docs/stt-http-v1.md, for single requests (it does not use batches).
+// docs/stt-http-v1.md: single requests, and manifests through its batch
+// section (SubmitBatch, PollBatch).
 //
 // Confidence is the server's transcription-level "confidence", clamped to
 // 0..1, or -1 when it is null or absent; a segment's likewise.
@@ -35,8 +36,11 @@ func NewGenericHTTP(cfg Config) (*GenericHTTP, error) {
 // Name returns "generic-http".
 func (g *GenericHTTP) Name() string { return KindGenericHTTP }
 
-// Capabilities: asynchronous, and reconcilable by idempotency key.
-func (g *GenericHTTP) Capabilities() Capabilities { return Capabilities{Async: true, Reconcile: true} }
+// Capabilities: asynchronous, reconcilable by idempotency key, and able to
+// send manifests.
+func (g *GenericHTTP) Capabilities() Capabilities {
+	return Capabilities{Async: true, Reconcile: true, Batch: true}
+}
 
 // genericSubmitBody is the body of POST /v1/transcriptions.
 type genericSubmitBody struct {

@@ -16,9 +16,14 @@ import (
 type scrubber = vendorhttp.Redactor
 
 // newScrubber returns a scrubber for the API key and the audio URL.
-func newScrubber(apiKey, audioURL string) scrubber {
-	secrets := []string{apiKey, audioURL}
-	if u, err := url.Parse(audioURL); err == nil {
+func newScrubber(apiKey string, audioURLs ...string) scrubber {
+	secrets := []string{apiKey}
+	for _, audioURL := range audioURLs {
+		secrets = append(secrets, audioURL)
+		u, err := url.Parse(audioURL)
+		if err != nil {
+			continue
+		}
 		secrets = append(secrets, u.RawQuery)
 		if q, err := url.QueryUnescape(u.RawQuery); err == nil {
 			secrets = append(secrets, q)

@@ -184,6 +184,9 @@ type Capabilities struct {
 	Async bool
 	// Reconcile: Reconcile can ask the vendor about an idempotency key.
 	Reconcile bool
+	// Batch: the adapter is a BatchProvider (the vendor may still answer
+	// that it offers no batches: ErrBatchUnsupported).
+	Batch bool
 }
 
 // Provider is one speech-to-text vendor.

@@ -26,6 +26,12 @@ type batchItem struct {
 	key     string
 	t       *transcription
 	failure *apiError
+	// lost: the server lost the item after accepting it
+	// (BatchItemLoseShare): no answer about the batch lists it.
+	lost bool
+	// itemFailed: the item fails with a server error once transcribed
+	// (BatchItemFailShare).
+	itemFailed bool
 }
 
 // batchBody is the body of POST /v1/batches.
@@ -141,6 +147,26 @@ func (s *Server) submitBatch(key string, in batchBody) reply {
 		readyAt := now.Add(time.Duration(int64(s.cfg.ProcessingTime) * int64(j+1) / int64(len(fresh))))
 		b.items[i].t = s.acceptLocked(b.items[i].key, intake[i].fingerprint, intake[i].req, now, readyAt)
 	}
+	// The items' fates (BatchItemFailShare, BatchItemLoseShare): a failed
+	// or lost item's key is forgotten, so that it can be sent again.
+	for _, i := range fresh {
+		switch {
+		case s.rng.Chance(s.cfg.BatchItemLoseShare):
+			b.items[i].lost = true
+		case s.cfg.BatchItemFailShare > 0 && s.rng.Chance(s.cfg.BatchItemFailShare/(1-s.cfg.BatchItemLoseShare)):
+			b.items[i].itemFailed = true
+		default:
+			continue
+		}
+		s.st.BatchItemsFailed += btoi(!b.items[i].lost)
+		s.st.BatchItemsLost += btoi(b.items[i].lost)
+		if s.byKey[b.items[i].key] == b.items[i].t {
+			delete(s.byKey, b.items[i].key)
+		}
+		if b.items[i].lost {
+			delete(s.byID, b.items[i].t.id)
+		}
+	}
 	s.batches[b.id] = b
 	s.batchByKey[key] = b
 	drop := s.rng.Chance(s.cfg.DropAfterAcceptShare)
@@ -148,6 +174,11 @@ func (s *Server) submitBatch(key string, in batchBody) reply {
 
 	for _, i := range fresh {
 		s.transcribe(b.items[i].t)
+	}
+	for _, i := range fresh {
+		if b.items[i].itemFailed {
+			s.failItem(b.items[i].t)
+		}
 	}
 	if s.cfg.OnAccept != nil {
 		s.cfg.OnAccept(key)
@@ -240,9 +271,12 @@ func (s *Server) batchReply(b *batch, rep *reply, status int) reply {
 // while any item is queued or processing; then completed if any item
 // completed, else failed. Callers hold mu.
 func batchView(b *batch, now time.Time) batchJSON {
-	v := batchJSON{ID: b.id, Items: make([]batchItemJSON, len(b.items))}
+	v := batchJSON{ID: b.id, Items: make([]batchItemJSON, 0, len(b.items))}
 	pending, completed := false, false
-	for i, it := range b.items {
+	for _, it := range b.items {
+		if it.lost {
+			continue
+		}
 		iv := batchItemJSON{IdempotencyKey: it.key, Status: statusFailed, Error: it.failure}
 		if it.t != nil {
 			id := it.t.id
@@ -258,7 +292,7 @@ func batchView(b *batch, now time.Time) batchJSON {
 		case statusCompleted:
 			completed = true
 		}
-		v.Items[i] = iv
+		v.Items = append(v.Items, iv)
 	}
 	switch {
 	case pending:
@@ -269,4 +303,20 @@ func batchView(b *batch, now time.Time) batchJSON {
 		v.Status = statusFailed
 	}
 	return v
+}
+
+// failItem makes t, a batch item the transcriber has finished, failed with
+// a server error (BatchItemFailShare). Its batch is not yet known to any
+// client: the answer that names it is sent after this.
+func (s *Server) failItem(t *transcription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.failure = &apiError{Type: errServerError, Message: "the transcriber failed on this item; send it again"}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -202,6 +202,17 @@ type Config struct {
 	// drop uses a client with keep-alives disabled.
 	DropAfterAcceptShare float64
 
+	// BatchItemFailShare and BatchItemLoseShare are the probabilities, in
+	// [0, 1] and together at most 1, that a new batch item fails or is
+	// lost. A failed item ends failed with a server_error (the
+	// transcriber's trouble: worth sending again); a lost one disappears:
+	// no answer about its batch lists it, and its transcription id is
+	// unknown. Either way the server forgets the
+	// item's key, so a later submission with it is transcribed anew.
+	// Items known before (replays) keep what they had. Default 0.
+	BatchItemFailShare float64
+	BatchItemLoseShare float64
+
 	// MaxAudioBytes is the largest file:// audio accepted; a larger file is
 	// answered 413 audio_too_large. http(s) audio is never fetched, so never
 	// measured. Default MaxAudioBytesDefault (25 MiB); zero means the
@@ -283,11 +294,16 @@ func (c Config) validate() error {
 		{"ServerErrorShare", c.ServerErrorShare},
 		{"AsyncShare", c.AsyncShare},
 		{"DropAfterAcceptShare", c.DropAfterAcceptShare},
+		{"BatchItemFailShare", c.BatchItemFailShare},
+		{"BatchItemLoseShare", c.BatchItemLoseShare},
 	}
 	for _, s := range shares {
 		if math.IsNaN(s.v) || s.v < 0 || s.v > 1 {
 			return fmt.Errorf("sttsim: Config.%s is %v, want a probability in [0, 1]", s.name, s.v)
 		}
+	}
+	if c.BatchItemFailShare+c.BatchItemLoseShare > 1 {
+		return fmt.Errorf("sttsim: Config.BatchItemFailShare + BatchItemLoseShare is %v, want at most 1", c.BatchItemFailShare+c.BatchItemLoseShare)
 	}
 	durations := []struct {
 		name string

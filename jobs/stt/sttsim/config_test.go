@@ -50,6 +50,8 @@ func TestConfigValidate(t *testing.T) {
 		{"ServerErrorShare", Config{ServerErrorShare: math.NaN()}},
 		{"AsyncShare", Config{AsyncShare: 2}},
 		{"DropAfterAcceptShare", Config{DropAfterAcceptShare: -1}},
+		{"BatchItemFailShare", Config{BatchItemFailShare: 1.5}},
+		{"BatchItemFailShare + BatchItemLoseShare", Config{BatchItemFailShare: 0.6, BatchItemLoseShare: 0.5}},
 		{"Cooldown", Config{Cooldown: -time.Second}},
 		{"Latency", Config{Latency: -1}},
 		{"LatencyJitter", Config{LatencyJitter: -1}},

@@ -128,6 +128,10 @@ type Stats struct {
 	// created.
 	Accepted int
 	Replays  int
+	// BatchItemsFailed and BatchItemsLost count the new batch items that
+	// Config.BatchItemFailShare failed and BatchItemLoseShare lost.
+	BatchItemsFailed int
+	BatchItemsLost   int
 
 	// Transcriptions counts, per idempotency key, how many times the
 	// transcriber ran. A correct client never makes one exceed 1.
