@@ -117,14 +117,17 @@ func unauthorized(w http.ResponseWriter) {
 type item struct {
 	// TenantID: an admin token's choice; a tenant token may omit it or
 	// repeat its own.
-	TenantID  string     `json:"tenant_id,omitempty"`
-	CallID    string     `json:"call_id"`
-	Audio     string     `json:"audio"`
-	Lane      string     `json:"lane,omitempty"`
-	Deadline  *time.Time `json:"deadline,omitempty"`
-	Model     string     `json:"model,omitempty"`
-	Language  string     `json:"language,omitempty"`
-	StartedAt *time.Time `json:"started_at,omitempty"`
+	TenantID string     `json:"tenant_id,omitempty"`
+	CallID   string     `json:"call_id"`
+	Audio    string     `json:"audio"`
+	Lane     string     `json:"lane,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// ActionDeadline: when the call's CRM follow-up is due; it only
+	// routes a recording that names no lane.
+	ActionDeadline *time.Time `json:"action_deadline,omitempty"`
+	Model          string     `json:"model,omitempty"`
+	Language       string     `json:"language,omitempty"`
+	StartedAt      *time.Time `json:"started_at,omitempty"`
 }
 
 // fieldError is a refused field.
@@ -175,6 +178,9 @@ func request(p tokens.Principal, it item) (jobs.IngestRequest, *fieldError) {
 	}
 	if it.Deadline != nil {
 		req.Deadline = *it.Deadline
+	}
+	if it.ActionDeadline != nil {
+		req.ActionDeadline = *it.ActionDeadline
 	}
 	if it.StartedAt != nil {
 		req.StartedAt = *it.StartedAt

@@ -19,6 +19,10 @@ type TranscribeArgs struct {
 	// is not part of the job's unique key (the key of a job with and
 	// without it is the same).
 	TenantID string `json:"tenant_id,omitempty"`
+	// Priority is the job's River priority: 0 (River's default, 1) or
+	// PriorityOneByOne for batch work whose vendor has no batch contract.
+	// Not part of the unique key.
+	Priority int `json:"priority,omitempty"`
 }
 
 // transcribeArgs are the args of rec's transcribe job.
@@ -33,6 +37,7 @@ func (TranscribeArgs) Kind() string { return "transcribe" }
 func (a TranscribeArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{
 		Queue:       a.Queue,
+		Priority:    a.Priority,
 		MaxAttempts: 25,
 		UniqueOpts: river.UniqueOpts{
 			ByArgs: true,

@@ -354,7 +354,8 @@ func TestDeadlinePassesWhileDeferredThenOperatorRetry(t *testing.T) {
 	e.start(t)
 	ctx := context.Background()
 	scope := e.pipeline.Config().Tenants["t1"].Scope
-	res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: "call-000", Audio: files[0], Deadline: time.Now().Add(time.Second)})
+	res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: "call-000", Audio: files[0],
+		Lane: ledger.LaneBatch, Deadline: time.Now().Add(time.Second)}) // batch asked for: its retry gets the batch deadline
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,15 +20,18 @@ import (
 const (
 	ImmediateDeadlineDefault = 15 * time.Minute
 	BatchDeadlineDefault     = 24 * time.Hour
-	ImmediateWorkersDefault  = 10
-	BatchWorkersDefault      = 10
-	PollIntervalDefault      = 2 * time.Second
-	ProbeWaitDefault         = time.Second
-	PausedRecheckDefault     = 30 * time.Second
-	MaxSubmissionsDefault    = 50
-	SweepIntervalDefault     = time.Minute
-	RetentionDefault         = 90 * 24 * time.Hour
-	RetentionEveryDefault    = time.Hour
+	// BatchCompletionBoundDefault is Config.BatchCompletionBound's
+	// default.
+	BatchCompletionBoundDefault = time.Hour
+	ImmediateWorkersDefault     = 10
+	BatchWorkersDefault         = 10
+	PollIntervalDefault         = 2 * time.Second
+	ProbeWaitDefault            = time.Second
+	PausedRecheckDefault        = 30 * time.Second
+	MaxSubmissionsDefault       = 50
+	SweepIntervalDefault        = time.Minute
+	RetentionDefault            = 90 * 24 * time.Hour
+	RetentionEveryDefault       = time.Hour
 	// CohortDefault is TenantConfig.Cohort's default.
 	CohortDefault = "default"
 	// RolloutRefresh is how long a worker keeps a cohort's mode before
@@ -112,6 +115,12 @@ type Config struct {
 	// lane may take from ingest before it expires. Defaults 15m and 24h.
 	ImmediateDeadline time.Duration `yaml:"immediate_deadline"`
 	BatchDeadline     time.Duration `yaml:"batch_deadline"`
+	// BatchCompletionBound is how long the batch lane may take to finish a
+	// recording (waiting for its manifest, the vendor's batch processing,
+	// resubmissions). Ingest routes a recording that names no lane to the
+	// immediate lane when its deadline, or its CRM action deadline, is
+	// sooner than this; otherwise to the batch lane. Default 1h.
+	BatchCompletionBound time.Duration `yaml:"batch_completion_bound"`
 	// ObserveOnlyScopes: scopes whose throttling is recorded (the proposed
 	// deadline, as an observe-only offer) but not enforced.
 	ObserveOnlyScopes []string `yaml:"observe_only_scopes"`
@@ -184,6 +193,7 @@ func (c Config) WithDefaults() Config {
 	setI(&c.MaxSubmissions, MaxSubmissionsDefault)
 	setD(&c.ImmediateDeadline, ImmediateDeadlineDefault)
 	setD(&c.BatchDeadline, BatchDeadlineDefault)
+	setD(&c.BatchCompletionBound, BatchCompletionBoundDefault)
 	setD(&c.PollInterval, PollIntervalDefault)
 	setD(&c.ProbeTimeout, ledger.ProbeTimeoutDefault)
 	setD(&c.ProbeWait, ProbeWaitDefault)
@@ -244,6 +254,9 @@ func (c Config) Validate() error {
 	}
 	if c.RescueAfter <= c.StepTimeout {
 		errs = append(errs, fmt.Errorf("pipeline.rescue_after: %s must exceed pipeline.step_timeout %s", c.RescueAfter, c.StepTimeout))
+	}
+	if c.BatchCompletionBound < 0 {
+		errs = append(errs, fmt.Errorf("pipeline.batch_completion_bound: %s must not be negative", c.BatchCompletionBound))
 	}
 	if c.DurationTolerance < 0 {
 		errs = append(errs, fmt.Errorf("pipeline.duration_tolerance: %g must not be negative", c.DurationTolerance))

@@ -61,10 +61,17 @@ type IngestRequest struct {
 	// Audio is the recording's path: relative to the audio root, or an
 	// absolute path / file:// URL under it.
 	Audio string
-	// Lane: immediate or batch. Default batch.
+	// Lane: immediate or batch. Default "": chosen by rule (see
+	// Config.BatchCompletionBound): immediate when Deadline or
+	// ActionDeadline is sooner than the batch lane's completion bound,
+	// batch otherwise.
 	Lane ledger.Lane
 	// Deadline overrides the lane's deadline. Zero: the tenant's or lane's.
 	Deadline time.Time
+	// ActionDeadline is when the call's CRM follow-up is due (a promised
+	// rate sheet by 5 pm), if the caller knows; it only routes. Zero:
+	// none.
+	ActionDeadline time.Time
 	// Model and Language may be empty; otherwise they follow the rules
 	// of TenantID and CallID.
 	Model     string
@@ -111,6 +118,9 @@ type IngestResult struct {
 	ledger.IngestResult
 	// JobID of the transcribe job; 0 when an active one already existed.
 	JobID int64
+	// Route is how a new recording's lane was chosen (recorded in its
+	// first event); nil when the recording was already known.
+	Route *ledger.IngestRoute
 }
 
 // Ingest refuses a request whose ids break IngestRequest's rules with a

@@ -181,6 +181,9 @@ func (p *Pipeline) CommitIngest(ctx context.Context, client *river.Client[pgx.Tx
 		first := map[uuid.UUID]int{}
 		for k, ir := range irs {
 			results[k] = IngestItemResult{IngestResult: IngestResult{IngestResult: ir.IngestResult}, Err: ir.Err}
+			if ir.Err == nil && ir.Created {
+				results[k].Route = batch[k].Route
+			}
 			rec := ir.Recording
 			if ir.Err != nil || rec.State.Terminal() {
 				continue
@@ -189,7 +192,11 @@ func (p *Pipeline) CommitIngest(ctx context.Context, client *river.Client[pgx.Tx
 				continue
 			}
 			first[rec.ID] = k
-			params = append(params, river.InsertManyParams{Args: transcribeArgs(rec.ID, rec.TenantID, rec.Lane)})
+			args := transcribeArgs(rec.ID, rec.TenantID, rec.Lane)
+			if ir.Created && batch[k].Route != nil && batch[k].Route.OneByOne {
+				args.Priority = PriorityOneByOne
+			}
+			params = append(params, river.InsertManyParams{Args: args})
 		}
 		if len(params) == 0 {
 			return nil
@@ -251,10 +258,8 @@ func (p *Pipeline) prepare(ctx context.Context, req IngestRequest, now time.Time
 	if info, err = p.audio.Inspect(ctx, key); err != nil {
 		return ledger.NewRecording{}, err
 	}
-	lane := req.Lane
-	if lane == "" {
-		lane = ledger.LaneBatch
-	}
+	route := p.cfg.route(req, p.providers[req.TenantID], now)
+	lane := route.Lane
 	deadline := req.Deadline
 	if deadline.IsZero() {
 		deadline = p.cfg.deadlineFor(t, lane, now)
@@ -262,6 +267,6 @@ func (p *Pipeline) prepare(ctx context.Context, req IngestRequest, now time.Time
 	return ledger.NewRecording{
 		TenantID: req.TenantID, CallID: req.CallID, AudioSHA256: info.SHA256, Lane: lane,
 		AudioURI: key, AudioBytes: info.Bytes, AudioDuration: info.Duration, Deadline: deadline, Model: req.Model, Language: req.Language,
-		StartedAt: req.StartedAt,
+		StartedAt: req.StartedAt, Route: &route,
 	}, nil
 }

@@ -105,6 +105,9 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 		c := call{n.TenantID, n.CallID}
 		reason := "ingested"
 		detail := map[string]any{}
+		if n.Route != nil {
+			detail["route"] = n.Route
+		}
 		res := IngestResult{Created: true}
 		if ps := prev[c]; len(ps) > 0 {
 			reason = "call_id already ingested with a different audio digest; kept as a new recording"

@@ -119,6 +119,22 @@ type NewRecording struct {
 	Language string
 	// StartedAt: when the call started. Zero: unknown.
 	StartedAt time.Time
+	// Route: how the lane was chosen, recorded in the first event's
+	// detail under "route". Nil: nothing recorded.
+	Route *IngestRoute
+}
+
+// IngestRoute is ingest's routing decision for a recording: its lane, and
+// why.
+type IngestRoute struct {
+	// Lane is the lane chosen (the recording's Lane).
+	Lane Lane `json:"lane"`
+	// OneByOne: the recording is batch work whose vendor has no batch
+	// contract, so it is submitted alone, in the batch queue at lower
+	// priority.
+	OneByOne bool `json:"one_by_one,omitempty"`
+	// Reason says why, for people: asked for, or the rule that decided.
+	Reason string `json:"reason"`
 }
 
 func (n *NewRecording) normalize() error {

@@ -18,7 +18,7 @@ func TestNew(t *testing.T) {
 		kind string
 		caps Capabilities
 	}{
-		{KindGenericHTTP, Capabilities{Async: true, Reconcile: true}},
+		{KindGenericHTTP, Capabilities{Async: true, Reconcile: true, Batch: true}},
 		{KindOpenAI, Capabilities{}},
 		{KindDeepgram, Capabilities{}},
 		{KindAssemblyAI, Capabilities{Async: true}},

@@ -501,7 +501,7 @@ func TestGenericMisuse(t *testing.T) {
 	if n := len(v.requests()); n != 0 {
 		t.Errorf("misuse reached the vendor %d times", n)
 	}
-	if g.Name() != KindGenericHTTP || g.Capabilities() != (Capabilities{Async: true, Reconcile: true}) {
+	if g.Name() != KindGenericHTTP || g.Capabilities() != (Capabilities{Async: true, Reconcile: true, Batch: true}) {
 		t.Errorf("Name %q Capabilities %+v", g.Name(), g.Capabilities())
 	}
 }

@@ -98,14 +98,17 @@ func (l rawLine) decode() (manifestLine, error) {
 
 // manifestLine is one line of an ingest manifest (JSONL).
 type manifestLine struct {
-	TenantID  string    `json:"tenant_id"`
-	CallID    string    `json:"call_id"`
-	Audio     string    `json:"audio"`
-	Lane      string    `json:"lane"`
-	Deadline  time.Time `json:"deadline"`
-	Model     string    `json:"model"`
-	Language  string    `json:"language"`
-	StartedAt time.Time `json:"started_at"`
+	TenantID string    `json:"tenant_id"`
+	CallID   string    `json:"call_id"`
+	Audio    string    `json:"audio"`
+	Lane     string    `json:"lane"`
+	Deadline time.Time `json:"deadline"`
+	// ActionDeadline is when the call's CRM follow-up is due; it only
+	// routes (jobs.IngestRequest.ActionDeadline).
+	ActionDeadline time.Time `json:"action_deadline"`
+	Model          string    `json:"model"`
+	Language       string    `json:"language"`
+	StartedAt      time.Time `json:"started_at"`
 	// ExpectedText is what testdata manifests say was spoken; ingest ignores it.
 	ExpectedText string `json:"expected_text"`
 }
@@ -125,12 +128,12 @@ func (m manifestLine) request() (jobs.IngestRequest, error) {
 		return jobs.IngestRequest{}, fmt.Errorf("lane %q is neither immediate nor batch", m.Lane)
 	}
 	return jobs.IngestRequest{TenantID: m.TenantID, CallID: m.CallID, Audio: m.Audio, Lane: lane, Deadline: m.Deadline,
-		Model: m.Model, Language: m.Language, StartedAt: m.StartedAt}, nil
+		ActionDeadline: m.ActionDeadline, Model: m.Model, Language: m.Language, StartedAt: m.StartedAt}, nil
 }
 
 func (a *app) ingestCommand() *cobra.Command {
 	var one manifestLine
-	var deadline, manifest string
+	var deadline, actionDeadline, manifest string
 	cmd := &cobra.Command{
 		Use:   "ingest (--tenant T --call C --audio PATH | --manifest FILE.jsonl)",
 		Short: "Take in one recording, or every line of a JSONL manifest, and enqueue its transcription",
@@ -147,6 +150,13 @@ func (a *app) ingestCommand() *cobra.Command {
 					return fmt.Errorf("--deadline %q: want RFC 3339, like 2026-11-30T18:00:00Z", deadline)
 				}
 				one.Deadline = d
+			}
+			if actionDeadline != "" {
+				d, err := time.Parse(time.RFC3339, actionDeadline)
+				if err != nil {
+					return fmt.Errorf("--action-deadline %q: want RFC 3339, like 2026-11-30T17:00:00Z", actionDeadline)
+				}
+				one.ActionDeadline = d
 			}
 			e, err := a.openPipeline(ctx, pipelineCaps{})
 			if err != nil {
@@ -172,11 +182,12 @@ func (a *app) ingestCommand() *cobra.Command {
 	f.StringVar(&one.TenantID, "tenant", "", "tenant id (must be in pipeline.tenants)")
 	f.StringVar(&one.CallID, "call", "", "call id")
 	f.StringVar(&one.Audio, "audio", "", "recording: a path under audio.root")
-	f.StringVar(&one.Lane, "lane", "batch", "immediate or batch")
+	f.StringVar(&one.Lane, "lane", "", "immediate or batch (default: by rule: immediate when --deadline or --action-deadline is sooner than pipeline.batch_completion_bound, else batch)")
 	f.StringVar(&deadline, "deadline", "", "RFC 3339 deadline (default: the lane's)")
+	f.StringVar(&actionDeadline, "action-deadline", "", "RFC 3339 time the call's CRM follow-up is due (routes only)")
 	f.StringVar(&one.Model, "model", "", "speech model (default: the tenant's)")
 	f.StringVar(&one.Language, "language", "", "ISO 639-1 language (default: auto-detect)")
-	f.StringVar(&manifest, "manifest", "", "JSONL file: one {tenant_id, call_id, audio, lane, deadline, model, language, started_at} per line, each at most 64 KiB")
+	f.StringVar(&manifest, "manifest", "", "JSONL file: one {tenant_id, call_id, audio, lane, deadline, action_deadline, model, language, started_at} per line, each at most 64 KiB")
 	return cmd
 }
 
@@ -187,6 +198,8 @@ func printIngest(w io.Writer, res jobs.IngestResult) {
 		fmt.Fprintf(w, "already known: %s %s/%s is %s\n", r.ID, r.TenantID, r.CallID, r.State)
 	case res.CallIDReused:
 		fmt.Fprintf(w, "ingested %s %s/%s (this call id was seen before with other audio: kept as a new recording)\n", r.ID, r.TenantID, r.CallID)
+	case res.Route != nil:
+		fmt.Fprintf(w, "ingested %s %s/%s on %s (%s), deadline %s\n", r.ID, r.TenantID, r.CallID, r.Lane, res.Route.Reason, r.Deadline.Format(time.RFC3339))
 	default:
 		fmt.Fprintf(w, "ingested %s %s/%s on %s, deadline %s\n", r.ID, r.TenantID, r.CallID, r.Lane, r.Deadline.Format(time.RFC3339))
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/jsonkeys"
@@ -92,6 +93,19 @@ func TestIngestManifestKeepsGoodLinesAndNamesBadOnes(t *testing.T) {
 	code, _, stderr = run(t, ctx, env, "--config", config, "ingest", "--tenant", "nobody", "--call", "c", "--audio", "northline/call-1001.wav")
 	if code == 0 || !strings.Contains(stderr, "unknown tenant") {
 		t.Fatalf("single ingest of an unknown tenant: %d %s", code, stderr)
+	}
+	// Without --lane the rule routes: a CRM action due in 20 minutes is
+	// sooner than the batch lane's completion bound.
+	soon := time.Now().Add(20 * time.Minute).UTC().Format(time.RFC3339)
+	code, out, stderr = run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", "call-route", "--audio", "northline/call-1003.wav",
+		"--action-deadline", soon)
+	if code != 0 || !strings.Contains(out, "on immediate (CRM action deadline in ") {
+		t.Fatalf("ingest --action-deadline: %d %s %s", code, out, stderr)
+	}
+	code, _, stderr = run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", "c", "--audio", "northline/call-1003.wav",
+		"--action-deadline", "tomorrow")
+	if code == 0 || !strings.Contains(stderr, "--action-deadline \"tomorrow\": want RFC 3339") {
+		t.Fatalf("a bad --action-deadline: %d %s", code, stderr)
 	}
 }
 
