@@ -114,15 +114,16 @@ type DownOpts struct {
 // dropsData lists, per callscribe migration, the tables whose rows its
 // rollback destroys: tables it drops and tables it drops columns of.
 var dropsData = map[int64][]string{
-	1: {"recordings", "recording_events", "retention_purges", "scope_deferrals", "scope_deferral_extensions"},
-	2: {"transcripts", "recordings", "scope_deferral_extensions"},
-	3: {"action_sets", "outbox", "outbox_events", "counters"},
-	4: {"recordings"},
-	5: {"outbox"},
-	6: {"retention_audio", "retention_purges"},
-	7: {"api_tokens"},
-	8: {"rollout_cohorts", "rollout_events"},
-	9: {"outbox"},
+	1:  {"recordings", "recording_events", "retention_purges", "scope_deferrals", "scope_deferral_extensions"},
+	2:  {"transcripts", "recordings", "scope_deferral_extensions"},
+	3:  {"action_sets", "outbox", "outbox_events", "counters"},
+	4:  {"recordings"},
+	5:  {"outbox"},
+	6:  {"retention_audio", "retention_purges"},
+	7:  {"api_tokens"},
+	8:  {"rollout_cohorts", "rollout_events"},
+	9:  {"outbox"},
+	12: {"batch_manifests", "batch_manifest_items", "batch_manifest_events"},
 }
 
 // riverDropsData: rolling River back drops its jobs.

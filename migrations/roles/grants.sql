@@ -19,13 +19,15 @@ BEGIN
                              'transcripts', 'action_sets', 'outbox', 'outbox_events', 'counters',
                              'scope_deferrals', 'scope_deferral_extensions', 'retention_purges',
                              'retention_audio', 'callscribe_schema_version', 'api_tokens',
-                             'rollout_cohorts', 'rollout_events'] LOOP
+                             'rollout_cohorts', 'rollout_events', 'batch_manifests', 'batch_manifest_items',
+                             'batch_manifest_events'] LOOP
         EXECUTE format('REVOKE ALL ON %I FROM callscribe_runtime, callscribe_purge', t);
         EXECUTE format('GRANT SELECT ON %I TO callscribe_runtime', t);
     END LOOP;
     FOREACH t IN ARRAY ARRAY['recordings', 'recording_events', 'transcripts', 'action_sets', 'outbox',
                              'outbox_events', 'counters', 'scope_deferrals', 'scope_deferral_extensions',
-                             'retention_audio', 'api_tokens', 'rollout_cohorts', 'rollout_events'] LOOP
+                             'retention_audio', 'api_tokens', 'rollout_cohorts', 'rollout_events',
+                             'batch_manifests', 'batch_manifest_items', 'batch_manifest_events'] LOOP
         EXECUTE format('GRANT INSERT ON %I TO callscribe_runtime', t);
     END LOOP;
     GRANT UPDATE (state, attempt, updated_at, last_event_seq, provider, provider_id, model, language,
@@ -36,6 +38,8 @@ BEGIN
     GRANT UPDATE (value) ON counters TO callscribe_runtime;
     GRANT UPDATE (revoked_at) ON api_tokens TO callscribe_runtime;
     GRANT UPDATE (mode, reason, updated_at) ON rollout_cohorts TO callscribe_runtime;
+    GRANT UPDATE (state, vendor_batch_id, updated_at) ON batch_manifests TO callscribe_runtime;
+    GRANT UPDATE (state, provider_id, reason, updated_at) ON batch_manifest_items TO callscribe_runtime;
 
     FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname = s AND c.relkind IN ('r', 'p') AND c.relname LIKE 'river\_%' LOOP
@@ -48,7 +52,8 @@ BEGIN
 
     -- The purge role removes a history's whole footprint and records it.
     FOREACH t IN ARRAY ARRAY['recordings', 'recording_events', 'transcripts', 'action_sets', 'outbox',
-                             'outbox_events', 'scope_deferral_extensions'] LOOP
+                             'outbox_events', 'scope_deferral_extensions', 'batch_manifests', 'batch_manifest_items',
+                             'batch_manifest_events'] LOOP
         EXECUTE format('GRANT SELECT, DELETE ON %I TO callscribe_purge', t);
     END LOOP;
     GRANT SELECT ON recording_states TO callscribe_purge;

@@ -10,6 +10,42 @@ import (
 	"github.com/google/uuid"
 )
 
+type BatchManifest struct {
+	ID             uuid.UUID
+	ManifestKey    string
+	TenantID       string
+	Provider       string
+	Model          string
+	Scope          string
+	State          string
+	VendorBatchID  *string
+	Items          int32
+	AudioSeconds   float64
+	ResubmissionOf *uuid.UUID
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type BatchManifestEvent struct {
+	ID         int64
+	ManifestID uuid.UUID
+	At         time.Time
+	Kind       string
+	Reason     string
+	Detail     []byte
+}
+
+type BatchManifestItem struct {
+	ManifestID  uuid.UUID
+	RecordingID uuid.UUID
+	BusinessKey string
+	Position    int32
+	State       string
+	ProviderID  *string
+	Reason      string
+	UpdatedAt   time.Time
+}
+
 type Recording struct {
 	ID              uuid.UUID
 	TenantID        string
