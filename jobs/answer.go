@@ -64,6 +64,12 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 // transcribed: submitted -> transcribed with the transcript, and on to
 // committed, in one transaction (finish).
 func (p *Pipeline) transcribed(ctx context.Context, s *stepCtx, resp stt.Response) error {
+	return p.transcribedWith(ctx, s, resp, nil)
+}
+
+// transcribedWith is transcribed with detail on the submitted →
+// transcribed event.
+func (p *Pipeline) transcribedWith(ctx context.Context, s *stepCtx, resp stt.Response, detail map[string]any) error {
 	tr := resp.Transcript
 	if tr == nil {
 		tr = &stt.Transcript{}
@@ -76,7 +82,7 @@ func (p *Pipeline) transcribed(ctx context.Context, s *stepCtx, resp stt.Respons
 	if pid == "" {
 		pid = tr.ProviderID
 	}
-	return p.finish(ctx, s, &freshTranscript{responseClass: resp.Class, Transcript: ledger.Transcript{Provider: s.prov.Name(),
+	return p.finish(ctx, s, &freshTranscript{responseClass: resp.Class, detail: detail, Transcript: ledger.Transcript{Provider: s.prov.Name(),
 		ProviderID: pid, Text: tr.Text, Language: tr.Language, Confidence: tr.Confidence, DurationSeconds: tr.DurationSeconds, Segments: segs}})
 }
 

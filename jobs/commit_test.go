@@ -36,12 +36,21 @@ type crmEnv struct {
 	scope  string
 	crmURL string
 	n      int
+	root   string // the audio root
 }
 
 // runToDelivered ingests n recordings of tenant t1 (a webhook CRM behind
 // crmsim with crmCfg) and runs the workers until every action set is
 // delivered.
 func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
+	t.Helper()
+	return runToDeliveredWith(t, n, sttsim.Config{}, jobs.Config{}, crmCfg)
+}
+
+// runToDeliveredWith is runToDelivered with the speech vendor's trouble
+// (its transcriber is runToDelivered's) and the pipeline's configuration
+// (its tenants and poll interval are runToDelivered's).
+func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Config, crmCfg crmsim.Config) *crmEnv {
 	t.Helper()
 	ctx := context.Background()
 	pool := testdb.New(t)
@@ -52,10 +61,11 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 		writeWAV(t, p, 2*time.Second, i+11)
 		files = append(files, p)
 	}
-	sim, err := sttsim.New(sttsim.Config{Transcribe: func(r sttsim.SubmitRequest) (sttsim.Result, error) {
+	sttCfg.Transcribe = func(r sttsim.SubmitRequest) (sttsim.Result, error) {
 		return sttsim.Result{Text: "Thanks. I'll send you the rate sheet for Chicago to Dallas by Friday. Let's talk again next Wednesday.",
 			Language: "en", Confidence: 0.95, Duration: 2 * time.Second}, nil
-	}})
+	}
+	sim, err := sttsim.New(sttCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +92,8 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 	scope := "crm:t1:webhook" // the default scope of t1's CRM
 	ob := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"t1": {Name: "webhook", Scope: scope, Target: tgt}},
 		ProbeWait: 50 * time.Millisecond}, pool, l)
-	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": tenant}, PollInterval: 50 * time.Millisecond},
-		jobs.Deps{Store: store, Commit: commitThrough(ob)})
+	cfg.Tenants, cfg.PollInterval = map[string]jobs.TenantConfig{"t1": tenant}, 50*time.Millisecond
+	p, err := jobs.New(pool, l, cfg, jobs.Deps{Store: store, Commit: commitThrough(ob)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +128,7 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 		all, _ := ob.Rows(ctx, "", 100)
 		t.Fatalf("after 60s: %d delivered; recordings %v; outbox %+v", len(rows), counts, all)
 	}
-	return &crmEnv{pool: pool, ledger: l, p: p, outbox: ob, client: client, stt: sim, crm: crmSim, scope: scope, crmURL: crmSrv.URL, n: n}
+	return &crmEnv{pool: pool, ledger: l, p: p, outbox: ob, client: client, stt: sim, crm: crmSim, scope: scope, crmURL: crmSrv.URL, n: n, root: root}
 }
 
 // From ingest to the CRM: every recording ends committed, its action set is

@@ -121,6 +121,8 @@ type Config struct {
 	// immediate lane when its deadline, or its CRM action deadline, is
 	// sooner than this; otherwise to the batch lane. Default 1h.
 	BatchCompletionBound time.Duration `yaml:"batch_completion_bound"`
+	// Batch configures the batch lane's manifests.
+	Batch BatchConfig `yaml:"batch"`
 	// ObserveOnlyScopes: scopes whose throttling is recorded (the proposed
 	// deadline, as an observe-only offer) but not enforced.
 	ObserveOnlyScopes []string `yaml:"observe_only_scopes"`
@@ -194,6 +196,12 @@ func (c Config) WithDefaults() Config {
 	setD(&c.ImmediateDeadline, ImmediateDeadlineDefault)
 	setD(&c.BatchDeadline, BatchDeadlineDefault)
 	setD(&c.BatchCompletionBound, BatchCompletionBoundDefault)
+	setI(&c.Batch.MaxItems, BatchMaxItemsDefault)
+	setD(&c.Batch.MaxWait, BatchMaxWaitDefault)
+	setD(&c.Batch.FormEvery, BatchFormEveryDefault)
+	if c.Batch.MaxAudioSeconds == 0 {
+		c.Batch.MaxAudioSeconds = BatchMaxAudioSecondsDefault
+	}
 	setD(&c.PollInterval, PollIntervalDefault)
 	setD(&c.ProbeTimeout, ledger.ProbeTimeoutDefault)
 	setD(&c.ProbeWait, ProbeWaitDefault)
@@ -254,6 +262,12 @@ func (c Config) Validate() error {
 	}
 	if c.RescueAfter <= c.StepTimeout {
 		errs = append(errs, fmt.Errorf("pipeline.rescue_after: %s must exceed pipeline.step_timeout %s", c.RescueAfter, c.StepTimeout))
+	}
+	if c.Batch.MaxItems < 0 || c.Batch.MaxItems > stt.MaxBatchItems {
+		errs = append(errs, fmt.Errorf("pipeline.batch.max_items: %d must be 1 to %d", c.Batch.MaxItems, stt.MaxBatchItems))
+	}
+	if c.Batch.MaxAudioSeconds < 0 || c.Batch.MaxWait < 0 || c.Batch.FormEvery < 0 {
+		errs = append(errs, fmt.Errorf("pipeline.batch: max_audio_seconds, max_wait and form_every must not be negative"))
 	}
 	if c.BatchCompletionBound < 0 {
 		errs = append(errs, fmt.Errorf("pipeline.batch_completion_bound: %s must not be negative", c.BatchCompletionBound))

@@ -48,7 +48,12 @@ const (
 	workerClientIDEnv     = "CALLSCRIBE_TEST_WORKER_ID"     // the River client's ID (river_job.attempted_by)
 	workerCRMURLEnv       = "CALLSCRIBE_TEST_CRM_URL"       // a crm-webhook/v1 receiver: commit and deliver through the outbox
 	workerWindowPrefixEnv = "CALLSCRIBE_TEST_WINDOW_PREFIX" // scope windows in the test Redis under this key prefix
+	workerManifestsEnv    = "CALLSCRIBE_TEST_MANIFESTS"     // "1": the batch lane sends manifests (manifestKnobs)
 )
+
+// manifestKnobs is the batch lane of a worker process with
+// workerManifestsEnv: manifests formed quickly.
+var manifestKnobs = jobs.BatchConfig{Manifests: true, MaxItems: 100, MaxWait: 100 * time.Millisecond, FormEvery: 50 * time.Millisecond}
 
 // workerReady is printed on stdout once the worker's River client started.
 const workerReady = "worker ready"
@@ -137,6 +142,9 @@ func runWorkerProcess() int {
 
 // applyWorkerKnobs sets the fields of cfg that the worker knobs name.
 func applyWorkerKnobs(cfg *jobs.Config) error {
+	if os.Getenv(workerManifestsEnv) == "1" {
+		cfg.Batch = manifestKnobs
+	}
 	if v := os.Getenv(workerBatchWorkersEnv); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {

@@ -192,6 +192,10 @@ func (p *Pipeline) take(ctx context.Context, s *stepCtx, o outcome) (outcome, er
 		_, err := p.move(ctx, s.rec, ledger.StateEligible, "retry wait over", nil)
 		return next, err
 	case ledger.StateEligible:
+		if s.rec.Lane == ledger.LaneBatch && p.manifestMode(s.rec.TenantID) {
+			s.log.Debug("left for the batch lane's manifests")
+			return done, nil
+		}
 		return p.admitAndSubmit(ctx, s)
 	case ledger.StateSubmitted:
 		return p.resume(ctx, s)

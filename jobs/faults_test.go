@@ -28,12 +28,17 @@ import (
 // The named crash points: a worker process kills itself (SIGKILL) at one of
 // them; another process finishes the work. Whatever the point, the CRM holds
 // each action set once, the ledger has one action version per recording,
-// and every recording's history is complete and legal.
+// every recording's history is complete and legal, and the vendor
+// transcribed each recording once. after_batch_accepted runs the batch
+// lane's manifests: the vendor has accepted the manifest, its batch id is
+// not recorded; the next worker sends the manifest again by its key and
+// gets the same batch.
 //
 //	go run ./internal/cmd/testenv -- go test -race -tags callscribe_faults -run TestCrashPoints ./jobs/
 func TestCrashPoints(t *testing.T) {
 	t.Parallel()
-	for _, point := range []string{"after_stt_accepted", "before_transcript_commit", "between_commit_and_delivery", "after_crm_applied"} {
+	for _, point := range []string{"after_stt_accepted", "before_transcript_commit", "between_commit_and_delivery", "after_crm_applied",
+		"after_batch_accepted"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			crashAt(t, point)
@@ -74,8 +79,14 @@ func crashAt(t *testing.T, point string) {
 		t.Fatal(err)
 	}
 	defer func() { _ = store.Close() }()
-	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", Model: "general"}}},
-		jobs.Deps{Store: store})
+	manifests := point == "after_batch_accepted"
+	cfg := jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", Model: "general"}}}
+	var knobs []string
+	if manifests {
+		cfg.Batch = manifestKnobs
+		knobs = append(knobs, workerManifestsEnv+"=1")
+	}
+	p, err := jobs.New(pool, l, cfg, jobs.Deps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +116,7 @@ func crashAt(t *testing.T, point string) {
 		return cmd, &errOut
 	}
 
-	first, firstErr := start(fault.EnvCrashAt + "=" + point)
+	first, firstErr := start(append(knobs, fault.EnvCrashAt+"="+point)...)
 	done := make(chan error, 1)
 	go func() { done <- first.Wait() }()
 	select {
@@ -118,7 +129,7 @@ func crashAt(t *testing.T, point string) {
 		t.Fatalf("the first worker never reached %s\n%s", point, firstErr.String())
 	}
 
-	second, secondErr := start("CALLSCRIBE_TEST_RESCUE_FAST=1")
+	second, secondErr := start(append(knobs, "CALLSCRIBE_TEST_RESCUE_FAST=1")...)
 	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
 	ob := outbox.New(outbox.Config{}, pool, l)
 	var counts map[ledger.State]int
@@ -156,6 +167,15 @@ func crashAt(t *testing.T, point string) {
 		}
 		if n := sim.Transcriptions(r.BusinessKey); n != 1 {
 			t.Fatalf("%s transcribed %d times", r.CallID, n)
+		}
+	}
+	if manifests {
+		ms, err := l.Manifests(ctx, ledger.ManifestFilter{})
+		if err != nil || len(ms) != 1 || ms[0].State != ledger.ManifestDone || ms[0].Items != n {
+			t.Fatalf("manifests %+v (%v), want one done with %d items", ms, err, n)
+		}
+		if st := sim.Stats(); st.Batches != 2 || st.Replays != 1 {
+			t.Fatalf("the vendor saw %d batch requests and %d replays, want 2 and 1: the manifest sent again by its key", st.Batches, st.Replays)
 		}
 	}
 }

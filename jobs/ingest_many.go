@@ -191,6 +191,9 @@ func (p *Pipeline) CommitIngest(ctx context.Context, client *river.Client[pgx.Tx
 			if _, ok := first[rec.ID]; ok {
 				continue
 			}
+			if rec.Lane == ledger.LaneBatch && p.manifestMode(rec.TenantID) {
+				continue // the batch lane's manifests take it (FormManifests)
+			}
 			first[rec.ID] = k
 			args := transcribeArgs(rec.ID, rec.TenantID, rec.Lane)
 			if ir.Created && batch[k].Route != nil && batch[k].Route.OneByOne {

@@ -41,6 +41,8 @@ type Pipeline struct {
 	metrics       Metrics
 	// zones: the tenants' time zones by name, loaded once.
 	zones sync.Map
+	// unbatched: scopes whose vendor answered that it offers no batches.
+	unbatched unbatchedScopes
 }
 
 // Metrics records what the pipeline did, for operators (metrics.Metrics in
@@ -171,6 +173,8 @@ func (p *Pipeline) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &transcribeWorker{p: p})
 	river.AddWorker(w, &sweepWorker{p: p})
 	river.AddWorker(w, &retentionWorker{p: p})
+	river.AddWorker(w, &formWorker{p: p})
+	river.AddWorker(w, &manifestWorker{p: p})
 }
 
 // Queues are the pipeline's River queues with their MaxWorkers
@@ -190,6 +194,11 @@ func (p *Pipeline) PeriodicJobs() []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(p.cfg.SweepInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	if p.cfg.Batch.Manifests {
+		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(p.cfg.Batch.FormEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return FormManifestsArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	if p.cfg.RetentionEvery > 0 {
 		out = append(out, river.NewPeriodicJob(river.PeriodicInterval(p.cfg.RetentionEvery),

@@ -59,7 +59,7 @@ func (p *Pipeline) finish(ctx context.Context, s *stepCtx, fresh *freshTranscrip
 		state := rec.State
 		if fresh != nil {
 			steps = append(steps, ledger.Transition{From: ledger.StateSubmitted, To: ledger.StateTranscribed,
-				Reason: "transcript received", ResponseClass: fresh.responseClass, ProviderID: nonEmpty(fresh.ProviderID)})
+				Reason: "transcript received", ResponseClass: fresh.responseClass, ProviderID: nonEmpty(fresh.ProviderID), Detail: fresh.detail})
 			state = ledger.StateTranscribed
 		}
 		validations := 0
@@ -137,6 +137,9 @@ func (p *Pipeline) advance(ctx context.Context, tx pgx.Tx, rec ledger.Recording,
 type freshTranscript struct {
 	ledger.Transcript
 	responseClass string
+	// detail, when set, is the submitted → transcribed event's detail (a
+	// batch item's manifest).
+	detail map[string]any
 }
 
 // transcriptOf returns fresh, or the recording's stored transcript.

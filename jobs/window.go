@@ -164,6 +164,17 @@ func (p *Pipeline) settle(ctx context.Context, s *stepCtx, a answer) {
 // said) and its vendor slot.
 func (p *Pipeline) release(ctx context.Context, s *stepCtx, o capacity.Outcome, reason string) {
 	ctx = context.WithoutCancel(ctx)
+	p.releaseWindow(ctx, s, o, reason)
+	if p.slots != nil && s.prov != nil {
+		p.slots.Release(ctx, s.prov.Name(), s.rec.ID.String())
+	}
+	s.held = held{settled: true}
+}
+
+// releaseWindow gives back the holder's window slot alone (a manifest
+// keeps its vendor slot while the vendor processes it).
+func (p *Pipeline) releaseWindow(ctx context.Context, s *stepCtx, o capacity.Outcome, reason string) {
+	ctx = context.WithoutCancel(ctx)
 	holder := s.rec.ID.String()
 	if p.windowed(s) {
 		r := p.window.Release(ctx, s.tenant.Scope, holder, o, reason, p.planLimit(s))
@@ -173,10 +184,7 @@ func (p *Pipeline) release(ctx context.Context, s *stepCtx, o capacity.Outcome, 
 				slog.String("cause", o.String()))
 		}
 	}
-	if p.slots != nil && s.prov != nil {
-		p.slots.Release(ctx, s.prov.Name(), holder)
-	}
-	s.held = held{settled: true}
+	s.held.window = false
 }
 
 // keep holds the recording's slots while the vendor processes it.

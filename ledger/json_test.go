@@ -22,4 +22,11 @@ func TestJSONFieldNames(t *testing.T) {
 	jsonkeys.Check(t, ledger.Deferral{},
 		"scope", "not_before", "updated_at", "needs_probe", "probe_job_id", "probe_claimed_at",
 		"paused", "paused_reason", "paused_at")
+	jsonkeys.Check(t, ledger.Manifest{},
+		"id", "manifest_key", "tenant_id", "provider", "model", "scope", "state", "vendor_batch_id", "items",
+		"audio_seconds", "resubmission_of", "created_at", "updated_at")
+	jsonkeys.Check(t, ledger.ManifestItem{},
+		"manifest_id", "recording_id", "business_key", "position", "state", "provider_id", "reason", "updated_at",
+		"manifest_key", "manifest_state")
+	jsonkeys.Check(t, ledger.ManifestEvent{}, "id", "manifest_id", "at", "kind", "reason", "detail")
 }

@@ -129,7 +129,9 @@ func itemFrom(i dbsqlc.BatchManifestItem) ManifestItem {
 // BatchCandidatesTx returns up to max eligible batch recordings of the
 // tenants that no manifest holds pending, oldest first, locked FOR UPDATE
 // in tx (other formers skip them), with, for each one that an earlier
-// manifest sent back, that manifest's id.
+// manifest sent back, that manifest's id. A recording sent back by a
+// manifest not yet done is left out until it is: a resubmission carries
+// all of its predecessor's unfinished items at once.
 func (l *Ledger) BatchCandidatesTx(ctx context.Context, tx pgx.Tx, tenants []string, max int) ([]Recording, map[uuid.UUID]uuid.UUID, error) {
 	rows, err := l.queries.BatchCandidates(ctx, tx, dbsqlc.BatchCandidatesParams{Tenants: tenants, MaxRows: int32(max)})
 	if err != nil {
@@ -148,8 +150,21 @@ func (l *Ledger) BatchCandidatesTx(ctx context.Context, tx pgx.Tx, tenants []str
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading batch candidates' earlier manifests: %w", translate(err))
 	}
+	waiting := map[uuid.UUID]bool{}
 	for _, p := range prev {
 		back[p.RecordingID] = p.ManifestID
+		if s := ManifestState(p.ManifestState); s != ManifestDone && s != ManifestUnbatched {
+			waiting[p.RecordingID] = true
+		}
+	}
+	if len(waiting) > 0 {
+		kept := recs[:0]
+		for _, r := range recs {
+			if !waiting[r.ID] {
+				kept = append(kept, r)
+			}
+		}
+		recs = kept
 	}
 	return recs, back, nil
 }

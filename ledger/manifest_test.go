@@ -86,6 +86,18 @@ func TestManifestLifecycle(t *testing.T) {
 	if err := b.ledger.ManifestNote(ctx, m.ID, "polled", "2 items to send again", nil); err != nil {
 		t.Fatal(err)
 	}
+	// Sent back by a manifest not yet done: not candidates yet, so that a
+	// resubmission carries all of its predecessor's unfinished items.
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		early, _, err := b.ledger.BatchCandidatesTx(ctx, tx, []string{"acme"}, 10)
+		if err == nil && len(early) != 0 {
+			t.Errorf("%d candidates while their manifest is not done, want 0", len(early))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.ledger.ManifestMoveTx(ctx, b.pool, ledger.ManifestMove{ID: m.ID, From: ledger.ManifestAccepted, To: ledger.ManifestDone, Kind: "done"}); err != nil {
 		t.Fatal(err)
 	}

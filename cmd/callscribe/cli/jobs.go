@@ -48,6 +48,9 @@ func (a *app) jobsCommand() *cobra.Command {
 			type shown struct {
 				Recording ledger.Recording `json:"recording"`
 				Events    []ledger.Event   `json:"events"`
+				// Manifests: the batch manifests the recording was an item
+				// of, with their keys and the item's key and state.
+				Manifests []ledger.ManifestItem `json:"manifests"`
 			}
 			var all []shown
 			for _, r := range recs {
@@ -55,7 +58,14 @@ func (a *app) jobsCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				all = append(all, shown{r, evs})
+				items, err := e.ledger.ManifestItemsOf(cmd.Context(), r.ID)
+				if err != nil {
+					return err
+				}
+				if items == nil {
+					items = []ledger.ManifestItem{}
+				}
+				all = append(all, shown{r, evs, items})
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -67,6 +77,7 @@ func (a *app) jobsCommand() *cobra.Command {
 				r := s.Recording
 				fmt.Fprintf(out, "recording %s  %s\n  state %s  attempt %d  lane %s  deadline %s\n  provider %s %s\n",
 					r.ID, printable(r.BusinessKey), r.State, r.Attempt, r.Lane, fmtTime(r.Deadline), printable(r.Provider), printable(r.ProviderID))
+				fmt.Fprint(out, manifestLines(s.Manifests))
 				tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "  SEQ\tAT\tFROM\tTO\tATTEMPT\tCLASS\tRETRY-AFTER\tREASON")
 				for _, ev := range s.Events {

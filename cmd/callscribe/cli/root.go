@@ -62,6 +62,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		a.workerCommand(), a.ingestCommand(), a.jobsCommand(), a.scopesCommand(), a.simulateCommand(), a.outboxCommand(), a.replayCommand(), a.capacityCommand())
 	root.AddCommand(a.serveCommand())
 	root.AddCommand(a.callerIDsCommand())
+	root.AddCommand(a.batchesCommand())
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

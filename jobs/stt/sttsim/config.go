@@ -213,6 +213,10 @@ type Config struct {
 	BatchItemFailShare float64
 	BatchItemLoseShare float64
 
+	// NoBatches: the server offers no batches, so POST /v1/batches is
+	// answered 404 like any unknown route. Default false.
+	NoBatches bool
+
 	// MaxAudioBytes is the largest file:// audio accepted; a larger file is
 	// answered 413 audio_too_large. http(s) audio is never fetched, so never
 	// measured. Default MaxAudioBytesDefault (25 MiB); zero means the

@@ -74,8 +74,10 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("POST /v1/transcriptions", s.routeSubmission(s.readSubmit))
 	mux.Handle("GET /v1/transcriptions", s.route(s.handleReconcile))
 	mux.Handle("GET /v1/transcriptions/{id}", s.route(s.handlePoll))
-	mux.Handle("POST /v1/batches", s.routeSubmission(s.readBatchSubmit))
-	mux.Handle("GET /v1/batches/{id}", s.route(s.handleBatchPoll))
+	if !cfg.NoBatches {
+		mux.Handle("POST /v1/batches", s.routeSubmission(s.readBatchSubmit))
+		mux.Handle("GET /v1/batches/{id}", s.route(s.handleBatchPoll))
+	}
 	mux.Handle("/", s.route(s.handleUnrouted))
 	s.handler = mux
 	return s, nil
@@ -207,6 +209,8 @@ func (s *Server) handleUnrouted(r *http.Request, _ string) reply {
 	switch {
 	case len(segs) == 2 && segs[0] == "v1" && segs[1] == "transcriptions":
 		allow = "GET, POST"
+	case len(segs) >= 2 && segs[1] == "batches" && s.cfg.NoBatches:
+		// no batches here: 404, as stt-http/v1 says
 	case len(segs) == 2 && segs[0] == "v1" && segs[1] == "batches":
 		allow = "POST"
 	case len(segs) == 3 && segs[0] == "v1" && (segs[1] == "transcriptions" || segs[1] == "batches") && segs[2] != "":

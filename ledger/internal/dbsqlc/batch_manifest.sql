@@ -10,8 +10,8 @@ FOR UPDATE OF r SKIP LOCKED;
 
 -- name: BatchLastResubmitted :many
 -- For each of the recordings, the latest manifest that sent it back
--- (item state resubmit), if any.
-SELECT DISTINCT ON (i.recording_id) i.recording_id, i.manifest_id
+-- (item state resubmit), if any, with that manifest's state.
+SELECT DISTINCT ON (i.recording_id) i.recording_id, i.manifest_id, m.state AS manifest_state
 FROM batch_manifest_items i JOIN batch_manifests m ON m.id = i.manifest_id
 WHERE i.recording_id = ANY (@recording_ids::uuid[]) AND i.state = 'resubmit'
 ORDER BY i.recording_id, m.created_at DESC;

@@ -165,19 +165,20 @@ func (q *Queries) BatchItemsOfRecording(ctx context.Context, db DBTX, recordingI
 }
 
 const batchLastResubmitted = `-- name: BatchLastResubmitted :many
-SELECT DISTINCT ON (i.recording_id) i.recording_id, i.manifest_id
+SELECT DISTINCT ON (i.recording_id) i.recording_id, i.manifest_id, m.state AS manifest_state
 FROM batch_manifest_items i JOIN batch_manifests m ON m.id = i.manifest_id
 WHERE i.recording_id = ANY ($1::uuid[]) AND i.state = 'resubmit'
 ORDER BY i.recording_id, m.created_at DESC
 `
 
 type BatchLastResubmittedRow struct {
-	RecordingID uuid.UUID
-	ManifestID  uuid.UUID
+	RecordingID   uuid.UUID
+	ManifestID    uuid.UUID
+	ManifestState string
 }
 
 // For each of the recordings, the latest manifest that sent it back
-// (item state resubmit), if any.
+// (item state resubmit), if any, with that manifest's state.
 func (q *Queries) BatchLastResubmitted(ctx context.Context, db DBTX, recordingIds []uuid.UUID) ([]BatchLastResubmittedRow, error) {
 	rows, err := db.Query(ctx, batchLastResubmitted, recordingIds)
 	if err != nil {
@@ -187,7 +188,7 @@ func (q *Queries) BatchLastResubmitted(ctx context.Context, db DBTX, recordingId
 	var items []BatchLastResubmittedRow
 	for rows.Next() {
 		var i BatchLastResubmittedRow
-		if err := rows.Scan(&i.RecordingID, &i.ManifestID); err != nil {
+		if err := rows.Scan(&i.RecordingID, &i.ManifestID, &i.ManifestState); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

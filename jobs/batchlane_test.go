@@ -1,0 +1,181 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/callscribe/callscribe/crm/crmsim"
+	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// batchLane is a pipeline configuration whose batch lane sends manifests
+// of up to maxItems, formed quickly.
+func batchLane(maxItems int) jobs.Config {
+	return jobs.Config{Batch: jobs.BatchConfig{Manifests: true, MaxItems: maxItems, MaxWait: 100 * time.Millisecond,
+		FormEvery: 50 * time.Millisecond}}
+}
+
+// The vendor completes about 70% of a manifest, fails 20% (worth sending
+// again) and loses 10%: every resubmission carries exactly the items of
+// its predecessor still uncommitted, nothing else; every recording ends
+// committed, each action set applied once by the CRM; the recordings'
+// events name their manifests; and the vendor saw far fewer requests than
+// recordings.
+func TestBatchLanePartialCompletionResubmitsOnlyTheUnfinished(t *testing.T) {
+	t.Parallel()
+	const n = 50
+	e := runToDeliveredWith(t, n, sttsim.Config{BatchItemFailShare: 0.2, BatchItemLoseShare: 0.1, Rand: rand.New(rand.NewPCG(7, 8))},
+		batchLane(n), crmsim.Config{})
+	ctx := context.Background()
+	counts, err := e.ledger.CountByState(ctx)
+	if err != nil || counts[ledger.StateCommitted] != n {
+		t.Fatalf("recordings %v (%v), want %d committed", counts, err, n)
+	}
+	if st := e.crm.Stats(); st.Applied != n {
+		t.Fatalf("the CRM applied %d action sets, want %d", st.Applied, n)
+	}
+	ms, err := e.ledger.Manifests(ctx, ledger.ManifestFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := map[uuid.UUID][]ledger.ManifestItem{}
+	var first *ledger.Manifest
+	resubmitted := 0
+	for i, m := range ms {
+		if m.State != ledger.ManifestDone {
+			t.Fatalf("manifest %s is %s, want done", m.Key, m.State)
+		}
+		if _, items[m.ID], err = e.ledger.Manifest(ctx, m.ID); err != nil {
+			t.Fatal(err)
+		}
+		if m.ResubmissionOf == nil {
+			if first != nil {
+				t.Fatalf("two first manifests: %s and %s", first.Key, m.Key)
+			}
+			first = &ms[i]
+		}
+	}
+	if first == nil || first.Items != n {
+		t.Fatalf("the first manifest: %+v, want one of %d items", first, n)
+	}
+	for _, m := range ms {
+		if m.ResubmissionOf == nil {
+			continue
+		}
+		var want, got []uuid.UUID
+		for _, it := range items[*m.ResubmissionOf] {
+			if it.State == ledger.ItemResubmit {
+				want = append(want, it.RecordingID)
+			}
+		}
+		for _, it := range items[m.ID] {
+			got = append(got, it.RecordingID)
+		}
+		slices.SortFunc(want, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+		slices.SortFunc(got, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+		if !slices.Equal(want, got) {
+			t.Fatalf("manifest %s resubmits %d items, want exactly the %d its predecessor sent back", m.Key, len(got), len(want))
+		}
+		resubmitted += len(got)
+	}
+	st := e.stt.Stats()
+	if st.BatchItemsFailed == 0 || st.BatchItemsLost == 0 || resubmitted != st.BatchItemsFailed+st.BatchItemsLost {
+		t.Fatalf("%d items resubmitted; the vendor failed %d and lost %d", resubmitted, st.BatchItemsFailed, st.BatchItemsLost)
+	}
+	if st.Accepted != n+resubmitted {
+		t.Fatalf("the vendor transcribed %d items, want %d: each recording once, and the failed or lost ones again", st.Accepted, n+resubmitted)
+	}
+	requests := st.Submissions + st.Polls
+	t.Logf("%d manifests, %d items resubmitted, %d vendor requests for %d transcripts (%.2f per transcript)",
+		len(ms), resubmitted, requests, n, float64(requests)/n)
+	if requests*3 > n {
+		t.Fatalf("%d vendor requests for %d transcripts: the batch lane should need at most a third of one request per transcript", requests, n)
+	}
+	for _, it := range items[first.ID] {
+		evs := events(t, e.ledger, it.RecordingID)
+		named := false
+		for _, ev := range evs {
+			if ev.New == ledger.StateSubmitted && ev.Detail["manifest_key"] != nil {
+				named = true
+			}
+		}
+		if !named {
+			t.Fatalf("recording %s: no submitted event names its manifest: %+v", it.RecordingID, evs)
+		}
+	}
+}
+
+// A generic-http vendor without batches answers 404 to the manifest: the
+// scope is remembered, the manifest closes as unbatched, its recordings go
+// one by one, and so does later batch work of that scope.
+func TestBatchLaneFallsBackOneByOneWithoutVendorBatches(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	e := runToDeliveredWith(t, n, sttsim.Config{NoBatches: true}, batchLane(n), crmsim.Config{})
+	ctx := context.Background()
+	ms, err := e.ledger.Manifests(ctx, ledger.ManifestFilter{})
+	if err != nil || len(ms) != 1 || ms[0].State != ledger.ManifestUnbatched {
+		t.Fatalf("manifests %+v (%v), want one, unbatched", ms, err)
+	}
+	st := e.stt.Stats()
+	if st.Batches != 0 || st.Accepted != n {
+		t.Fatalf("the vendor accepted %d single transcriptions and %d batches; want %d and 0", st.Accepted, st.Batches, n)
+	}
+	if st.Transcriptions == nil || len(st.Transcriptions) != n {
+		t.Fatalf("transcriptions %v", st.Transcriptions)
+	}
+	// A recording ingested now skips the manifests.
+	files := writeMoreWAVs(t, e, 1)
+	res, err := e.p.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: "later", Audio: files[0]})
+	if err != nil || res.JobID == 0 {
+		t.Fatalf("a later recording of the scope: job %d (%v), want a transcribe job of its own", res.JobID, err)
+	}
+	rec := waitState(t, e, res.Recording.ID, ledger.StateCommitted)
+	if got := len(e.stt.Stats().Transcriptions); got != n+1 || rec.State != ledger.StateCommitted {
+		t.Fatalf("%d transcriptions, recording %s", got, rec.State)
+	}
+	if ms, _ := e.ledger.Manifests(ctx, ledger.ManifestFilter{}); len(ms) != 1 {
+		t.Fatalf("%d manifests after the fallback, want 1", len(ms))
+	}
+}
+
+// writeMoreWAVs writes k more recordings of t1 under e's audio root.
+func writeMoreWAVs(t *testing.T, e *crmEnv, k int) []string {
+	t.Helper()
+	var out []string
+	for i := range k {
+		p := filepath.Join(e.root, fmt.Sprintf("t1/more-%03d.wav", i))
+		writeWAV(t, p, 2*time.Second, 500+i)
+		out = append(out, p)
+	}
+	return out
+}
+
+// waitState waits up to 30s for recording id to reach state (or any
+// terminal one) and returns it.
+func waitState(t *testing.T, e *crmEnv, id uuid.UUID, state ledger.State) ledger.Recording {
+	t.Helper()
+	var rec ledger.Recording
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var err error
+		if rec, err = e.ledger.Recording(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		if rec.State == state || rec.State.Terminal() {
+			return rec
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("recording %s is %s after 30s, want %s", id, rec.State, state)
+	return rec
+}
