@@ -24,6 +24,7 @@ const (
 	BatchMaxAudioSecondsDefault = 10 * 3600
 	BatchMaxWaitDefault         = 30 * time.Second
 	BatchFormEveryDefault       = time.Second
+	BatchPollIntervalDefault    = 2 * time.Second
 )
 
 // BatchConfig configures the batch lane's manifests: batch recordings of a
@@ -44,6 +45,10 @@ type BatchConfig struct {
 	// FormEvery is how often the lane looks for recordings to group.
 	// Default 1s.
 	FormEvery time.Duration `yaml:"form_every"`
+	// PollInterval between polls of an accepted manifest when the vendor
+	// gives no Retry-After (batch work is not urgent: fewer polls).
+	// Default 2s.
+	PollInterval time.Duration `yaml:"poll_interval"`
 }
 
 // FormManifestsArgs groups waiting batch recordings into manifests; it
@@ -562,23 +567,23 @@ func (p *Pipeline) applyBatch(ctx context.Context, ms *manifestStep, resp stt.Ba
 	}
 	// Keep the vendor slot for the whole processing time.
 	if p.slots != nil {
-		p.slots.Extend(ctx, ms.prov.Name(), ms.m.ID.String(), 2*p.pollWait(resp.Response))
+		p.slots.Extend(ctx, ms.prov.Name(), ms.m.ID.String(), 2*p.batchPollWait(resp.Response))
 	}
 	if err := p.ledger.ManifestNote(ctx, ms.m.ID, "polled", fmt.Sprintf("%d items still processing", left), nil); err != nil {
 		return next, err
 	}
-	return snoozeFor(p.pollWait(resp.Response)), nil
+	return snoozeFor(p.batchPollWait(resp.Response)), nil
 }
 
-// pollWait is when to poll next: the answer's Retry-After, else
-// PollInterval.
-func (p *Pipeline) pollWait(resp stt.Response) time.Duration {
+// batchPollWait is when to poll a manifest next: the answer's
+// Retry-After, else BatchConfig.PollInterval.
+func (p *Pipeline) batchPollWait(resp stt.Response) time.Duration {
 	if resp.PollAfter != nil {
 		if d := p.cfg.RetryAfter.Decide(*resp.PollAfter, true, 0); d.Delay > 0 {
 			return d.Delay
 		}
 	}
-	return p.cfg.PollInterval
+	return p.cfg.Batch.PollInterval
 }
 
 // itemStep loads an item's recording for a step of its own. settled is

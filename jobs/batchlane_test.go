@@ -21,7 +21,7 @@ import (
 // of up to maxItems, formed quickly.
 func batchLane(maxItems int) jobs.Config {
 	return jobs.Config{Batch: jobs.BatchConfig{Manifests: true, MaxItems: maxItems, MaxWait: 100 * time.Millisecond,
-		FormEvery: 50 * time.Millisecond}}
+		FormEvery: 50 * time.Millisecond, PollInterval: 100 * time.Millisecond}}
 }
 
 // The vendor completes about 70% of a manifest, fails 20% (worth sending

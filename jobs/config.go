@@ -199,6 +199,7 @@ func (c Config) WithDefaults() Config {
 	setI(&c.Batch.MaxItems, BatchMaxItemsDefault)
 	setD(&c.Batch.MaxWait, BatchMaxWaitDefault)
 	setD(&c.Batch.FormEvery, BatchFormEveryDefault)
+	setD(&c.Batch.PollInterval, BatchPollIntervalDefault)
 	if c.Batch.MaxAudioSeconds == 0 {
 		c.Batch.MaxAudioSeconds = BatchMaxAudioSecondsDefault
 	}
@@ -266,8 +267,8 @@ func (c Config) Validate() error {
 	if c.Batch.MaxItems < 0 || c.Batch.MaxItems > stt.MaxBatchItems {
 		errs = append(errs, fmt.Errorf("pipeline.batch.max_items: %d must be 1 to %d", c.Batch.MaxItems, stt.MaxBatchItems))
 	}
-	if c.Batch.MaxAudioSeconds < 0 || c.Batch.MaxWait < 0 || c.Batch.FormEvery < 0 {
-		errs = append(errs, fmt.Errorf("pipeline.batch: max_audio_seconds, max_wait and form_every must not be negative"))
+	if c.Batch.MaxAudioSeconds < 0 || c.Batch.MaxWait < 0 || c.Batch.FormEvery < 0 || c.Batch.PollInterval < 0 {
+		errs = append(errs, fmt.Errorf("pipeline.batch: max_audio_seconds, max_wait, form_every and poll_interval must not be negative"))
 	}
 	if c.BatchCompletionBound < 0 {
 		errs = append(errs, fmt.Errorf("pipeline.batch_completion_bound: %s must not be negative", c.BatchCompletionBound))

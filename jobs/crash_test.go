@@ -53,7 +53,8 @@ const (
 
 // manifestKnobs is the batch lane of a worker process with
 // workerManifestsEnv: manifests formed quickly.
-var manifestKnobs = jobs.BatchConfig{Manifests: true, MaxItems: 100, MaxWait: 100 * time.Millisecond, FormEvery: 50 * time.Millisecond}
+var manifestKnobs = jobs.BatchConfig{Manifests: true, MaxItems: 100, MaxWait: 100 * time.Millisecond, FormEvery: 50 * time.Millisecond,
+	PollInterval: 100 * time.Millisecond}
 
 // workerReady is printed on stdout once the worker's River client started.
 const workerReady = "worker ready"

@@ -361,3 +361,23 @@ func nonEmptyPtr(s string) *string {
 	}
 	return &s
 }
+
+// ManifestCount is how many manifests are in a state, with their items.
+type ManifestCount struct {
+	State     ManifestState
+	Manifests int64
+	Items     int64
+}
+
+// ManifestCounts returns the manifests by state.
+func (l *Ledger) ManifestCounts(ctx context.Context) ([]ManifestCount, error) {
+	rows, err := l.queries.BatchManifestCounts(ctx, l.pool)
+	if err != nil {
+		return nil, fmt.Errorf("counting manifests: %w", translate(err))
+	}
+	out := make([]ManifestCount, len(rows))
+	for i, r := range rows {
+		out[i] = ManifestCount{State: ManifestState(r.State), Manifests: r.Manifests, Items: r.Items}
+	}
+	return out, nil
+}

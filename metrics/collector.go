@@ -25,6 +25,7 @@ var (
 	qOutbox         = query("outbox")
 	qRiver          = query("river")
 	qCounters       = query("counters")
+	qBatch          = query("batch")
 )
 
 // The gauges read at scrape time.
@@ -47,6 +48,15 @@ var (
 		[]string{"queue", "state"}, nil)
 	descDuplicateKey = prometheus.NewDesc("callscribe_duplicate_key_conflicts_total",
 		"Commits that met an action set another worker had already committed, and converged on it (the counters table). Global: read from the database.",
+		nil, nil)
+	descBatchManifests = prometheus.NewDesc("callscribe_batch_manifests",
+		"The batch lane's manifests, by state (formed, submitted and accepted are in flight; done; unbatched: the vendor offers no batches). Global: read from the database.",
+		[]string{"state"}, nil)
+	descBatchItems = prometheus.NewDesc("callscribe_batch_items",
+		"Items of the batch lane's manifests, by state (pending, completed, failed, resubmit: sent back for a later manifest, dropped); items per manifest is their sum over the manifests' sum. Global: read from the database.",
+		[]string{"state"}, nil)
+	descBatchPartial = prometheus.NewDesc("callscribe_batch_partial_completions",
+		"Finished manifests that did not complete every item on their own (an item failed, was sent back or dropped). Global: read from the database.",
 		nil, nil)
 	descCapInUse = prometheus.NewDesc("callscribe_capacity_in_use",
 		"Vendor concurrency slots held, by provider and kind. Global: read from Redis.", []string{"provider", "kind"}, nil)
@@ -71,7 +81,7 @@ func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.m.scrapeErrors.Describe(ch)
 	if c.m.cfg.Pool != nil {
 		for _, d := range []*prometheus.Desc{descOldestEligible, descCooldownsActive, descScopesPaused, descOutboxPending,
-			descOutboxDead, descOutboxOldest, descRiverDepth, descDuplicateKey} {
+			descOutboxDead, descOutboxOldest, descRiverDepth, descDuplicateKey, descBatchManifests, descBatchItems, descBatchPartial} {
 			ch <- d
 		}
 	}
@@ -172,6 +182,41 @@ func (c *sharedCollector) collectDatabase(ctx context.Context, ch chan<- prometh
 		return err
 	}
 	ch <- prometheus.MustNewConstMetric(descDuplicateKey, prometheus.CounterValue, float64(counters[counterDuplicateKeyConflicts]))
+	return c.collectBatch(ctx, gauge)
+}
+
+// The states the batch gauges always report (0 when none).
+var (
+	batchManifestStates = []string{"formed", "submitted", "accepted", "done", "unbatched"}
+	batchItemStates     = []string{"pending", "completed", "failed", "resubmit", "dropped"}
+)
+
+// collectBatch sends the batch lane's gauges.
+func (c *sharedCollector) collectBatch(ctx context.Context, gauge func(*prometheus.Desc, float64, ...string)) error {
+	rows, err := c.m.cfg.Pool.Query(ctx, qBatch)
+	if err != nil {
+		return err
+	}
+	got := map[[2]string]int64{}
+	var kind, state string
+	var n int64
+	for rows.Next() {
+		if err := rows.Scan(&kind, &state, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		got[[2]string{kind, state}] = n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, s := range batchManifestStates {
+		gauge(descBatchManifests, float64(got[[2]string{"manifest", s}]), s)
+	}
+	for _, s := range batchItemStates {
+		gauge(descBatchItems, float64(got[[2]string{"item", s}]), s)
+	}
+	gauge(descBatchPartial, float64(got[[2]string{"partial", "done"}]))
 	return nil
 }
 

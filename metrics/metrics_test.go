@@ -146,6 +146,16 @@ func TestDatabaseGauges(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO counters (name, value) VALUES ($1, 3)`, outbox.CounterDuplicateKeyConflicts); err != nil {
 		t.Fatal(err)
 	}
+	// A finished manifest of 2 items: one completed, one sent back.
+	var manifestID string
+	if err := pool.QueryRow(ctx, `INSERT INTO batch_manifests (id, manifest_key, tenant_id, provider, model, scope, state, items, created_at, updated_at)
+		VALUES (gen_random_uuid(), 'm-1', 't1', 'generic-http', 'general', 's', 'done', 2, $1, $1) RETURNING id::text`, now).Scan(&manifestID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO batch_manifest_items (manifest_id, recording_id, business_key, position, state, updated_at)
+		VALUES ($1, $2, 'k0', 1, 'completed', $4), ($1, $3, 'k1', 2, 'resubmit', $4)`, manifestID, ids[0], ids[1], now); err != nil {
+		t.Fatal(err)
+	}
 
 	fams = scrape(t, m)
 	for _, c := range []struct {
@@ -163,6 +173,11 @@ func TestDatabaseGauges(t *testing.T) {
 		{"callscribe_river_queue_depth", []string{"queue", "crm", "state", "available"}, 1},
 		{"callscribe_river_queue_depth", []string{"queue", "crm", "state", "scheduled"}, 0},
 		{"callscribe_duplicate_key_conflicts_total", nil, 3},
+		{"callscribe_batch_manifests", []string{"state", "done"}, 1},
+		{"callscribe_batch_manifests", []string{"state", "accepted"}, 0},
+		{"callscribe_batch_items", []string{"state", "completed"}, 1},
+		{"callscribe_batch_items", []string{"state", "resubmit"}, 1},
+		{"callscribe_batch_partial_completions", nil, 1},
 		{"callscribe_capacity_in_use", []string{"provider", "deepgram", "kind", "stt"}, 3},
 		{"callscribe_capacity_limit", []string{"provider", "deepgram"}, 10},
 		{"callscribe_capacity_effective_limit", []string{"provider", "deepgram"}, 6},

@@ -15,6 +15,8 @@ type Snapshot struct {
 	Providers []Provider
 	// Outbox is the CRM deliveries at a glance.
 	Outbox Outbox
+	// Batch is the batch lane's manifests at a glance.
+	Batch Batch
 	// DialQueue is the outbound calls waiting to be dialled, oldest first
 	// (the first few); DialQueued counts them all.
 	DialQueue  []QueuedCall
@@ -92,6 +94,24 @@ type Outbox struct {
 	Dead      int64
 	// RecentDead are the newest dead deliveries (at most a few).
 	RecentDead []DeadDelivery
+}
+
+// Batch is the batch lane's manifests: how many are in flight (formed,
+// submitted or accepted) and done, their items, and the newest few.
+type Batch struct {
+	InFlight, Done, Unbatched int64
+	// ItemsInFlight is the items of the manifests in flight.
+	ItemsInFlight int64
+	// Recent are the newest manifests, newest first.
+	Recent []Manifest
+}
+
+// Manifest is one batch manifest.
+type Manifest struct {
+	Key, Tenant, State, VendorBatchID string
+	Items                             int
+	Resubmission                      bool
+	Created                           time.Time
 }
 
 // DeadDelivery is one delivery given up on.

@@ -30,7 +30,10 @@ func demo() statuspage.Snapshot {
 			Cause: "retry-after: 429 Too Many Requests", Window: &statuspage.Window{Size: 1, Phase: "probe"}}},
 		Providers: []statuspage.Provider{{Provider: "deepgram", Kind: "stt", InUse: 3, ConfiguredLimit: 4, EffectiveLimit: 4,
 			Peaks: []statuspage.MinutePeak{{Minute: t0.Add(-2 * time.Minute), Peak: 2}, {Minute: t0.Add(-time.Minute), Peak: 5}, {Minute: t0, Peak: 3}}}},
-		Outbox:     statuspage.Outbox{Pending: 4, OldestAge: 75 * time.Second, Delivered: 10, Dead: 1},
+		Outbox: statuspage.Outbox{Pending: 4, OldestAge: 75 * time.Second, Delivered: 10, Dead: 1},
+		Batch: statuspage.Batch{InFlight: 2, ItemsInFlight: 130, Done: 5, Recent: []statuspage.Manifest{
+			{Key: "manifest:acme:generic-http:general:2", Tenant: "acme", State: "accepted", VendorBatchID: "b_9", Items: 30, Resubmission: true, Created: t0},
+		}},
 		Warnings:   []statuspage.Warning{{At: t0, Kind: "learned-limit", Subject: "deepgram/stt", Detail: "refused at 5 in use: limit 6 → 4"}},
 		FailOpen:   []statuspage.Counter{{Name: "leases", Value: 0}, {Name: "windows", Value: 2}},
 		DialQueue:  []statuspage.QueuedCall{{CallID: "out-7", Agent: "dana", QueuedAt: t0.Add(-time.Minute), WaitingFor: "provider capacity", Position: 1}},
@@ -58,6 +61,8 @@ func TestRender(t *testing.T) {
 		`<span id="dial-queued">3</span> outbound calls waiting to be dialled (the oldest 1 shown)`,
 		`<tr class="queued-call" data-call="out-7"><td class="n">1</td><td>out-7</td><td>dana</td><td>2026-11-29 08:59:00Z</td><td>provider capacity</td>`,
 		`<tr class="call-event" data-kind="voice_overflow">`, "voice v1 full: reply moved to fallback v2",
+		`<span id="batch-in-flight">2</span> manifests in flight (130 items)`, `<span id="batch-done">5</span> done.`,
+		`<tr class="manifest" data-state="accepted"><td>manifest:acme:generic-http:general:2 (resubmission)</td><td>acme</td><td>accepted</td><td class="n">30</td><td>b_9</td>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page has no %s", want)

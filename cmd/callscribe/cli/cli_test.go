@@ -165,7 +165,9 @@ func TestConfigDocumented(t *testing.T) {
 		"pipeline.tenants.<id>.crm.token_file", "pipeline.tenants.<id>.crm.allow_insecure_http",
 		"metrics.max_tenant_labels", "pipeline.fetch_cooldown", "capacity.org_limit", cli.EnvDefaultOrgLimit,
 		"capacity.start_rate.default", "capacity.start_rate.campaigns.<org>.<campaign>", "capacity.gate.size", "capacity.gate.timeout",
-		"capacity.gate.ticket_ttl", "capacity.alerts.webhook_url",
+		"capacity.gate.ticket_ttl", "capacity.alerts.webhook_url", "pipeline.batch_completion_bound", "pipeline.batch.manifests",
+		"pipeline.batch.max_items", "pipeline.batch.max_audio_seconds", "pipeline.batch.max_wait", "pipeline.batch.form_every",
+		"pipeline.batch.poll_interval",
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
 			t.Errorf("README.md does not document `%s`", key)
@@ -199,7 +201,8 @@ func TestDemoRunsThePipelineAndStopsCleanly(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{"recordings by state:            committed 12", "action sets applied more than once in the CRM: 0", "invariants:                     all held",
-		"during a cooldown the platform knew of: 0", "psql", "redis-cli"} {
+		"during a cooldown the platform knew of: 0", "psql", "redis-cli",
+		"batch lane, its 6 recordings again", "one by one:", "in manifests:", "× fewer"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}

@@ -302,6 +302,25 @@ wait:
 		base = &b
 	}
 	broken := a.demoReport(context.WithoutCancel(ctx), out, e, sim, crmSim, total, start, elapsed, base)
+	if !interrupted {
+		// After the main report: these runs add recordings and deliveries.
+		var lanes []batchLaneFigures
+		for i, manifests := range []bool{false, true} {
+			f, err := a.runBatchLane(ctx, rt, windows, lines, o.copies, simCfg, o.seed, manifests, fmt.Sprintf("b%d", i+1), o.timeout)
+			if err != nil {
+				return fmt.Errorf("the batch lane's run: %w", err)
+			}
+			lanes = append(lanes, f)
+		}
+		broken = append(broken, batchLaneReport(out, lanes[0], lanes[1])...)
+	}
+	if len(broken) == 0 {
+		fmt.Fprintln(out, "  invariants:                     all held")
+	} else {
+		for _, b := range broken {
+			fmt.Fprintln(out, "  BROKEN:", b)
+		}
+	}
 	if interrupted {
 		return errors.New("interrupted before every recording settled")
 	}
@@ -315,7 +334,8 @@ wait:
 	return nil
 }
 
-// demoReport prints the report and returns the invariants that broke.
+// demoReport prints the report of the main run and returns the invariants
+// that broke (the caller prints them, with the batch lane's).
 func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim *sttsim.Server, crmSim *crmsim.Server, total int,
 	start time.Time, elapsed time.Duration, base *vendorFigures) []string {
 	var broken []string
@@ -467,13 +487,6 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 		fmt.Fprintf(out, "  receipt → committed latency:    p50 %s, p99 %s\n",
 			latencies[n/2].Round(time.Millisecond), latencies[min(n-1, n*99/100)].Round(time.Millisecond))
 		fmt.Fprintf(out, "  transcripts with text:          %d of %d\n", accurate, n)
-	}
-	if len(broken) == 0 {
-		fmt.Fprintln(out, "  invariants:                     all held")
-	} else {
-		for _, b := range broken {
-			fmt.Fprintln(out, "  BROKEN:", b)
-		}
 	}
 	return broken
 }

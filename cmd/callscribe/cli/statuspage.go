@@ -134,6 +134,9 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 			problem("outbox", err)
 		}
 	}
+	if err := s.batchState(ctx, &snap); err != nil {
+		problem("batch lane", err)
+	}
 	slices.SortStableFunc(snap.Warnings, func(a, b statuspage.Warning) int { return b.At.Compare(a.At) })
 	if len(snap.Warnings) > statusRecentWarnings {
 		snap.Warnings = snap.Warnings[:statusRecentWarnings]
@@ -264,6 +267,37 @@ func (s statusSources) windowWarnings(ctx context.Context, now time.Time, snap *
 			snap.Warnings = append(snap.Warnings, statuspage.Warning{At: e.At, Kind: e.Kind, Subject: scope,
 				Detail: fmt.Sprintf("window %d → %d: %s", e.From, e.To, e.Reason)})
 		}
+	}
+	return nil
+}
+
+// statusRecentManifests is how many manifests the status page lists.
+const statusRecentManifests = 10
+
+// batchState: the batch lane's manifests by state, and the newest few.
+func (s statusSources) batchState(ctx context.Context, snap *statuspage.Snapshot) error {
+	counts, err := s.ledger.ManifestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range counts {
+		switch c.State {
+		case ledger.ManifestDone:
+			snap.Batch.Done += c.Manifests
+		case ledger.ManifestUnbatched:
+			snap.Batch.Unbatched += c.Manifests
+		default:
+			snap.Batch.InFlight += c.Manifests
+			snap.Batch.ItemsInFlight += c.Items
+		}
+	}
+	recent, err := s.ledger.Manifests(ctx, ledger.ManifestFilter{Limit: statusRecentManifests})
+	if err != nil {
+		return err
+	}
+	for _, m := range recent {
+		snap.Batch.Recent = append(snap.Batch.Recent, statuspage.Manifest{Key: m.Key, Tenant: m.TenantID, State: string(m.State),
+			VendorBatchID: m.VendorBatchID, Items: m.Items, Resubmission: m.ResubmissionOf != nil, Created: m.CreatedAt})
 	}
 	return nil
 }

@@ -87,3 +87,8 @@ SELECT i.*, m.manifest_key, m.state AS manifest_state, m.vendor_batch_id
 FROM batch_manifest_items i JOIN batch_manifests m ON m.id = i.manifest_id
 WHERE i.recording_id = @recording_id
 ORDER BY m.created_at, m.id;
+
+-- name: BatchManifestCounts :many
+-- Manifests by state, with their items.
+SELECT state, count(*)::bigint AS manifests, coalesce(sum(items), 0)::bigint AS items
+FROM batch_manifests GROUP BY state ORDER BY state;

@@ -199,6 +199,38 @@ func (q *Queries) BatchLastResubmitted(ctx context.Context, db DBTX, recordingId
 	return items, nil
 }
 
+const batchManifestCounts = `-- name: BatchManifestCounts :many
+SELECT state, count(*)::bigint AS manifests, coalesce(sum(items), 0)::bigint AS items
+FROM batch_manifests GROUP BY state ORDER BY state
+`
+
+type BatchManifestCountsRow struct {
+	State     string
+	Manifests int64
+	Items     int64
+}
+
+// Manifests by state, with their items.
+func (q *Queries) BatchManifestCounts(ctx context.Context, db DBTX) ([]BatchManifestCountsRow, error) {
+	rows, err := db.Query(ctx, batchManifestCounts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []BatchManifestCountsRow
+	for rows.Next() {
+		var i BatchManifestCountsRow
+		if err := rows.Scan(&i.State, &i.Manifests, &i.Items); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchManifestEvents = `-- name: BatchManifestEvents :many
 SELECT id, manifest_id, at, kind, reason, detail FROM batch_manifest_events WHERE manifest_id = $1 ORDER BY id
 `
