@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/callscribe/callscribe/crm/crmsim"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
@@ -178,4 +179,48 @@ func waitState(t *testing.T, e *crmEnv, id uuid.UUID, state ledger.State) ledger
 	}
 	t.Fatalf("recording %s is %s after 30s, want %s", id, rec.State, state)
 	return rec
+}
+
+// A manifest takes one vendor slot of the batch lane before its request
+// and keeps it while the vendor processes it (extended at each poll),
+// giving it back when its last item settles.
+func TestManifestHoldsItsVendorSlotWhileProcessing(t *testing.T) {
+	t.Parallel()
+	const n = 10
+	slots := &countingSlots{limit: 1, refusal: make(chan struct{}, 1)}
+	e, files := setupWith(t, sttsim.Config{ProcessingTime: 400 * time.Millisecond}, batchLane(n), n,
+		jobs.Deps{Slots: slots, SlotWait: 30 * time.Millisecond})
+	manifestChanges := testwait.Changes(t, e.pool, "batch_manifests")
+	ctx := context.Background()
+	for i, f := range files {
+		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.start(t)
+	counts := e.waitSettled(t, 30*time.Second)
+	if counts[ledger.StateValidated] != n {
+		t.Fatalf("states %v, want all validated", counts)
+	}
+	// The manifest closes after its last item.
+	var ms []ledger.Manifest
+	closed := func() bool {
+		var err error
+		if ms, err = e.ledger.Manifests(ctx, ledger.ManifestFilter{}); err != nil {
+			t.Fatal(err)
+		}
+		return len(ms) == 1 && ms[0].State == ledger.ManifestDone
+	}
+	if !testwait.Until(10*time.Second, manifestChanges, closed) {
+		t.Fatalf("manifests %+v, want one done", ms)
+	}
+	slots.mu.Lock()
+	defer slots.mu.Unlock()
+	if slots.extends == 0 || slots.stray != 0 || slots.held != 0 || slots.maxHeld != 1 {
+		t.Fatalf("slot extended %d times (%d without a slot), %d held at the end, %d at most; want extended while processing, given back",
+			slots.extends, slots.stray, slots.held, slots.maxHeld)
+	}
+	if st := e.sim.Stats(); st.Batches != 1 || st.Polls == 0 {
+		t.Fatalf("the vendor saw %d batches and %d polls, want 1 manifest polled", st.Batches, st.Polls)
+	}
 }
