@@ -479,9 +479,16 @@ func (p *Pipeline) pollManifest(ctx context.Context, ms *manifestStep) (outcome,
 // manifestTrouble handles an answer that is not the batch: a throttle
 // defers the scope (the manifest waits and asks again with the same key),
 // quota exhaustion pauses it, a transient failure backs off, and a
-// permanent refusal of the whole request fails every pending item.
+// permanent refusal of the whole request fails every pending item. A
+// failed submission gives back the slots it took; a failed poll keeps the
+// manifest's vendor slot (the vendor still has the work).
 func (p *Pipeline) manifestTrouble(ctx context.Context, ms *manifestStep, resp stt.Response, op string, probe bool) (outcome, error) {
 	m, s := ms.m, ms.s
+	giveBack := func(o capacity.Outcome, reason string) {
+		if op == "submit" {
+			p.release(ctx, s, o, reason)
+		}
+	}
 	note := func(kind, reason string) error {
 		return p.ledger.ManifestNote(ctx, m.ID, kind, reason, map[string]any{"op": op, "status": resp.HTTPStatus, "class": resp.Class})
 	}
@@ -497,15 +504,13 @@ func (p *Pipeline) manifestTrouble(ctx context.Context, ms *manifestStep, resp s
 		if !s.observeOnly && res.NotBefore.After(p.cfg.Clock.Now()) {
 			p.cooldown(ctx, s, fmt.Sprintf("HTTP %d %s", resp.HTTPStatus, resp.Class))
 		}
-		if op == "submit" {
-			p.release(ctx, s, capacity.Overload, fmt.Sprintf("HTTP %d %s", resp.HTTPStatus, resp.Class))
-		}
+		giveBack(capacity.Overload, fmt.Sprintf("HTTP %d %s", resp.HTTPStatus, resp.Class))
 		if err := note("throttled", fmt.Sprintf("%s throttled (HTTP %d): the scope waits until %s", op, resp.HTTPStatus, res.NotBefore.Format(time.RFC3339))); err != nil {
 			return next, err
 		}
 		return snoozeFor(res.NotBefore.Sub(p.cfg.Clock.Now())), nil
 	case stt.OutcomeQuotaExhausted:
-		p.release(ctx, s, capacity.Neutral, "")
+		giveBack(capacity.Neutral, "")
 		if err := p.ledger.ScopePause(ctx, m.Scope, resp.Class+": "+resp.Message); err != nil {
 			return next, err
 		}
@@ -516,7 +521,7 @@ func (p *Pipeline) manifestTrouble(ctx context.Context, ms *manifestStep, resp s
 				return next, err
 			}
 		}
-		p.release(ctx, s, capacity.Success, "")
+		giveBack(capacity.Success, "")
 		reason := fmt.Sprintf("the vendor refused the manifest (%s, HTTP %d): %s", resp.Class, resp.HTTPStatus, resp.Message)
 		for _, it := range pendingItems(ms.items) {
 			if err := p.itemFailed(ctx, ms, it, resp.Class, reason); err != nil {
@@ -525,7 +530,7 @@ func (p *Pipeline) manifestTrouble(ctx context.Context, ms *manifestStep, resp s
 		}
 		return done, p.closeManifest(ctx, ms, m.State, reason)
 	}
-	p.release(ctx, s, capacity.Neutral, "")
+	giveBack(capacity.Neutral, "")
 	d := p.cfg.RetryAfter.Decide("", false, 0)
 	return snoozeFor(d.Delay), note("transient", fmt.Sprintf("%s failed (%s, HTTP %d): asking again", op, resp.Class, resp.HTTPStatus))
 }

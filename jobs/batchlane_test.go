@@ -224,3 +224,41 @@ func TestManifestHoldsItsVendorSlotWhileProcessing(t *testing.T) {
 		t.Fatalf("the vendor saw %d batches and %d polls, want 1 manifest polled", st.Batches, st.Polls)
 	}
 }
+
+// A vendor that throttles half the requests and fails some: manifests are
+// deferred with their scope and sent again by their key, polls that fail
+// are asked again, and still every recording is validated and transcribed
+// once.
+func TestBatchLaneUnderThrottling(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	cfg := batchLane(5)
+	cfg.RetryAfter.MaxDelay = time.Second
+	e, files := setup(t, sttsim.Config{RateLimitShare: 0.5, Cooldown: 200 * time.Millisecond, UnavailableShare: 0.1,
+		ServerErrorShare: 0.1, ProcessingTime: 200 * time.Millisecond, Rand: rand.New(rand.NewPCG(11, 12))}, cfg, n)
+	ctx := context.Background()
+	for i, f := range files {
+		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.start(t)
+	counts := e.waitSettled(t, 60*time.Second)
+	if counts[ledger.StateValidated] != n {
+		t.Fatalf("states %v, want all validated", counts)
+	}
+	st := e.sim.Stats()
+	if st.RateLimited == 0 {
+		t.Fatal("the vendor never throttled: the test proves nothing")
+	}
+	for k, c := range st.Transcriptions {
+		if c != 1 {
+			t.Fatalf("%s transcribed %d times", k, c)
+		}
+	}
+	exts, err := e.ledger.ScopeDeferralExtensions(ctx, e.pipeline.Config().Tenants["t1"].Scope)
+	if err != nil || len(exts) == 0 {
+		t.Fatalf("no scope deferral recorded for the throttled manifests (%v)", err)
+	}
+	t.Logf("%d batch requests, %d × 429, %d polls, %d deferrals", st.Batches, st.RateLimited, st.Polls, len(exts))
+}
