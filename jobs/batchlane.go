@@ -403,9 +403,10 @@ func (p *Pipeline) sendManifest(ctx context.Context, ms *manifestStep) (outcome,
 				return next, err
 			}
 		}
-		// The request is answered: its window slot goes back; the vendor
-		// slot stays with the manifest until it is done (closeManifest).
-		p.releaseWindow(ctx, s, capacity.Success, "")
+		// Accepted work is in flight at the vendor: like a single request
+		// answered 202, the manifest keeps its window slot and its vendor
+		// slot until its last item settles (closeManifest), refreshed at
+		// each poll.
 		s.held.settled = true
 		if _, err := p.ledger.ManifestMoveTx(ctx, p.pool(), ledger.ManifestMove{ID: m.ID, From: ledger.ManifestSubmitted, To: ledger.ManifestAccepted,
 			VendorBatchID: resp.ProviderID, Kind: "accepted", Reason: fmt.Sprintf("the vendor accepted batch %s (HTTP %d)", resp.ProviderID, resp.HTTPStatus),
@@ -570,9 +571,13 @@ func (p *Pipeline) applyBatch(ctx context.Context, ms *manifestStep, resp stt.Ba
 	if left == 0 {
 		return done, p.closeManifest(ctx, ms, ledger.ManifestAccepted, "every item settled")
 	}
-	// Keep the vendor slot for the whole processing time.
+	// Keep the window and vendor slots for the whole processing time.
+	extra := 2 * p.batchPollWait(resp.Response)
+	if p.windowed(ms.s) {
+		p.window.Refresh(ctx, ms.s.tenant.Scope, ms.m.ID.String(), extra)
+	}
 	if p.slots != nil {
-		p.slots.Extend(ctx, ms.prov.Name(), ms.m.ID.String(), 2*p.batchPollWait(resp.Response))
+		p.slots.Extend(ctx, ms.prov.Name(), ms.m.ID.String(), extra)
 	}
 	if err := p.ledger.ManifestNote(ctx, ms.m.ID, "polled", fmt.Sprintf("%d items still processing", left), nil); err != nil {
 		return next, err
@@ -716,11 +721,10 @@ func (p *Pipeline) unbatch(ctx context.Context, ms *manifestStep, resp stt.Respo
 }
 
 // closeManifest moves the manifest from `from` to done and gives back its
-// vendor slot.
+// window slot (the request answered: the window may grow) and its vendor
+// slot.
 func (p *Pipeline) closeManifest(ctx context.Context, ms *manifestStep, from ledger.ManifestState, reason string) error {
-	if p.slots != nil {
-		p.slots.Release(context.WithoutCancel(ctx), ms.prov.Name(), ms.m.ID.String())
-	}
+	p.release(ctx, ms.s, capacity.Success, "")
 	_, err := p.ledger.ManifestMoveTx(ctx, p.pool(), ledger.ManifestMove{ID: ms.m.ID, From: from, To: ledger.ManifestDone, Kind: "done", Reason: reason})
 	return err
 }

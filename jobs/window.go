@@ -171,8 +171,8 @@ func (p *Pipeline) release(ctx context.Context, s *stepCtx, o capacity.Outcome, 
 	s.held = held{settled: true}
 }
 
-// releaseWindow gives back the holder's window slot alone (a manifest
-// keeps its vendor slot while the vendor processes it).
+// releaseWindow gives back the holder's window slot, with what the answer
+// said.
 func (p *Pipeline) releaseWindow(ctx context.Context, s *stepCtx, o capacity.Outcome, reason string) {
 	ctx = context.WithoutCancel(ctx)
 	holder := s.rec.ID.String()
