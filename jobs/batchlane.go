@@ -375,7 +375,7 @@ func (p *Pipeline) sendManifest(ctx context.Context, ms *manifestStep) (outcome,
 	}
 	req := stt.BatchRequest{ManifestKey: m.Key, Model: m.Model, RequestID: fmt.Sprintf("%s-%d", m.ID, s.jobID)}
 	for _, it := range ms.items {
-		if it.State == ledger.ItemDropped {
+		if it.State == ledger.ItemDropped || it.State == ledger.ItemFailed {
 			continue
 		}
 		rec, err := p.ledger.Recording(ctx, it.RecordingID)
@@ -384,9 +384,16 @@ func (p *Pipeline) sendManifest(ctx context.Context, ms *manifestStep) (outcome,
 		}
 		url, err := p.audio.URL(ctx, rec.AudioURI, p.cfg.AudioURLTTL)
 		if err != nil {
-			return next, fmt.Errorf("manifest %s: the audio of %s: %w", m.ID, rec.ID, err)
+			// This recording alone fails; the others are sent.
+			if err := p.itemFailed(ctx, ms, it, "audio", "audio cannot be read: "+err.Error()); err != nil {
+				return next, err
+			}
+			continue
 		}
 		req.Items = append(req.Items, stt.Request{IdempotencyKey: it.BusinessKey, AudioURL: url, AudioSHA256: rec.AudioSHA256, Language: rec.Language})
+	}
+	if len(req.Items) == 0 {
+		return done, p.closeManifest(ctx, ms, ledger.ManifestSubmitted, "no item could be sent")
 	}
 	resp, err := ms.prov.SubmitBatch(ctx, req)
 	if errors.Is(err, stt.ErrBatchUnsupported) {

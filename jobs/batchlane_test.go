@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -261,4 +262,47 @@ func TestBatchLaneUnderThrottling(t *testing.T) {
 		t.Fatalf("no scope deferral recorded for the throttled manifests (%v)", err)
 	}
 	t.Logf("%d batch requests, %d × 429, %d polls, %d deferrals", st.Batches, st.RateLimited, st.Polls, len(exts))
+}
+
+// An item the vendor cannot transcribe (audio it does not read) fails
+// alone, with the vendor's reason; the manifest's other items complete.
+func TestBatchLaneItemFailsAlone(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	e, files := setup(t, sttsim.Config{}, batchLane(n), n)
+	ctx := context.Background()
+	var bad uuid.UUID
+	for i, f := range files {
+		res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			bad = res.Recording.ID
+			if err := os.WriteFile(f, []byte("not audio at all"), 0o600); err != nil { // after ingest: only the vendor sees it
+				t.Fatal(err)
+			}
+		}
+	}
+	e.start(t)
+	counts := e.waitSettled(t, 30*time.Second)
+	if counts[ledger.StateValidated] != n-1 || counts[ledger.StateFailed] != 1 {
+		t.Fatalf("states %v, want %d validated and 1 failed", counts, n-1)
+	}
+	rec, err := e.ledger.Recording(ctx, bad)
+	if err != nil || rec.State != ledger.StateFailed {
+		t.Fatalf("the unreadable recording is %s (%v)", rec.State, err)
+	}
+	evs := events(t, e.ledger, bad)
+	last := evs[len(evs)-1]
+	if last.ResponseClass != "unsupported_media" || last.Detail["manifest_key"] == nil {
+		t.Fatalf("its last event %+v, want the vendor's class and the manifest", last)
+	}
+	ms, err := e.ledger.Manifests(ctx, ledger.ManifestFilter{})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("manifests %+v (%v), want 1: a failed item is not sent again", ms, err)
+	}
+	if st := e.sim.Stats(); len(st.Transcriptions) != n-1 {
+		t.Fatalf("the vendor transcribed %d recordings, want %d", len(st.Transcriptions), n-1)
+	}
 }
