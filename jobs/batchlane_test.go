@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,6 +295,9 @@ func TestBatchLaneItemFailsAlone(t *testing.T) {
 		t.Fatalf("the unreadable recording is %s (%v)", rec.State, err)
 	}
 	evs := events(t, e.ledger, bad)
+	if route, _ := evs[0].Detail["route"].(map[string]any); route == nil || !strings.HasSuffix(fmt.Sprint(route["reason"]), "; sent in the batch lane's manifests") {
+		t.Fatalf("first event's route %v, want the batch lane's manifests named", evs[0].Detail["route"])
+	}
 	last := evs[len(evs)-1]
 	if last.ResponseClass != "unsupported_media" || last.Detail["manifest_key"] == nil {
 		t.Fatalf("its last event %+v, want the vendor's class and the manifest", last)

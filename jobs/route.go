@@ -47,9 +47,13 @@ func (c Config) route(req IngestRequest, prov stt.Provider, now time.Time) ledge
 		r = ledger.IngestRoute{Lane: ledger.LaneBatch,
 			Reason: fmt.Sprintf("no deadline sooner than the batch lane's completion bound of %s", bound)}
 	}
-	if r.Lane == ledger.LaneBatch && prov != nil && !prov.Capabilities().Batch {
+	switch {
+	case r.Lane != ledger.LaneBatch || prov == nil:
+	case !prov.Capabilities().Batch:
 		r.OneByOne = true
 		r.Reason += fmt.Sprintf("; %s has no batch contract: submitted one by one in the batch queue at lower priority", prov.Name())
+	case c.Batch.Manifests:
+		r.Reason += "; sent in the batch lane's manifests"
 	}
 	return r
 }
