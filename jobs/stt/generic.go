@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -112,27 +113,53 @@ func (g *GenericHTTP) Submit(ctx context.Context, req Request) (Response, error)
 	if err != nil {
 		return Response{}, fmt.Errorf("stt: generic-http: encoding request: %w", err)
 	}
-	rep, failed, err := g.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, g.ep.URL("/v1/transcriptions", nil), bytes.NewReader(body))
+	rep, failed, err := g.send(ctx, s, http.MethodPost, g.ep.URL("/v1/transcriptions", nil), body, req.Header, req.IdempotencyKey, req.RequestID)
+	if err != nil || failed != nil {
+		return derefOr(failed), err
+	}
+	return g.interpret(rep, opSubmit, req.Language, s), nil
+}
+
+// send makes one request of the protocol: method to target with body (nil:
+// none), the caller's extra headers, and the adapter's own (which win):
+// Authorization, Accept, Content-Type with a body, and Idempotency-Key and
+// X-Request-Id when not empty. failed is the Response of a request that got
+// no answer.
+func (g *GenericHTTP) send(ctx context.Context, s scrubber, method, target string, body []byte, extra http.Header,
+	idempotencyKey, requestID string) (rep vendorhttp.Reply, failed *Response, err error) {
+	own := map[string]string{
+		"Authorization":   "Bearer " + g.ep.apiKey,
+		"Accept":          "application/json",
+		"Idempotency-Key": idempotencyKey,
+		"X-Request-Id":    requestID,
+	}
+	if body != nil {
+		own["Content-Type"] = "application/json; charset=utf-8"
+	}
+	rep, failed, err = g.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		r, err := http.NewRequestWithContext(ctx, method, target, rd)
 		if err != nil {
 			return nil, err
 		}
-		setHeaders(r, req.Header, map[string]string{
-			"Authorization":   "Bearer " + g.ep.apiKey,
-			"Content-Type":    "application/json; charset=utf-8",
-			"Accept":          "application/json",
-			"Idempotency-Key": req.IdempotencyKey,
-			"X-Request-Id":    req.RequestID,
-		})
+		setHeaders(r, extra, own)
 		return r, nil
 	})
 	if err != nil {
-		return Response{}, fmt.Errorf("stt: generic-http: %w", err)
+		err = fmt.Errorf("stt: generic-http: %w", err)
 	}
-	if failed != nil {
-		return *failed, nil
+	return rep, failed, err
+}
+
+// derefOr is *r, or the zero Response when r is nil.
+func derefOr(r *Response) Response {
+	if r == nil {
+		return Response{}
 	}
-	return g.interpret(rep, opSubmit, req.Language, s), nil
+	return *r
 }
 
 // Poll sends GET /v1/transcriptions/{id}.
@@ -155,22 +182,9 @@ func (g *GenericHTTP) Reconcile(ctx context.Context, idempotencyKey string) (Res
 // get makes a poll or reconcile request.
 func (g *GenericHTTP) get(ctx context.Context, target string, op operation) (Response, error) {
 	s := newScrubber(g.ep.apiKey, "")
-	rep, failed, err := g.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-		if err != nil {
-			return nil, err
-		}
-		setHeaders(r, nil, map[string]string{
-			"Authorization": "Bearer " + g.ep.apiKey,
-			"Accept":        "application/json",
-		})
-		return r, nil
-	})
-	if err != nil {
-		return Response{}, fmt.Errorf("stt: generic-http: %w", err)
-	}
-	if failed != nil {
-		return *failed, nil
+	rep, failed, err := g.send(ctx, s, http.MethodGet, target, nil, nil, "", "")
+	if err != nil || failed != nil {
+		return derefOr(failed), err
 	}
 	return g.interpret(rep, op, "", s), nil
 }

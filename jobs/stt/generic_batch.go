@@ -1,7 +1,6 @@
 package stt
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -68,25 +67,9 @@ func (g *GenericHTTP) SubmitBatch(ctx context.Context, req BatchRequest) (BatchR
 		return BatchResponse{}, fmt.Errorf("stt: generic-http: encoding batch: %w", err)
 	}
 	s := newScrubber(secrets[0], secrets[1:]...)
-	rep, failed, err := g.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, g.ep.URL("/v1/batches", nil), bytes.NewReader(raw))
-		if err != nil {
-			return nil, err
-		}
-		setHeaders(r, nil, map[string]string{
-			"Authorization":   "Bearer " + g.ep.apiKey,
-			"Content-Type":    "application/json; charset=utf-8",
-			"Accept":          "application/json",
-			"Idempotency-Key": req.ManifestKey,
-			"X-Request-Id":    req.RequestID,
-		})
-		return r, nil
-	})
-	if err != nil {
-		return BatchResponse{}, fmt.Errorf("stt: generic-http: %w", err)
-	}
-	if failed != nil {
-		return BatchResponse{Response: *failed}, nil
+	rep, failed, err := g.send(ctx, s, http.MethodPost, g.ep.URL("/v1/batches", nil), raw, nil, req.ManifestKey, req.RequestID)
+	if err != nil || failed != nil {
+		return BatchResponse{Response: derefOr(failed)}, err
 	}
 	out := g.interpretBatch(rep, s)
 	if rep.Status == http.StatusNotFound {
@@ -101,20 +84,9 @@ func (g *GenericHTTP) PollBatch(ctx context.Context, batchID string) (BatchRespo
 		return BatchResponse{}, fmt.Errorf("%w: generic-http: empty batch id", ErrInvalidArgument)
 	}
 	s := newScrubber(g.ep.apiKey)
-	target := g.ep.URL("/v1/batches/"+url.PathEscape(batchID), nil)
-	rep, failed, err := g.ep.exchange(ctx, s, func(ctx context.Context) (*http.Request, error) {
-		r, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-		if err != nil {
-			return nil, err
-		}
-		setHeaders(r, nil, map[string]string{"Authorization": "Bearer " + g.ep.apiKey, "Accept": "application/json"})
-		return r, nil
-	})
-	if err != nil {
-		return BatchResponse{}, fmt.Errorf("stt: generic-http: %w", err)
-	}
-	if failed != nil {
-		return BatchResponse{Response: *failed}, nil
+	rep, failed, err := g.send(ctx, s, http.MethodGet, g.ep.URL("/v1/batches/"+url.PathEscape(batchID), nil), nil, nil, "", "")
+	if err != nil || failed != nil {
+		return BatchResponse{Response: derefOr(failed)}, err
 	}
 	out := g.interpretBatch(rep, s)
 	if rep.Status == http.StatusNotFound {
