@@ -168,18 +168,16 @@ func writeMoreWAVs(t *testing.T, e *crmEnv, k int) []string {
 func waitState(t *testing.T, e *crmEnv, id uuid.UUID, state ledger.State) ledger.Recording {
 	t.Helper()
 	var rec ledger.Recording
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	reached := func() bool {
 		var err error
 		if rec, err = e.ledger.Recording(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-		if rec.State == state || rec.State.Terminal() {
-			return rec
-		}
-		time.Sleep(20 * time.Millisecond)
+		return rec.State == state || rec.State.Terminal()
 	}
-	t.Fatalf("recording %s is %s after 30s, want %s", id, rec.State, state)
+	if !testwait.Until(30*time.Second, e.changes, reached) {
+		t.Fatalf("recording %s is %s after 30s, want %s", id, rec.State, state)
+	}
 	return rec
 }
 
@@ -194,11 +192,7 @@ func TestManifestHoldsItsVendorSlotWhileProcessing(t *testing.T) {
 		jobs.Deps{Slots: slots, SlotWait: 30 * time.Millisecond})
 	manifestChanges := testwait.Changes(t, e.pool, "batch_manifests")
 	ctx := context.Background()
-	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.ingestAll(t, files)
 	e.start(t)
 	counts := e.waitSettled(t, 30*time.Second)
 	if counts[ledger.StateValidated] != n {
@@ -239,11 +233,7 @@ func TestBatchLaneUnderThrottling(t *testing.T) {
 	e, files := setup(t, sttsim.Config{RateLimitShare: 0.5, Cooldown: 200 * time.Millisecond, UnavailableShare: 0.1,
 		ServerErrorShare: 0.1, ProcessingTime: 200 * time.Millisecond, Rand: rand.New(rand.NewPCG(11, 12))}, cfg, n)
 	ctx := context.Background()
-	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.ingestAll(t, files)
 	e.start(t)
 	counts := e.waitSettled(t, 60*time.Second)
 	if counts[ledger.StateValidated] != n {
@@ -272,18 +262,9 @@ func TestBatchLaneItemFailsAlone(t *testing.T) {
 	const n = 6
 	e, files := setup(t, sttsim.Config{}, batchLane(n), n)
 	ctx := context.Background()
-	var bad uuid.UUID
-	for i, f := range files {
-		res, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 2 {
-			bad = res.Recording.ID
-			if err := os.WriteFile(f, []byte("not audio at all"), 0o600); err != nil { // after ingest: only the vendor sees it
-				t.Fatal(err)
-			}
-		}
+	bad := e.ingestAll(t, files)[2]
+	if err := os.WriteFile(files[2], []byte("not audio at all"), 0o600); err != nil { // after ingest: only the vendor sees it
+		t.Fatal(err)
 	}
 	e.start(t)
 	counts := e.waitSettled(t, 30*time.Second)

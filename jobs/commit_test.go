@@ -37,6 +37,8 @@ type crmEnv struct {
 	crmURL string
 	n      int
 	root   string // the audio root
+	// changes fires after each write to recordings or scope_deferrals.
+	changes <-chan struct{}
 }
 
 // runToDelivered ingests n recordings of tenant t1 (a webhook CRM behind
@@ -54,6 +56,7 @@ func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Conf
 	t.Helper()
 	ctx := context.Background()
 	pool := testdb.New(t)
+	changes := testwait.Changes(t, pool, ledgerTables...)
 	root := t.TempDir()
 	var files []string
 	for i := range n {
@@ -128,7 +131,7 @@ func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Conf
 		all, _ := ob.Rows(ctx, "", 100)
 		t.Fatalf("after 60s: %d delivered; recordings %v; outbox %+v", len(rows), counts, all)
 	}
-	return &crmEnv{pool: pool, ledger: l, p: p, outbox: ob, client: client, stt: sim, crm: crmSim, scope: scope, crmURL: crmSrv.URL, n: n, root: root}
+	return &crmEnv{pool: pool, ledger: l, p: p, outbox: ob, client: client, stt: sim, crm: crmSim, scope: scope, crmURL: crmSrv.URL, n: n, root: root, changes: changes}
 }
 
 // From ingest to the CRM: every recording ends committed, its action set is

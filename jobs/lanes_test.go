@@ -145,12 +145,7 @@ func asyncRun(t *testing.T, maxInFlight, n int) (sttsim.Stats, *countingSlots) {
 	e, files := setupWith(t, sttsim.Config{AsyncShare: 1, ProcessingTime: 300 * time.Millisecond, MaxInFlight: maxInFlight,
 		Latency: 10 * time.Millisecond}, jobs.Config{BatchWorkers: 6}, n, jobs.Deps{Slots: slots, SlotWait: 30 * time.Millisecond})
 	e.start(t)
-	ctx := context.Background()
-	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.ingestAll(t, files)
 	counts := e.waitSettled(t, 60*time.Second)
 	if counts[ledger.StateValidated] != n {
 		t.Fatalf("states %v, want all %d validated", counts, n)
@@ -215,13 +210,8 @@ func TestConcurrencyRefusalReportsToCapacity(t *testing.T) {
 	slots := &countingSlots{limit: 3}
 	e, files := setupWith(t, sttsim.Config{MaxInFlight: 1, InFlightRetryAfter: 100 * time.Millisecond, Latency: 30 * time.Millisecond},
 		jobs.Config{BatchWorkers: 6}, n, jobs.Deps{Slots: slots, SlotWait: 30 * time.Millisecond})
-	ctx := context.Background()
 	// All queued before the workers start, so that they submit at once.
-	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.ingestAll(t, files)
 	e.start(t)
 	counts := e.waitSettled(t, 60*time.Second)
 	if counts[ledger.StateValidated] != n {

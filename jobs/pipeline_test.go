@@ -145,6 +145,21 @@ func setupWith(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int, deps 
 	return &env{pool: pool, ledger: l, pipeline: p, client: client, sim: sim, root: root, changes: changes}, files
 }
 
+// ingestAll ingests files as tenant t1's calls call-000, call-001, ... on
+// the lane the rule picks, and returns the recordings' ids in order.
+func (e *env) ingestAll(t *testing.T, files []string) []uuid.UUID {
+	t.Helper()
+	ids := make([]uuid.UUID, len(files))
+	for i, f := range files {
+		res, err := e.pipeline.Ingest(context.Background(), e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = res.Recording.ID
+	}
+	return ids
+}
+
 func (e *env) start(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()

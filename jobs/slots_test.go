@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -102,11 +101,7 @@ func TestPipelineWaitsForVendorSlots(t *testing.T) {
 		jobs.Deps{Slots: slots, SlotWait: 30 * time.Millisecond})
 	e.start(t)
 	ctx := context.Background()
-	for i, f := range files {
-		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.ingestAll(t, files)
 	// Every recording has asked (and so reached eligible), and asked again.
 	var refused int
 	asked := func() bool {
