@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,14 +162,12 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSim()
+	simURL, err := serveOnLoopback(simCtx, sim.Serve)
 	if err != nil {
 		return err
 	}
-	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSim()
-	go func() { _ = sim.Serve(simCtx, ln) }()
-	simURL := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "  vendor:     stt-http/v1 simulator at %s (%s in flight per scope, 429s %.0f%%, 503s %.0f%%, 5xx %.0f%%, async %.0f%%, drops %.0f%%, Retry-After %s, seed %d)\n",
 		simURL, inFlightLimit(o.sim.MaxInFlight), 100*o.sim.RateLimitShare, 100*o.sim.UnavailableShare, 100*o.sim.ServerErrorShare,
 		100*o.sim.AsyncShare, 100*o.sim.DropAfterAcceptShare, o.form, o.seed)
@@ -186,12 +183,10 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	if err != nil {
 		return err
 	}
-	crmLn, err := net.Listen("tcp", "127.0.0.1:0")
+	crmURL, err := serveOnLoopback(simCtx, crmSim.Serve)
 	if err != nil {
 		return err
 	}
-	go func() { _ = crmSim.Serve(simCtx, crmLn) }()
-	crmURL := "http://" + crmLn.Addr().String()
 	fmt.Fprintf(out, "  CRM:        crm-webhook/v1 double at %s (429s %.0f%%, 5xx %.0f%%, drops after apply %.0f%%)\n",
 		crmURL, 50*o.sim.RateLimitShare, 100*o.sim.ServerErrorShare, 100*o.sim.DropAfterAcceptShare)
 	crmCfg := CRMConfig{Config: connector.Config{Kind: connector.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}}

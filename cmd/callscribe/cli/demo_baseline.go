@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"time"
 
 	"github.com/callscribe/callscribe/jobs/sleepers"
@@ -69,14 +68,12 @@ func (a *app) runBaseline(ctx context.Context, e *pipelineEnv, simCfg sttsim.Con
 	if err != nil {
 		return vendorFigures{}, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	simCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	url, err := serveOnLoopback(simCtx, sim.Serve)
 	if err != nil {
 		return vendorFigures{}, err
 	}
-	simCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = sim.Serve(simCtx, ln) }()
-	url := "http://" + ln.Addr().String()
 	cfg := e.pipeline.Config()
 	providers := map[string]stt.Provider{}
 	for id, t := range cfg.Tenants {
