@@ -45,6 +45,20 @@ const (
 	FallbackPastDate Fallback = "past-date"
 )
 
+// Reference says what an HTTP-date Retry-After was measured against. The
+// values are stable strings, safe to store. The zero value "" means none:
+// the value was not a date.
+type Reference string
+
+const (
+	// ReferenceDateHeader: the response's own Date header, so that the
+	// delay is what the server meant whatever the host's clock says.
+	ReferenceDateHeader Reference = "date-header"
+	// ReferenceHostClock: the host's clock (Policy.Clock), because the
+	// response had no Date header or it was not a valid HTTP-date.
+	ReferenceHostClock Reference = "host-clock"
+)
+
 // fallbackFor maps a parse failure to its fallback reason.
 func fallbackFor(r Reason) Fallback { return Fallback(r) }
 
@@ -67,6 +81,9 @@ type Decision struct {
 	// Form is the form of the Retry-After value when it parsed, even when
 	// it was not used (FallbackPastDate); "" otherwise.
 	Form Form
+	// DateReference is what an HTTP-date was measured against (also for
+	// FallbackPastDate); "" unless Form.IsDate().
+	DateReference Reference
 	// Raw is the header text as received (for DecideDelay, the text the
 	// caller passed). Empty when not Present.
 	Raw string
@@ -82,6 +99,7 @@ type Decision struct {
 // String renders d as one logfmt-style line for logs and event rows, e.g.
 //
 //	source=retry-after form=delay-seconds raw="120" attempt=0 delay=2m0s not_before=2026-03-01T12:02:00Z
+//	source=retry-after form=imf-fixdate date_reference=date-header raw="Sun, 01 Mar 2026 12:02:00 GMT" attempt=0 delay=2m0s not_before=2026-03-01T12:02:05Z
 func (d Decision) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "source=%s", d.Source)
@@ -90,6 +108,9 @@ func (d Decision) String() string {
 	}
 	if d.Form != "" {
 		fmt.Fprintf(&b, " form=%s", d.Form)
+	}
+	if d.Form.IsDate() && d.DateReference != "" {
+		fmt.Fprintf(&b, " date_reference=%s", d.DateReference)
 	}
 	if d.Present {
 		fmt.Fprintf(&b, " raw=%q", scrub.Raw(d.Raw))
@@ -111,6 +132,9 @@ func (d Decision) LogValue() slog.Value {
 	}
 	if d.Form != "" {
 		attrs = append(attrs, slog.String("form", string(d.Form)))
+	}
+	if d.Form.IsDate() && d.DateReference != "" {
+		attrs = append(attrs, slog.String("date_reference", string(d.DateReference)))
 	}
 	if d.Present {
 		attrs = append(attrs, slog.String("raw", scrub.Raw(d.Raw)))

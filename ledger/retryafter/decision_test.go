@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/callscribe/callscribe/clock"
 )
@@ -28,7 +29,7 @@ func TestDecisionString(t *testing.T) {
 		{"malformed", "soon\"", true, 0,
 			`source=backoff fallback=non-numeric raw="soon\"" attempt=0 delay=500ms not_before=2026-03-01T12:00:00.5Z`},
 		{"past date", "Sun, 06 Nov 1994 08:49:37 GMT", true, 1,
-			`source=backoff fallback=past-date form=imf-fixdate raw="Sun, 06 Nov 1994 08:49:37 GMT" attempt=1 delay=1s not_before=2026-03-01T12:00:01Z`},
+			`source=backoff fallback=past-date form=imf-fixdate date_reference=host-clock raw="Sun, 06 Nov 1994 08:49:37 GMT" attempt=1 delay=1s not_before=2026-03-01T12:00:01Z`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,5 +85,52 @@ func TestDecisionLogsBoundedRaw(t *testing.T) {
 	}
 	if got := p.Decide("5\x1b[2J", true, 0).String(); strings.ContainsRune(got, 0x1b) {
 		t.Errorf("String kept an ESC: %q", got)
+	}
+}
+
+// TestDecisionDateReference: the reference appears in String and LogValue
+// for a date, and never for another form.
+func TestDecisionDateReference(t *testing.T) {
+	t.Parallel()
+	p := Policy{Clock: clock.NewStub(testNow.Add(5 * time.Second)), Rand: middleRand()}
+	const date = "Sun, 01 Mar 2026 12:00:00 GMT"
+	tests := []struct {
+		name                   string
+		header, responseDate   string
+		wantString, wantLogged string
+	}{
+		{"date header", "Sun, 01 Mar 2026 12:00:07 GMT", date,
+			`source=retry-after form=imf-fixdate date_reference=date-header raw="Sun, 01 Mar 2026 12:00:07 GMT" attempt=0 delay=7s not_before=2026-03-01T12:00:12Z`,
+			`d.source=retry-after d.form=imf-fixdate d.date_reference=date-header d.raw="Sun, 01 Mar 2026 12:00:07 GMT" d.attempt=0 d.delay=7s d.not_before=2026-03-01T12:00:12.000Z`},
+		{"host clock", "Sun, 01 Mar 2026 12:00:07 GMT", "",
+			`source=retry-after form=imf-fixdate date_reference=host-clock raw="Sun, 01 Mar 2026 12:00:07 GMT" attempt=0 delay=2s not_before=2026-03-01T12:00:07Z`,
+			`d.source=retry-after d.form=imf-fixdate d.date_reference=host-clock d.raw="Sun, 01 Mar 2026 12:00:07 GMT" d.attempt=0 d.delay=2s d.not_before=2026-03-01T12:00:07.000Z`},
+		{"past date against the date header", "Sun, 01 Mar 2026 12:00:00 GMT", date,
+			`source=backoff fallback=past-date form=imf-fixdate date_reference=date-header raw="Sun, 01 Mar 2026 12:00:00 GMT" attempt=0 delay=500ms not_before=2026-03-01T12:00:05.5Z`,
+			`d.source=backoff d.fallback=past-date d.form=imf-fixdate d.date_reference=date-header d.raw="Sun, 01 Mar 2026 12:00:00 GMT" d.attempt=0 d.delay=500ms d.not_before=2026-03-01T12:00:05.500Z`},
+		{"delay-seconds: no reference", "120", date,
+			`source=retry-after form=delay-seconds raw="120" attempt=0 delay=2m0s not_before=2026-03-01T12:02:05Z`,
+			`d.source=retry-after d.form=delay-seconds d.raw=120 d.attempt=0 d.delay=2m0s d.not_before=2026-03-01T12:02:05.000Z`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := p.DecideFor(tt.header, true, tt.responseDate, 0)
+			if got := d.String(); got != tt.wantString {
+				t.Errorf("String() =\n%s\nwant\n%s", got, tt.wantString)
+			}
+			var buf bytes.Buffer
+			slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey || a.Key == slog.LevelKey || a.Key == slog.MessageKey {
+						return slog.Attr{}
+					}
+					return a
+				},
+			})).Info("", "d", d)
+			if got := strings.TrimSpace(buf.String()); got != tt.wantLogged {
+				t.Errorf("log line =\n%s\nwant\n%s", got, tt.wantLogged)
+			}
+		})
 	}
 }

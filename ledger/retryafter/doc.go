@@ -23,17 +23,25 @@
 //
 // # Deciding
 //
-// Policy.Decide applies the policy to one response and returns a Decision:
+// Policy.DecideFor (or Policy.Decide, for a caller without the response's
+// Date header) applies the policy to one response and returns a Decision:
 //
 //   - a valid delay-seconds (0 included) or a future HTTP-date is used;
+//   - an HTTP-date names an instant on the server's clock: Policy.DecideFor
+//     measures it against the response's own Date header when that is a
+//     valid HTTP-date (delay = Retry-After date - Date), so that a host
+//     whose clock runs fast or slow still waits what the server asked, and
+//     against the host's clock otherwise (Policy.Decide always does);
+//     Decision.DateReference says which;
 //   - a value above Policy.MaxDelay, including an overflowing one, is
 //     clamped to MaxDelay, and the Decision says Clamped and what was
 //     Requested;
 //   - a missing, empty, negative, fractional or malformed value, or a date
-//     not after now, falls back to capped exponential backoff with full
-//     jitter, and the Decision's Fallback says why.
+//     not after its reference, falls back to capped exponential backoff
+//     with full jitter, and the Decision's Fallback says why.
 //
-// Hence 0 <= Delay <= MaxDelay and NotBefore >= now, always. The Decision
+// Hence 0 <= Delay <= MaxDelay and NotBefore = now + Delay >= now, always,
+// now being the host's clock. The Decision
 // carries the raw header, its form and the outcome, so that the caller can
 // append exactly what happened to the event history. Policy.DecideDelay does
 // the same for a vendor that states its delay in a header of its own.

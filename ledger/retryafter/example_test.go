@@ -60,9 +60,27 @@ func ExamplePolicy_Decide() {
 	// Output:
 	// source=retry-after form=delay-seconds raw="120" attempt=0 delay=2m0s not_before=2026-03-01T12:02:00Z
 	// source=retry-after form=delay-seconds raw="86400" attempt=0 delay=30m0s requested=24h0m0s clamped=true not_before=2026-03-01T12:30:00Z
-	// source=backoff fallback=past-date form=imf-fixdate raw="Sun, 06 Nov 1994 08:49:37 GMT" attempt=1 delay=1s not_before=2026-03-01T12:00:01Z
+	// source=backoff fallback=past-date form=imf-fixdate date_reference=host-clock raw="Sun, 06 Nov 1994 08:49:37 GMT" attempt=1 delay=1s not_before=2026-03-01T12:00:01Z
 	// source=backoff fallback=missing attempt=3 delay=4s not_before=2026-03-01T12:00:04Z
 	// source=vendor-delay raw="1500ms" attempt=0 delay=1.5s not_before=2026-03-01T12:00:01.5Z
+}
+
+// A worker whose clock runs 5 s fast gets a Retry-After date 7 s after the
+// vendor's Date: measured against the Date it waits 7 s; without a Date, the
+// host's clock makes it 2 s.
+func ExamplePolicy_DecideFor() {
+	policy := retryafter.Policy{
+		Clock: clock.NewStub(time.Date(2026, time.March, 1, 12, 0, 5, 0, time.UTC)),
+		Rand:  midpointRand{},
+	}
+	const retryAfter = "Sun, 01 Mar 2026 12:00:07 GMT"
+	fmt.Println(policy.DecideFor(retryAfter, true, "Sun, 01 Mar 2026 12:00:00 GMT", 0))
+	fmt.Println(policy.DecideFor(retryAfter, true, "", 0))
+	fmt.Println(policy.DecideFor("120", true, "Sun, 01 Mar 2026 12:00:00 GMT", 0))
+	// Output:
+	// source=retry-after form=imf-fixdate date_reference=date-header raw="Sun, 01 Mar 2026 12:00:07 GMT" attempt=0 delay=7s not_before=2026-03-01T12:00:12Z
+	// source=retry-after form=imf-fixdate date_reference=host-clock raw="Sun, 01 Mar 2026 12:00:07 GMT" attempt=0 delay=2s not_before=2026-03-01T12:00:07Z
+	// source=retry-after form=delay-seconds raw="120" attempt=0 delay=2m0s not_before=2026-03-01T12:02:05Z
 }
 
 func ExampleBackoff() {

@@ -3,6 +3,7 @@ package retryafter
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/callscribe/callscribe/clock"
@@ -103,7 +104,9 @@ func (p Policy) ready() Policy {
 }
 
 // Decide turns the Retry-After field of a throttling response (429, or 503
-// with Retry-After) into a Decision. present reports whether the response
+// with Retry-After) into a Decision, judging an HTTP-date against the host's
+// clock. It is DecideFor without a Date header; callers that have the
+// response's Date should use DecideFor. present reports whether the response
 // had the field at all; when false, header is ignored. attempt counts
 // retries from 0 and sizes the fallback backoff.
 //
@@ -114,13 +117,35 @@ func (p Policy) ready() Policy {
 //
 // Decide panics if p is invalid (see Validate).
 func (p Policy) Decide(header string, present bool, attempt int) Decision {
+	return p.DecideFor(header, present, "", attempt)
+}
+
+// DecideFor is Decide for a response whose Date header is responseDate
+// (the raw field value; "" when the response had none). A Retry-After
+// HTTP-date names an instant on the server's clock, so DecideFor measures
+// it against the server's own Date when that is a valid HTTP-date (any of
+// the three forms Parse accepts, surrounding spaces and tabs ignored):
+// Delay = Retry-After date - Date, whatever the host's clock says. A
+// missing or unparsable Date falls back to the host's clock (Policy.Clock),
+// as Decide does. Decision.DateReference records which reference was used.
+// A date not after its reference falls back to backoff (FallbackPastDate).
+//
+// Delay-seconds ignore responseDate. NotBefore is always the host's now
+// (Policy.Clock) plus Delay.
+//
+// DecideFor panics if p is invalid (see Validate).
+func (p Policy) DecideFor(header string, present bool, responseDate string, attempt int) Decision {
 	p = p.ready()
 	now := p.Clock.Now().UTC()
 	if !present {
 		return p.fallback(now, Decision{Attempt: attempt}, FallbackMissing)
 	}
 	d := Decision{Present: true, Raw: header, Attempt: attempt}
-	v, err := Parse(header, now)
+	ref, refKind := now, ReferenceHostClock
+	if date, ok := parseDateHeader(responseDate, now); ok {
+		ref, refKind = date, ReferenceDateHeader
+	}
+	v, err := Parse(header, ref)
 	if err != nil {
 		var pe *ParseError
 		if !errors.As(err, &pe) {
@@ -129,8 +154,11 @@ func (p Policy) Decide(header string, present bool, attempt int) Decision {
 		return p.fallback(now, d, fallbackFor(pe.Reason))
 	}
 	d.Form = v.Form
-	if v.Form.IsDate() && v.Delay <= 0 {
-		return p.fallback(now, d, FallbackPastDate)
+	if v.Form.IsDate() {
+		d.DateReference = refKind
+		if v.Delay <= 0 {
+			return p.fallback(now, d, FallbackPastDate)
+		}
 	}
 	return p.use(now, d, SourceRetryAfter, v.Delay)
 }
@@ -173,4 +201,16 @@ func (p Policy) fallback(now time.Time, d Decision, why Fallback) Decision {
 	d.Requested = d.Delay
 	d.NotBefore = now.Add(d.Delay)
 	return d
+}
+
+// parseDateHeader parses a response's Date field value as an HTTP-date in
+// any of the three forms, ignoring surrounding spaces and tabs. now resolves
+// an RFC 850 two-digit year.
+func parseDateHeader(raw string, now time.Time) (time.Time, bool) {
+	s := strings.Trim(raw, " \t")
+	if s == "" {
+		return time.Time{}, false
+	}
+	form, date, _ := parseHTTPDate(s, now)
+	return date, form != ""
 }

@@ -62,9 +62,35 @@ func TestDecideProperties(t *testing.T) {
 		header := genRaw(now).Draw(t, "header")
 		present := rapid.Float64Range(0, 1).Draw(t, "presence") < 0.9
 		attempt := genAttempt().Draw(t, "attempt")
+		// The response's Date: none, near now in any form, or anything.
+		date := rapid.OneOf(
+			rapid.Just(""),
+			rapid.Custom(func(t *rapid.T) string {
+				at := now.Add(time.Duration(rapid.Int64Range(-30, 30).Draw(t, "dateSkew")) * time.Second)
+				return at.Format(rapid.SampledFrom([]string{layoutIMF, layoutRFC850, layoutASCTime}).Draw(t, "dateLayout"))
+			}),
+			genRaw(now),
+		).Draw(t, "date")
 
-		d := p.Decide(header, present, attempt)
+		d := p.DecideFor(header, present, date, attempt)
 		checkDecision(t, p, now, d)
+		if date == "" {
+			// Decide is DecideFor without a Date, up to the jitter (p.Rand
+			// has moved on).
+			plain := p.Decide(header, present, attempt)
+			if plain.Source == SourceBackoff {
+				plain.Delay, plain.Requested, plain.NotBefore = d.Delay, d.Requested, d.NotBefore
+			}
+			if plain != d {
+				t.Fatalf("Decide = %v, DecideFor without a Date = %v", plain, d)
+			}
+		}
+		// The model says whether the Date is an HTTP-date, and so what a
+		// Retry-After date is measured against.
+		ref, wantRef := now, ReferenceHostClock
+		if m := modelParse(date, now); m.reason == "" && m.form.IsDate() {
+			ref, wantRef = m.date, ReferenceDateHeader
+		}
 
 		// The outcome follows from what Parse (checked against the model)
 		// says about the header.
@@ -77,7 +103,10 @@ func TestDecideProperties(t *testing.T) {
 		if !d.Present || d.Raw != header {
 			t.Fatalf("Present %v Raw %q, want true %q", d.Present, d.Raw, header)
 		}
-		v, err := Parse(header, now)
+		if !d.Form.IsDate() && d.DateReference != "" || d.Form.IsDate() && d.DateReference != wantRef {
+			t.Fatalf("Date %q, Decision %v: DateReference %q, want %q for a date", date, d, d.DateReference, wantRef)
+		}
+		v, err := Parse(header, ref)
 		switch {
 		case err != nil:
 			var pe *ParseError
@@ -118,6 +147,46 @@ func TestDecideDelayProperties(t *testing.T) {
 		}
 		if delay >= 0 && d.Requested != delay {
 			t.Fatalf("DecideDelay(%v) Requested %v", delay, d.Requested)
+		}
+	})
+}
+
+// TestDecideForIgnoresHostSkew: a vendor that sends Date = its now and
+// Retry-After = its now + d (whole seconds), in any of the HTTP-date forms,
+// gets exactly d (clamped to MaxDelay) from a host whose clock is off by
+// any skew in [-10s, 10s]; NotBefore is the host's now plus that delay.
+// Without the Date the same answer is measured against the host's clock.
+func TestDecideForIgnoresHostSkew(t *testing.T) {
+	t.Parallel()
+	layouts := []string{layoutIMF, layoutRFC850, layoutASCTime}
+	rapid.Check(t, func(t *rapid.T) {
+		vendorNow := genNow().Draw(t, "vendorNow")
+		skew := time.Duration(rapid.Int64Range(-int64(10*time.Second), int64(10*time.Second)).Draw(t, "skew"))
+		hostNow := vendorNow.Add(skew)
+		p := genPolicy(hostNow).Draw(t, "policy")
+		delay := time.Duration(rapid.Int64Range(1, 3*86400).Draw(t, "delaySeconds")) * time.Second
+		retryAfter := vendorNow.Add(delay).Format(rapid.SampledFrom(layouts).Draw(t, "retryAfterLayout"))
+		date := vendorNow.Format(rapid.SampledFrom(layouts).Draw(t, "dateLayout"))
+		attempt := genAttempt().Draw(t, "attempt")
+
+		d := p.DecideFor(retryAfter, true, date, attempt)
+		checkDecision(t, p, hostNow, d)
+		if d.Source != SourceRetryAfter || d.Requested != delay || d.DateReference != ReferenceDateHeader || !d.Form.IsDate() {
+			t.Fatalf("DecideFor(%q, Date %q) with host skew %v = %v (requested %v), want requested %v against the Date header",
+				retryAfter, date, skew, d, d.Requested, delay)
+		}
+		if want := min(delay, p.MaxDelay); d.Delay != want {
+			t.Fatalf("Delay %v, want %v", d.Delay, want)
+		}
+
+		// The host's clock alone sees the date skewed.
+		hostOnly := p.DecideFor(retryAfter, true, "", attempt)
+		checkDecision(t, p, hostNow, hostOnly)
+		if hostOnly.DateReference != ReferenceHostClock {
+			t.Fatalf("without a Date: DateReference %q", hostOnly.DateReference)
+		}
+		if want := vendorNow.Truncate(time.Second).Add(delay).Sub(hostNow); want > 0 && hostOnly.Requested != want {
+			t.Fatalf("without a Date: requested %v, want %v", hostOnly.Requested, want)
 		}
 	})
 }

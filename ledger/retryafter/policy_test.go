@@ -229,3 +229,112 @@ func TestFallbackForEveryReason(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideFor: an HTTP-date is measured against the response's Date when
+// it is a valid HTTP-date, and against the host's clock otherwise; NotBefore
+// is always the host's now plus Delay.
+func TestDecideFor(t *testing.T) {
+	t.Parallel()
+
+	const imfDate = "Sun, 01 Mar 2026 12:00:00 GMT" // testNow on the vendor's clock
+	fast, slow := testNow.Add(5*time.Second), testNow.Add(-5*time.Second)
+	type want struct {
+		source    Source
+		delay     time.Duration
+		requested time.Duration
+		clamped   bool
+		form      Form
+		fallback  Fallback
+		ref       Reference
+	}
+	backoff := want{source: SourceBackoff, delay: time.Second - 1, requested: time.Second - 1}
+	tests := []struct {
+		name    string
+		now     time.Time // the host's clock
+		header  string
+		present bool
+		date    string
+		want    want
+	}{
+		{"date header, host fast", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, imfDate,
+			want{source: SourceRetryAfter, delay: 7 * time.Second, requested: 7 * time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"date header, host slow", slow, "Sun, 01 Mar 2026 12:00:07 GMT", true, imfDate,
+			want{source: SourceRetryAfter, delay: 7 * time.Second, requested: 7 * time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"date header, host has a fraction", testNow.Add(500 * time.Millisecond), "Sun, 01 Mar 2026 12:00:01 GMT", true, imfDate,
+			want{source: SourceRetryAfter, delay: time.Second, requested: time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"rfc850 retry-after, imf date", fast, "Sunday, 01-Mar-26 12:02:00 GMT", true, imfDate,
+			want{source: SourceRetryAfter, delay: 2 * time.Minute, requested: 2 * time.Minute, form: FormRFC850, ref: ReferenceDateHeader}},
+		{"asctime retry-after, imf date", fast, "Sun Mar  1 12:02:00 2026", true, imfDate,
+			want{source: SourceRetryAfter, delay: 2 * time.Minute, requested: 2 * time.Minute, form: FormASCTime, ref: ReferenceDateHeader}},
+		{"rfc850 date header", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, "Sunday, 01-Mar-26 12:00:00 GMT",
+			want{source: SourceRetryAfter, delay: 7 * time.Second, requested: 7 * time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"asctime date header", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, "Sun Mar  1 12:00:00 2026",
+			want{source: SourceRetryAfter, delay: 7 * time.Second, requested: 7 * time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"date header with whitespace", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, " \t" + imfDate + " ",
+			want{source: SourceRetryAfter, delay: 7 * time.Second, requested: 7 * time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"date header with a leap second", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, "Sun, 01 Mar 2026 11:59:60 GMT",
+			want{source: SourceRetryAfter, delay: 7 * time.Second, requested: 7 * time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"vendor clock far off, still relative", testNow, "Sun, 06 Nov 1994 08:49:47 GMT", true, "Sun, 06 Nov 1994 08:49:37 GMT",
+			want{source: SourceRetryAfter, delay: 10 * time.Second, requested: 10 * time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"date header, clamped", testNow, "Sun, 01 Mar 2026 14:00:00 GMT", true, imfDate,
+			want{source: SourceRetryAfter, delay: time.Hour, requested: 2 * time.Hour, clamped: true, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"date header, past on the host's clock but future on the vendor's", fast, "Sun, 01 Mar 2026 12:00:03 GMT", true, imfDate,
+			want{source: SourceRetryAfter, delay: 3 * time.Second, requested: 3 * time.Second, form: FormIMFFixdate, ref: ReferenceDateHeader}},
+		{"date header, future on the host's clock but equal to Date", slow, imfDate, true, imfDate,
+			want{source: SourceBackoff, delay: time.Second - 1, requested: time.Second - 1, form: FormIMFFixdate, fallback: FallbackPastDate, ref: ReferenceDateHeader}},
+		{"date header, before Date", slow, "Sun, 01 Mar 2026 11:59:58 GMT", true, imfDate,
+			want{source: SourceBackoff, delay: time.Second - 1, requested: time.Second - 1, form: FormIMFFixdate, fallback: FallbackPastDate, ref: ReferenceDateHeader}},
+
+		{"no date header: host clock", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, "",
+			want{source: SourceRetryAfter, delay: 2 * time.Second, requested: 2 * time.Second, form: FormIMFFixdate, ref: ReferenceHostClock}},
+		{"blank date header: host clock", slow, "Sun, 01 Mar 2026 12:00:07 GMT", true, " \t",
+			want{source: SourceRetryAfter, delay: 12 * time.Second, requested: 12 * time.Second, form: FormIMFFixdate, ref: ReferenceHostClock}},
+		{"malformed date header: host clock", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, "yesterday",
+			want{source: SourceRetryAfter, delay: 2 * time.Second, requested: 2 * time.Second, form: FormIMFFixdate, ref: ReferenceHostClock}},
+		{"date header not in GMT: host clock", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, "Sun, 01 Mar 2026 12:00:00 UTC",
+			want{source: SourceRetryAfter, delay: 2 * time.Second, requested: 2 * time.Second, form: FormIMFFixdate, ref: ReferenceHostClock}},
+		{"numeric date header: host clock", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, "1772366400",
+			want{source: SourceRetryAfter, delay: 2 * time.Second, requested: 2 * time.Second, form: FormIMFFixdate, ref: ReferenceHostClock}},
+		{"impossible date header: host clock", fast, "Sun, 01 Mar 2026 12:00:07 GMT", true, "Sun, 30 Feb 2026 12:00:00 GMT",
+			want{source: SourceRetryAfter, delay: 2 * time.Second, requested: 2 * time.Second, form: FormIMFFixdate, ref: ReferenceHostClock}},
+		{"no date header, past on the host's clock", fast, "Sun, 01 Mar 2026 12:00:03 GMT", true, "",
+			want{source: SourceBackoff, delay: time.Second - 1, requested: time.Second - 1, form: FormIMFFixdate, fallback: FallbackPastDate, ref: ReferenceHostClock}},
+
+		{"delay-seconds ignore the date header", fast, "120", true, "Sun, 01 Mar 2026 13:00:00 GMT",
+			want{source: SourceRetryAfter, delay: 2 * time.Minute, requested: 2 * time.Minute, form: FormDelaySeconds}},
+		{"missing retry-after with a date header", fast, "", false, imfDate,
+			func() want { w := backoff; w.fallback = FallbackMissing; return w }()},
+		{"malformed retry-after with a date header", fast, "soon", true, imfDate,
+			func() want { w := backoff; w.fallback = FallbackNonNumeric; return w }()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := Policy{Clock: clock.NewStub(tt.now), Rand: highestRand()}
+			d := p.DecideFor(tt.header, tt.present, tt.date, 0)
+			got := want{source: d.Source, delay: d.Delay, requested: d.Requested, clamped: d.Clamped, form: d.Form, fallback: d.Fallback, ref: d.DateReference}
+			if got != tt.want {
+				t.Errorf("DecideFor(%q, %v, %q, 0) = %+v,\nwant %+v", tt.header, tt.present, tt.date, got, tt.want)
+			}
+			if !d.NotBefore.Equal(tt.now.Add(tt.want.delay)) || d.NotBefore.Location() != time.UTC {
+				t.Errorf("NotBefore = %v, want the host's now + Delay %v in UTC", d.NotBefore, tt.now.Add(tt.want.delay))
+			}
+		})
+	}
+}
+
+// TestDecideIsDecideForWithoutDate: Decide measures a date against the
+// host's clock and says so.
+func TestDecideIsDecideForWithoutDate(t *testing.T) {
+	t.Parallel()
+	for _, header := range []string{"120", "Sun, 01 Mar 2026 12:02:00 GMT", "Sun, 06 Nov 1994 08:49:37 GMT", "soon", ""} {
+		p := Policy{Clock: clock.NewStub(testNow), Rand: middleRand()}
+		got, want := p.Decide(header, true, 1), p.DecideFor(header, true, "", 1)
+		if got != want {
+			t.Errorf("Decide(%q) = %v, DecideFor without a Date = %v", header, got, want)
+		}
+		if got.Form.IsDate() != (got.DateReference == ReferenceHostClock) || !got.Form.IsDate() && got.DateReference != "" {
+			t.Errorf("Decide(%q): form %q with DateReference %q", header, got.Form, got.DateReference)
+		}
+	}
+}
