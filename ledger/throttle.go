@@ -31,6 +31,12 @@ type ThrottleSignal struct {
 	// RetryAfter is the raw Retry-After header exactly as received; nil
 	// when the answer had none.
 	RetryAfter *string
+	// Date is the raw Date header of the same answer exactly as received;
+	// nil when the answer had none. An HTTP-date RetryAfter is measured
+	// against it when it is a valid HTTP-date, so that the delay is what
+	// the vendor asked whatever the host's clock says, and against
+	// RetryAfter.Clock otherwise (retryafter.Policy.DecideFor).
+	Date *string
 	// VendorDelay is a delay the adapter parsed from the vendor's own
 	// header; nil when there was none or it did not parse. When set it is
 	// preferred to RetryAfter.
@@ -91,11 +97,14 @@ func (p ThrottlePolicy) Decide(s ThrottleSignal) ThrottleDecision {
 	if s.VendorDelay != nil {
 		d = p.RetryAfter.DecideDelay(*s.VendorDelay, s.VendorDelayRaw, s.Attempt)
 	} else {
-		raw := ""
+		raw, date := "", ""
 		if s.RetryAfter != nil {
 			raw = *s.RetryAfter
 		}
-		d = p.RetryAfter.Decide(raw, s.RetryAfter != nil, s.Attempt)
+		if s.Date != nil {
+			date = *s.Date
+		}
+		d = p.RetryAfter.DecideFor(raw, s.RetryAfter != nil, date, s.Attempt)
 	}
 	ext := DecisionExtension(s.Scope, d)
 	ext.JobID, ext.RecordingID = s.JobID, s.RecordingID
