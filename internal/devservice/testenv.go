@@ -61,6 +61,17 @@ type TestEnvConfig struct {
 	// /usr/bin/apt-get exists. Default false: fail with instructions instead.
 	AllowInstall bool
 
+	// FindBrowser looks for the Chromium the status page's browser test
+	// drives, returning its path or an error saying it found none
+	// (internal/cmd/testenv passes headless.Path; devservice does not import
+	// the browser driver so that the callscribe binary stays without it).
+	// When it finds none, ResolveTestEnv runs `apt-get install -y chromium`
+	// (then `apt-get update` and again if that fails) if AllowInstall
+	// permits, as for the servers, and otherwise prints to Out what to
+	// install; either way it goes on, as the suite but for that one test
+	// runs without a browser. Default nil: no browser is looked for.
+	FindBrowser func() (string, error)
+
 	// ProbeTimeout bounds each attempt to reach DatabaseURL and RedisURL.
 	// Default 0: ProbeTimeoutDefault (2s).
 	ProbeTimeout time.Duration
@@ -161,6 +172,10 @@ type TestEnv struct {
 	// RedisOrigin says whether that Redis was reused or started.
 	RedisOrigin Origin
 
+	// Browser is the Chromium FindBrowser found (after installing it, if
+	// it did), or "" when it found none or was nil.
+	Browser string
+
 	postgres *Postgres // nil unless started
 	redis    *Redis    // nil unless started
 }
@@ -196,6 +211,7 @@ func ResolveTestEnv(ctx context.Context, cfg TestEnvConfig) (*TestEnv, error) {
 
 		findPostgres: FindPostgresBinDir,
 		findRedis:    FindRedisServer,
+		findBrowser:  cfg.FindBrowser,
 	}
 	if dir := cfg.Postgres.BinDir; dir != "" {
 		r.findPostgres = func() (string, error) {
@@ -272,6 +288,58 @@ func decide(s situation) action {
 	}
 }
 
+// browserAction is what ResolveTestEnv does about the browser.
+type browserAction int
+
+const (
+	browserUse     browserAction = iota + 1 // a browser is installed: use it
+	browserInstall                          // install it with apt-get, then use it
+	browserAdvise                           // print what to install and go on without it
+	browserSkip                             // no FindBrowser: do not look
+)
+
+func (a browserAction) String() string {
+	switch a {
+	case browserUse:
+		return "use"
+	case browserInstall:
+		return "install"
+	case browserAdvise:
+		return "advise"
+	case browserSkip:
+		return "skip"
+	}
+	return fmt.Sprintf("browserAction(%d)", int(a))
+}
+
+// browserSituation is what decideBrowser needs to know.
+type browserSituation struct {
+	Wanted       bool // TestEnvConfig.FindBrowser is set
+	Found        bool // FindBrowser found one
+	Root         bool // we run as root
+	AptGet       bool // /usr/bin/apt-get exists
+	AllowInstall bool // TestEnvConfig.AllowInstall
+}
+
+// decideBrowser is ResolveTestEnv's browser policy, kept pure so it can be
+// table-tested. Unlike a missing server, a missing browser never fails the
+// run: only the browser test needs it, and it fails saying so.
+func decideBrowser(s browserSituation) browserAction {
+	switch {
+	case !s.Wanted:
+		return browserSkip
+	case s.Found:
+		return browserUse
+	case s.Root && s.AptGet && s.AllowInstall:
+		return browserInstall
+	default:
+		return browserAdvise
+	}
+}
+
+// browserAptPackage is Debian's Chromium, what internal/headless looks for.
+const browserAptPackage = "chromium"
+
 // resolver carries ResolveTestEnv's state; its fields are what tests replace.
 type resolver struct {
 	cfg          TestEnvConfig
@@ -280,6 +348,7 @@ type resolver struct {
 	run          func(ctx context.Context, name string, args ...string) error // runs installer commands
 	findPostgres func() (string, error)
 	findRedis    func() (string, error)
+	findBrowser  func() (string, error) // nil: no browser is looked for
 
 	aptUpdated bool
 }
@@ -344,8 +413,60 @@ func (r *resolver) resolve(ctx context.Context) (*TestEnv, error) {
 		}
 		return nil, err
 	}
+	env.Browser = r.resolveBrowser(ctx)
 	return env, nil
 }
+
+// resolveBrowser finds the browser, installing it if decideBrowser says
+// so, and returns its path, or "" after printing what to install. It never
+// fails: the tests but the browser test run without one.
+func (r *resolver) resolveBrowser(ctx context.Context) string {
+	cfg := r.cfg
+	sit := browserSituation{
+		Wanted:       r.findBrowser != nil,
+		Root:         r.root,
+		AptGet:       r.aptGet != "",
+		AllowInstall: cfg.AllowInstall,
+	}
+	var path string
+	var findErr error
+	if sit.Wanted {
+		path, findErr = r.findBrowser()
+		sit.Found = findErr == nil
+	}
+	act := decideBrowser(sit)
+	cfg.Logger.Debug("resolving the test browser", slog.Any("situation", sit), slog.String("action", act.String()))
+
+	switch act {
+	case browserSkip:
+		return ""
+	case browserUse:
+		return path
+	case browserInstall:
+		fmt.Fprintf(cfg.Out, "Chromium: %v; installing %s with apt-get for the status page's browser test\n", findErr, browserAptPackage)
+		err := r.aptInstallRetry(ctx, browserAptPackage)
+		if err == nil {
+			if path, findErr = r.findBrowser(); findErr == nil {
+				fmt.Fprintf(cfg.Out, "Chromium: installed at %s\n", path)
+				return path
+			}
+			err = fmt.Errorf("installed %s with apt-get, but still: %w", browserAptPackage, findErr)
+		}
+		fmt.Fprintf(cfg.Out, "Chromium: installing it failed: %v\nChromium: the status page's browser test will fail without it; %s\n", err, browserAdvice)
+		return ""
+	default: // browserAdvise
+		fmt.Fprintf(cfg.Out, "Chromium: %v\nChromium: the status page's browser test will fail without it; %s\n", findErr, browserAdvice)
+		return ""
+	}
+}
+
+// browserAdvice says how to install a browser internal/headless finds: it
+// tries /usr/bin/chromium, /usr/bin/chromium-browser, then chromium and
+// google-chrome on PATH (headless.Candidates), and takes no variable naming
+// another path.
+const browserAdvice = "install one: `sudo apt-get install -y chromium` (Debian/Ubuntu; `make test` does it when run as root), " +
+	"or on macOS Chromium or Google Chrome, with an executable named `chromium` or `google-chrome` on PATH that starts it " +
+	"(the browser test takes no variable naming its path)"
 
 func (r *resolver) resolveService(ctx context.Context, s service) (string, Origin, error) {
 	cfg := r.cfg
@@ -412,6 +533,22 @@ func (r *resolver) aptInstall(ctx context.Context, pkg string) error {
 		return fmt.Errorf("running apt-get install -y %s: %w", pkg, err)
 	}
 	return nil
+}
+
+// aptInstallRetry runs `apt-get install -y pkg` and, if that fails and
+// this resolve has not run `apt-get update` yet, `apt-get update` and the
+// install again: the package lists are usually fresh enough, and updating
+// them first every time costs a download.
+func (r *resolver) aptInstallRetry(ctx context.Context, pkg string) error {
+	err := r.run(ctx, r.aptGet, "install", "-y", pkg)
+	if err == nil {
+		return nil
+	}
+	if r.aptUpdated {
+		return fmt.Errorf("running apt-get install -y %s: %w", pkg, err)
+	}
+	fmt.Fprintf(r.cfg.Out, "apt-get install -y %s failed (%v); running apt-get update and trying again\n", pkg, err)
+	return r.aptInstall(ctx, pkg)
 }
 
 // runStreaming returns a runner whose commands are non-interactive and print

@@ -68,6 +68,169 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+func TestDecideBrowser(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		s    browserSituation
+		want browserAction
+	}{
+		{"not wanted", browserSituation{Root: true, AptGet: true, AllowInstall: true}, browserSkip},
+		{"found", browserSituation{Wanted: true, Found: true}, browserUse},
+		{"found, could install", browserSituation{Wanted: true, Found: true, Root: true, AptGet: true, AllowInstall: true}, browserUse},
+		{"missing, root, apt, allowed", browserSituation{Wanted: true, Root: true, AptGet: true, AllowInstall: true}, browserInstall},
+		{"missing, root, apt, not allowed", browserSituation{Wanted: true, Root: true, AptGet: true}, browserAdvise},
+		{"missing, not root", browserSituation{Wanted: true, AptGet: true, AllowInstall: true}, browserAdvise},
+		{"missing, root, no apt (macOS, Alpine)", browserSituation{Wanted: true, Root: true, AllowInstall: true}, browserAdvise},
+		{"missing, nothing else", browserSituation{Wanted: true}, browserAdvise},
+	}
+	for _, tt := range tests {
+		if got := decideBrowser(tt.s); got != tt.want {
+			t.Errorf("%s: decideBrowser(%+v) = %s, want %s", tt.name, tt.s, got, tt.want)
+		}
+	}
+
+	// Over every combination: installing happens only when wanted, needed,
+	// allowed, as root and with apt-get; a found browser is always used.
+	for bits := range 1 << 5 {
+		s := browserSituation{
+			Wanted: bits&1 != 0, Found: bits&2 != 0, Root: bits&4 != 0, AptGet: bits&8 != 0, AllowInstall: bits&16 != 0,
+		}
+		got := decideBrowser(s)
+		if (got == browserSkip) != !s.Wanted {
+			t.Errorf("decideBrowser(%+v) = %s: skip iff not wanted", s, got)
+		}
+		if s.Wanted && s.Found && got != browserUse {
+			t.Errorf("decideBrowser(%+v) = %s: a found browser is used", s, got)
+		}
+		if got == browserInstall && (!s.Wanted || s.Found || !s.Root || !s.AptGet || !s.AllowInstall) {
+			t.Errorf("decideBrowser(%+v) = install without need or permission", s)
+		}
+	}
+}
+
+// TestResolver_Browser drives resolveBrowser with a fake installer and a
+// fake lookup: the browser "appears" once apt-get install chromium succeeds.
+func TestResolver_Browser(t *testing.T) {
+	t.Parallel()
+	const browserPath = "/usr/bin/chromium"
+	notFound := errors.New("no Chromium found (tried [/usr/bin/chromium])")
+	tests := []struct {
+		name         string
+		present      bool
+		root         bool
+		aptGet       bool
+		allow        bool
+		aptUpdated   bool // an earlier server install already ran apt-get update
+		installFails int  // how many apt-get install runs fail
+		updateFails  bool
+		wantRan      []string
+		wantPath     string
+		wantOut      []string
+	}{
+		{name: "present", present: true, root: true, aptGet: true, allow: true, wantPath: browserPath},
+		{
+			name: "installed at once", root: true, aptGet: true, allow: true,
+			wantRan:  []string{"install -y chromium"},
+			wantPath: browserPath, wantOut: []string{"installing chromium with apt-get", "Chromium: installed at " + browserPath},
+		},
+		{
+			name: "installed after apt-get update", root: true, aptGet: true, allow: true, installFails: 1,
+			wantRan:  []string{"install -y chromium", "update", "install -y chromium"},
+			wantPath: browserPath, wantOut: []string{"running apt-get update and trying again", "Chromium: installed at " + browserPath},
+		},
+		{
+			name: "lists already updated: no second update", root: true, aptGet: true, allow: true, aptUpdated: true, installFails: 1,
+			wantRan: []string{"install -y chromium"},
+			wantOut: []string{"installing it failed", "running apt-get install -y chromium", "`sudo apt-get install -y chromium`"},
+		},
+		{
+			name: "install fails twice", root: true, aptGet: true, allow: true, installFails: 2,
+			wantRan: []string{"install -y chromium", "update", "install -y chromium"},
+			wantOut: []string{"installing it failed", "browser test will fail without it", "`sudo apt-get install -y chromium`"},
+		},
+		{
+			name: "update fails", root: true, aptGet: true, allow: true, installFails: 1, updateFails: true,
+			wantRan: []string{"install -y chromium", "update"},
+			wantOut: []string{"installing it failed", "running apt-get update"},
+		},
+		{
+			name: "not allowed", root: true, aptGet: true,
+			wantOut: []string{notFound.Error(), "browser test will fail without it", "`sudo apt-get install -y chromium`", "macOS", "google-chrome"},
+		},
+		{name: "not root", aptGet: true, allow: true, wantOut: []string{"browser test will fail without it", "`sudo apt-get install -y chromium`"}},
+		{name: "no apt-get", root: true, allow: true, wantOut: []string{"browser test will fail without it", "macOS"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			var ran []string
+			installed, installFails := tt.present, tt.installFails
+			r := &resolver{
+				cfg:  TestEnvConfig{AllowInstall: tt.allow, Out: &out}.WithDefaults(),
+				root: tt.root,
+				run: func(_ context.Context, name string, args ...string) error {
+					if name != aptGetPath {
+						t.Errorf("ran %s, want %s", name, aptGetPath)
+					}
+					ran = append(ran, strings.Join(args, " "))
+					switch {
+					case args[0] == "update" && tt.updateFails:
+						return errors.New("exit status 100")
+					case args[0] == "install" && installFails > 0:
+						installFails--
+						return errors.New("exit status 100")
+					case args[0] == "install":
+						installed = true
+					}
+					return nil
+				},
+				findBrowser: func() (string, error) {
+					if installed {
+						return browserPath, nil
+					}
+					return "", notFound
+				},
+				aptUpdated: tt.aptUpdated,
+			}
+			if tt.aptGet {
+				r.aptGet = aptGetPath
+			}
+			got := r.resolveBrowser(t.Context())
+			t.Logf("progress:\n%s", out.String())
+			if got != tt.wantPath {
+				t.Errorf("resolveBrowser = %q, want %q", got, tt.wantPath)
+			}
+			if !slices.Equal(ran, tt.wantRan) {
+				t.Errorf("ran %q, want %q", ran, tt.wantRan)
+			}
+			for _, want := range tt.wantOut {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("progress does not mention %q:\n%s", want, out.String())
+				}
+			}
+			if tt.wantOut == nil && out.Len() != 0 {
+				t.Errorf("progress with a browser present: %q", out.String())
+			}
+		})
+	}
+
+	// Without FindBrowser nothing is looked for, run or printed.
+	var out strings.Builder
+	r := &resolver{
+		cfg:  TestEnvConfig{AllowInstall: true, Out: &out}.WithDefaults(),
+		root: true, aptGet: aptGetPath,
+		run: func(context.Context, string, ...string) error {
+			t.Error("ran an installer without FindBrowser")
+			return nil
+		},
+	}
+	if got := r.resolveBrowser(t.Context()); got != "" || out.Len() != 0 {
+		t.Errorf("resolveBrowser without FindBrowser = %q, printed %q; want nothing", got, out.String())
+	}
+}
+
 func TestTestEnvConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
