@@ -30,13 +30,14 @@
 // which name the Config field at fault.
 //
 // Timing signals are reported, never acted on: the Retry-After of the
-// answer exactly as received (RetryAfter), a vendor's own window header
-// (VendorDelay with VendorDelayHeader and VendorDelayRaw: HubSpot's
-// rolling ten-second limit), and an absolute deadline the vendor implies
-// (DeferUntil with DeferReason: HubSpot's daily limit resets at midnight in
-// the account's time zone). The dispatcher turns them into the throttling
-// scope's deadline with ledger/retryafter, the same shared deferral the
-// speech vendors feed. Usage figures the CRM reports on the way
+// answer exactly as received (RetryAfter) with the answer's Date (Date),
+// a vendor's own window header (VendorDelay with VendorDelayHeader and
+// VendorDelayRaw: HubSpot's rolling ten-second limit), and an absolute
+// deadline the vendor implies (DeferUntil with DeferReason: HubSpot's
+// daily limit resets at midnight in the account's time zone). The
+// dispatcher turns them into the throttling scope's deadline with
+// ledger/retryafter, the same shared deferral the speech vendors feed (an
+// HTTP-date Retry-After measured against Date when that is valid). Usage figures the CRM reports on the way
 // (Salesforce's Sforce-Limit-Info, HubSpot's X-HubSpot-RateLimit-*) are
 // Gauges.
 //

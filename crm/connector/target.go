@@ -94,6 +94,11 @@ type Result struct {
 	// RetryAfter is the raw Retry-After of the answer exactly as received
 	// (several fields joined with ", "); nil if absent.
 	RetryAfter *string
+	// Date is the raw Date header of the same answer exactly as received;
+	// nil if absent. The dispatcher measures an HTTP-date RetryAfter
+	// against it (the CRM's clock) rather than its own clock when it is a
+	// valid HTTP-date (retryafter's Policy.DecideFor).
+	Date *string
 	// VendorDelay is a delay read from a vendor-specific header (HubSpot's
 	// X-HubSpot-RateLimit-Interval-Milliseconds on a rolling-window 429);
 	// when set, prefer it to RetryAfter. VendorDelayHeader names the header

@@ -100,6 +100,7 @@ func (e *endpoint) errorResult(rep vendorhttp.Reply, outcome Outcome, class, msg
 		Class:      class,
 		HTTPStatus: rep.Status,
 		RetryAfter: vendorhttp.RawHeader(rep.Header, "Retry-After"),
+		Date:       vendorhttp.RawHeader(rep.Header, "Date"),
 		Message:    e.scrub.Message(msg),
 	}
 }

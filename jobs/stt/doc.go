@@ -29,10 +29,12 @@
 // Timing signals are reported raw, never interpreted: the Retry-After of a
 // 429 or 503 exactly as received (RetryAfter), a vendor's own delay header
 // (VendorDelay with VendorDelayHeader and VendorDelayRaw) when it is the
-// better signal, and the Retry-After of a pending answer (PollAfter). The
-// worker turns them into a deadline with ledger/retryafter: VendorDelay
-// when set (Policy.DecideDelay), else RetryAfter (Policy.Decide), which
-// falls back to backoff when the header is missing or malformed.
+// better signal, and the Retry-After of a pending answer (PollAfter); the
+// Date of an error response comes with them (Date). The worker turns them
+// into a deadline with ledger/retryafter: VendorDelay when set
+// (Policy.DecideDelay), else RetryAfter (Policy.DecideFor, an HTTP-date
+// measured against Date when that is valid), which falls back to backoff
+// when the header is missing or malformed.
 //
 // Transcripts are normalised: Language is a lower-case ISO 639-1 code
 // whatever the vendor says ("english", "en_us", "de-CH"), segment times are

@@ -127,6 +127,11 @@ type Response struct {
 	// RetryAfter is the raw Retry-After of an error response exactly as
 	// received (several fields joined with ", "); nil if absent.
 	RetryAfter *string
+	// Date is the raw Date header of the same error response exactly as
+	// received; nil if absent. The worker measures an HTTP-date
+	// RetryAfter against it (the vendor's clock) rather than its own
+	// clock when it is a valid HTTP-date (retryafter's Policy.DecideFor).
+	Date *string
 	// VendorDelay is a delay read from a vendor-specific header
 	// (retry-after-ms, x-ratelimit-reset-requests) when that is the best
 	// signal; when set, prefer it to RetryAfter (retryafter's

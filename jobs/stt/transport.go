@@ -86,6 +86,7 @@ func errorResponse(rep vendorhttp.Reply, outcome Outcome, class, msg string, s s
 		Class:      class,
 		HTTPStatus: rep.Status,
 		RetryAfter: vendorhttp.RawHeader(rep.Header, "Retry-After"),
+		Date:       vendorhttp.RawHeader(rep.Header, "Date"),
 		Message:    s.Message(msg),
 	}
 }
