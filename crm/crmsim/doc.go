@@ -45,7 +45,9 @@
 // of Config.Cooldown for its token: until the deadline every delivery with
 // that token is answered 429 with the time left, in Config.RetryAfterForm
 // (delay-seconds or IMF-fixdate, rounded up so that a sender that honours
-// it arrives at or after the deadline; none; or malformed values).
+// it arrives at or after the deadline; none; or malformed values). Every
+// answer's Date comes from Config.Clock too, so that a sender may measure
+// an IMF-fixdate Retry-After against it.
 // Config.ServerErrorShare answers 500, 502, 503 (with a Retry-After) or
 // 504. Config.Latency delays every answer. Config.DropAfterApplyShare
 // applies a new set, calls Config.OnApply, then resets the connection: the

@@ -107,12 +107,15 @@ func errorReply(status int, typ, format string, args ...any) reply {
 	return reply{status: status, body: errorBody{Error: apiError{Type: typ, Message: fmt.Sprintf(format, args...)}}}
 }
 
-// write writes rep, or drops the connection.
+// write writes rep, or drops the connection. Every answer carries a Date
+// from Config.Clock, not the one net/http would add from the real clock,
+// so that its Date and its Retry-After dates come from one clock.
 func (s *Server) write(w http.ResponseWriter, rep reply) {
 	if rep.drop {
 		simserver.HangUp(w)
 		return
 	}
+	w.Header().Set("Date", s.now().Format(http.TimeFormat))
 	body, err := json.Marshal(rep.body)
 	if err != nil {
 		rep = errorReply(http.StatusInternalServerError, errServerError, "encoding the answer: %v", err)

@@ -47,7 +47,9 @@
 // Config.Cooldown: until its deadline every submission of the scope is
 // answered 429 with the remaining time, in Config.RetryAfterForm; other
 // scopes are unaffected. Retry-After values err late: a client that
-// honours one arrives at or after the deadline.
+// honours one arrives at or after the deadline. Every answer's Date comes
+// from Config.Clock too, so that a client may measure an HTTP-date
+// Retry-After against it.
 //
 // Config.MaxInFlight caps the submissions of a scope in flight at once:
 // those being handled (counted from when their body is read, through

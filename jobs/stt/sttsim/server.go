@@ -178,12 +178,15 @@ func (s *Server) cancelled() {
 // authenticate returns the Bearer key of r if it is one of Config.APIKeys.
 func (s *Server) authenticate(r *http.Request) (string, bool) { return s.keys.Authenticate(r) }
 
-// write writes rep, or drops the connection.
+// write writes rep, or drops the connection. Every answer carries a Date
+// from Config.Clock, not the one net/http would add from the real clock,
+// so that its Date and its Retry-After dates come from one clock.
 func (s *Server) write(w http.ResponseWriter, rep reply) {
 	if rep.drop {
 		simserver.HangUp(w)
 		return
 	}
+	w.Header().Set("Date", s.now().Format(http.TimeFormat))
 	body, err := json.Marshal(rep.body)
 	if err != nil {
 		rep = errorReply(http.StatusInternalServerError, errServerError, "encoding the answer: %v", err)
