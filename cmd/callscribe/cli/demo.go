@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/crm/connector"
@@ -245,8 +244,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("settling"),
-		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	bar := newProgress(a.env.Stderr, "settling", int64(total), progressCount)
 	deadline := time.After(o.timeout)
 	ticker := time.NewTicker(200 * time.Millisecond)
 	defer ticker.Stop()

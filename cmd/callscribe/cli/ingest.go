@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/jobs"
@@ -226,8 +225,7 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
-	bar := progressbar.NewOptions64(size, progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("ingesting"),
-		progressbar.OptionShowBytes(true), progressbar.OptionClearOnFinish())
+	bar := newProgress(a.env.Stderr, "ingesting", size, progressBytes)
 	mr := newManifestReader(f)
 	var created, known, bad, lineNo int
 	report := func(line int, err error) {
@@ -332,7 +330,7 @@ type lineError struct {
 // chunk's bad lines in line order, until prepared is closed or a chunk's
 // transaction fails (its error names the lines; those before were kept).
 func (a *app) commitManifest(ctx context.Context, e *pipelineEnv, path string, prepared <-chan manifestChunkRead, stop func(),
-	report func(int, error), bar *progressbar.ProgressBar, created, known *int) error {
+	report func(int, error), bar progress, created, known *int) error {
 	var failed error
 	for c := range prepared {
 		if failed != nil {

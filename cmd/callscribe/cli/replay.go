@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/crm/connector"
@@ -62,7 +61,7 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.`,
 				return err
 			}
 			defer e.Close()
-			var bar *progressbar.ProgressBar
+			var bar progress
 			rep, err := e.outbox.Replay(cmd.Context(), outbox.ReplayOptions{
 				From: start, To: end, TenantID: tenant, State: ledger.State(state),
 				Target: tgt, TargetName: targetName, Production: tc.Production, AllowProduction: allowProduction,
@@ -73,8 +72,7 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.`,
 				},
 				Progress: func(done, total int) {
 					if bar == nil {
-						bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(a.env.Stderr), progressbar.OptionSetDescription("replaying"),
-							progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+						bar = newProgress(a.env.Stderr, "replaying", int64(total), progressCount)
 					}
 					_ = bar.Set(done)
 				},
