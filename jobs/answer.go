@@ -51,7 +51,7 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 	case stt.OutcomePermanent:
 		p.metrics.VendorFailed(s.prov.Name(), string(resp.Outcome))
 		_, err := p.move(ctx, s.rec, ledger.StateFailed, fmt.Sprintf("vendor refused it (%s, HTTP %d): %s", resp.Class, resp.HTTPStatus, resp.Message),
-			func(tr *ledger.Transition) { tr.ResponseClass = resp.Class })
+			func(tr *ledger.Transition) { tr.ResponseClass, tr.Detail = resp.Class, s.answerDetail(nil) })
 		return done, err
 	case stt.OutcomeNotFound:
 		// A poll or reconcile answer outside the cases resume handles.
@@ -64,7 +64,7 @@ func (p *Pipeline) handle(ctx context.Context, s *stepCtx, a answer) (outcome, e
 // transcribed: submitted -> transcribed with the transcript, and on to
 // committed, in one transaction (finish).
 func (p *Pipeline) transcribed(ctx context.Context, s *stepCtx, resp stt.Response) error {
-	return p.transcribedWith(ctx, s, resp, nil)
+	return p.transcribedWith(ctx, s, resp, s.answerDetail(nil))
 }
 
 // transcribedWith is transcribed with detail on the submitted →
@@ -99,7 +99,7 @@ func (p *Pipeline) pending(ctx context.Context, s *stepCtx, a answer) (outcome, 
 	}
 	if resp.ProviderID != "" && resp.ProviderID != s.rec.ProviderID || a.op == "submit" {
 		if _, err := p.ledger.Note(ctx, ledger.Note{RecordingID: s.rec.ID, State: ledger.StateSubmitted, Reason: "accepted: polling",
-			ResponseClass: resp.Class, RetryAfter: resp.PollAfter, ProviderID: nonEmpty(resp.ProviderID)}); err != nil {
+			ResponseClass: resp.Class, RetryAfter: resp.PollAfter, ProviderID: nonEmpty(resp.ProviderID), Detail: s.answerDetail(nil)}); err != nil {
 			return next, err
 		}
 	}
@@ -110,7 +110,7 @@ func (p *Pipeline) pending(ctx context.Context, s *stepCtx, a answer) (outcome, 
 // to the step's request: the one place jobs builds a ledger.ThrottleSignal.
 func throttleSignal(s *stepCtx, resp stt.Response) ledger.ThrottleSignal {
 	return ledger.ThrottleSignal{
-		Scope: s.tenant.Scope, Class: resp.Class, RetryAfter: resp.RetryAfter,
+		Scope: s.tenant.Scope, Class: resp.Class, RetryAfter: resp.RetryAfter, Date: resp.Date,
 		VendorDelay: resp.VendorDelay, VendorDelayHeader: resp.VendorDelayHeader, VendorDelayRaw: resp.VendorDelayRaw,
 		Attempt: s.rec.Attempt - 1, JobID: s.jobID, RecordingID: s.rec.ID,
 	}
@@ -136,7 +136,7 @@ func (p *Pipeline) throttled(ctx context.Context, s *stepCtx, resp stt.Response,
 	log.Info("vendor throttled; scope deferred", slog.String("scope", scope), slog.Time("not_before", notBefore), slog.Any("decision", res.Decision))
 	_, err = p.move(ctx, s.rec, ledger.StateRetryWait, "throttled: "+resp.Class, func(tr *ledger.Transition) {
 		tr.ResponseClass, tr.RetryAfter, tr.NotBefore = resp.Class, res.Extension.RetryAfter, &notBefore
-		tr.Detail = map[string]any{"scope": scope, "decision": res.Decision.String(), "status": resp.HTTPStatus}
+		tr.Detail = s.answerDetail(map[string]any{"scope": scope, "decision": res.Decision.String(), "status": resp.HTTPStatus})
 	})
 	return err
 }
@@ -150,7 +150,7 @@ func (p *Pipeline) quotaExhausted(ctx context.Context, s *stepCtx, resp stt.Resp
 	log.Warn("vendor quota exhausted: scope paused until an operator resumes it (callscribe scopes resume)", slog.String("scope", s.tenant.Scope))
 	now := p.cfg.Clock.Now()
 	_, err := p.move(ctx, s.rec, ledger.StateRetryWait, "quota exhausted: scope paused until an operator resumes it", func(tr *ledger.Transition) {
-		tr.ResponseClass, tr.NotBefore = resp.Class, &now
+		tr.ResponseClass, tr.NotBefore, tr.Detail = resp.Class, &now, s.answerDetail(nil)
 	})
 	return err
 }
@@ -162,7 +162,7 @@ func (p *Pipeline) transient(ctx context.Context, s *stepCtx, resp stt.Response,
 	log.Info("transient vendor failure; backing off", slog.Duration("delay", d.Delay))
 	_, err := p.move(ctx, s.rec, ledger.StateRetryWait, "transient: "+resp.Class, func(tr *ledger.Transition) {
 		tr.ResponseClass, tr.NotBefore = resp.Class, &nb
-		tr.Detail = map[string]any{"status": resp.HTTPStatus, "backoff": d.Delay.String()}
+		tr.Detail = s.answerDetail(map[string]any{"status": resp.HTTPStatus, "backoff": d.Delay.String()})
 	})
 	return err
 }

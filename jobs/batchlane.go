@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -344,7 +345,7 @@ func (p *Pipeline) sendManifest(ctx context.Context, ms *manifestStep) (outcome,
 	if len(pendingItems(ms.items)) == 0 {
 		return done, p.closeManifest(ctx, ms, m.State, "no item left to send")
 	}
-	admittedAt, a, err := p.admit(ctx, s)
+	a, err := p.admit(ctx, s)
 	if err != nil {
 		return next, err
 	}
@@ -365,8 +366,15 @@ func (p *Pipeline) sendManifest(ctx context.Context, ms *manifestStep) (outcome,
 			p.release(ctx, s, capacity.Neutral, "")
 		}
 	}()
+	if a, err = p.recheck(ctx, s, a, probe); err != nil || !a.Admitted() {
+		if err != nil {
+			return next, err
+		}
+		o, _ := p.waitInLine(ctx, s, a)
+		return o, nil
+	}
 	if m.State == ledger.ManifestFormed {
-		if ms.items, err = p.submitItems(ctx, ms, probe, admittedAt); err != nil {
+		if ms.items, err = p.submitItems(ctx, ms, a); err != nil {
 			return next, err
 		}
 		if len(pendingItems(ms.items)) == 0 {
@@ -395,6 +403,17 @@ func (p *Pipeline) sendManifest(ctx context.Context, ms *manifestStep) (outcome,
 	if len(req.Items) == 0 {
 		return done, p.closeManifest(ctx, ms, ledger.ManifestSubmitted, "no item could be sent")
 	}
+	// Signing the items' URLs may have taken a while: a manifest is not
+	// sent on an admission older than AdmissionMaxAge. A refusal leaves it
+	// submitted; its next run sends the same key and items.
+	if a, err = p.recheck(ctx, s, a, probe); err != nil || !a.Admitted() {
+		if err != nil {
+			return next, err
+		}
+		o, _ := p.waitInLine(ctx, s, a)
+		return o, nil
+	}
+	p.metrics.AdmissionGap(s.tenant.Scope, a.Age(p.cfg.Clock.Now()))
 	resp, err := ms.prov.SubmitBatch(ctx, req)
 	if errors.Is(err, stt.ErrBatchUnsupported) {
 		p.release(ctx, s, capacity.Neutral, "")
@@ -430,7 +449,8 @@ func (p *Pipeline) sendManifest(ctx context.Context, ms *manifestStep) (outcome,
 // (its event naming the manifest) and the manifest formed → submitted, in
 // one transaction, before the request: an item whose recording has moved
 // on (expired) is dropped. It returns the items as they now are.
-func (p *Pipeline) submitItems(ctx context.Context, ms *manifestStep, probe bool, admittedAt time.Time) ([]ledger.ManifestItem, error) {
+func (p *Pipeline) submitItems(ctx context.Context, ms *manifestStep, a ledger.Admission) ([]ledger.ManifestItem, error) {
+	probe := a.Verdict == ledger.VerdictProbe
 	m := ms.m
 	name := ms.prov.Name()
 	out := append([]ledger.ManifestItem(nil), ms.items...)
@@ -440,8 +460,8 @@ func (p *Pipeline) submitItems(ctx context.Context, ms *manifestStep, probe bool
 			if it.State != ledger.ItemPending {
 				continue
 			}
-			detail := manifestDetail(m)
-			detail["scope"], detail["probe"], detail["admitted_at"] = m.Scope, probe, admittedAt.UTC().Format(time.RFC3339Nano)
+			detail := submissionDetail(ms.s, a)
+			maps.Copy(detail, manifestDetail(m))
 			_, err := p.ledger.TransitionTx(ctx, tx, ledger.Transition{RecordingID: it.RecordingID, From: ledger.StateEligible,
 				To: ledger.StateSubmitted, Reason: "admitted in manifest " + m.Key, Provider: &name, Detail: detail})
 			if errors.Is(err, ledger.ErrStateConflict) {
@@ -503,7 +523,7 @@ func (p *Pipeline) manifestTrouble(ctx context.Context, ms *manifestStep, resp s
 	switch resp.Outcome {
 	case stt.OutcomeThrottled:
 		res, err := p.ledger.ScopeDeferralFromSignal(ctx, ledger.ThrottlePolicy{RetryAfter: p.cfg.RetryAfter, ObserveOnly: s.observeOnly},
-			ledger.ThrottleSignal{Scope: m.Scope, Class: resp.Class, RetryAfter: resp.RetryAfter, VendorDelay: resp.VendorDelay,
+			ledger.ThrottleSignal{Scope: m.Scope, Class: resp.Class, RetryAfter: resp.RetryAfter, Date: resp.Date, VendorDelay: resp.VendorDelay,
 				VendorDelayHeader: resp.VendorDelayHeader, VendorDelayRaw: resp.VendorDelayRaw, JobID: s.jobID})
 		if err != nil {
 			return next, err

@@ -49,6 +49,8 @@ const (
 	// one, so it bounds a queue at MaxWorkers / FetchCooldown jobs a
 	// second (20ms and 10 workers: 500/s); each fetch is one statement.
 	FetchCooldownDefault = 5 * time.Millisecond
+	// AdmissionMaxAgeDefault is Config.AdmissionMaxAge when left zero.
+	AdmissionMaxAgeDefault = 100 * time.Millisecond
 	// FetchCooldownMin is River's lower limit.
 	FetchCooldownMin        = time.Millisecond
 	QueueImmediate          = "immediate"
@@ -167,12 +169,19 @@ type Config struct {
 	// FetchCooldown: each queue of a process fetches jobs at most this
 	// often (River's FetchCooldown); at least 1ms. Default 5ms.
 	FetchCooldown time.Duration `yaml:"fetch_cooldown"`
+	// AdmissionMaxAge: no request is sent to a vendor more than this long
+	// after the scope read that admitted it without reading the scope
+	// again (a wait for the window slot, the vendor lease, the submitted
+	// write or a descheduled worker in between): a request whose scope
+	// was deferred meanwhile is withdrawn unsent. Default 100ms.
+	AdmissionMaxAge time.Duration `yaml:"admission_max_age"`
 
 	// RetryAfter is the timing policy (set from the retry_after section).
 	RetryAfter retryafter.Policy `yaml:"-"`
 	// Clock tells the time: deadlines, admission, snoozes, the sweep; it is
-	// also RetryAfter's clock when that has none. Default (nil):
-	// clock.System.
+	// also RetryAfter's clock when that has none. Default (nil): the
+	// ledger's clock (Ledger.Clock: the database's, as this process
+	// estimates it), so that every worker computes deadlines on one clock.
 	Clock clock.Clock `yaml:"-"`
 	// Logger receives the pipeline's logs. Default (nil): discard.
 	Logger *slog.Logger `yaml:"-"`
@@ -216,6 +225,7 @@ func (c Config) WithDefaults() Config {
 	setD(&c.StepTimeout, StepTimeoutDefault)
 	setD(&c.RescueAfter, RescueAfterDefault)
 	setD(&c.FetchCooldown, FetchCooldownDefault)
+	setD(&c.AdmissionMaxAge, AdmissionMaxAgeDefault)
 	if c.DurationTolerance == 0 {
 		c.DurationTolerance = DurationToleranceDefault
 	}
@@ -260,6 +270,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchCooldown < FetchCooldownMin {
 		errs = append(errs, fmt.Errorf("pipeline.fetch_cooldown: %s is below River's minimum of %s", c.FetchCooldown, FetchCooldownMin))
+	}
+	if c.AdmissionMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("pipeline.admission_max_age: %s must be positive", c.AdmissionMaxAge))
 	}
 	if c.RescueAfter <= c.StepTimeout {
 		errs = append(errs, fmt.Errorf("pipeline.rescue_after: %s must exceed pipeline.step_timeout %s", c.RescueAfter, c.StepTimeout))

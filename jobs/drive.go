@@ -78,18 +78,20 @@ type stepCtx struct {
 	log         *slog.Logger
 	// held: the slots taken for this step's submission.
 	held held
-	// scopeRead: the scope's deferral, read with the recording at readAt
+	// scopeRead: the scope's deferral, read with the recording
 	// (Ledger.RecordingWithScope); the step's first admission check
 	// decides from it instead of reading again. Nil when it was not read.
 	scopeRead *ledger.ScopeRead
-	readAt    time.Time
+	// sent: what the step's submission recorded when it sent the request
+	// (sent_at, and the admission it went out under when read again), for
+	// the event that records the answer (answerDetail).
+	sent map[string]any
 }
 
 // load reads the recording and resolves its tenant for one step. With
 // tenantHint (the job's TenantID) naming a configured tenant, the
 // recording and its scope's deferral are read in one statement.
 func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHint string) (*stepCtx, error) {
-	readAt := p.cfg.Clock.Now()
 	var rec ledger.Recording
 	var read *ledger.ScopeRead
 	var err error
@@ -103,7 +105,7 @@ func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHi
 	if err != nil {
 		return nil, err
 	}
-	s := &stepCtx{jobID: jobID, rec: rec, log: p.log.With(slog.String("recording", rec.ID.String())), readAt: readAt}
+	s := &stepCtx{jobID: jobID, rec: rec, log: p.log.With(slog.String("recording", rec.ID.String()))}
 	t, ok := p.cfg.Tenants[rec.TenantID]
 	prov := p.providers[rec.TenantID]
 	if !ok || prov == nil {

@@ -64,6 +64,13 @@ type Metrics interface {
 	// converged on another worker's), after submissions to the vendor and
 	// receiptToCommit since ingest.
 	Committed(tenant, lane string, submissions int, receiptToCommit time.Duration)
+	// AdmissionGap: a request to scope's vendor was sent gap after the
+	// scope read that admitted it.
+	AdmissionGap(scope string, gap time.Duration)
+	// AdmissionRechecked: an admission older than AdmissionMaxAge was read
+	// again before sending; refused: the scope said no (the request was
+	// withdrawn or its manifest waits).
+	AdmissionRechecked(scope string, refused bool)
 }
 
 // noMetrics records nothing.
@@ -74,6 +81,8 @@ func (noMetrics) VendorFailed(string, string)                  {}
 func (noMetrics) VendorCooldown(string, time.Duration)         {}
 func (noMetrics) BillableAudio(string, string, float64)        {}
 func (noMetrics) Committed(string, string, int, time.Duration) {}
+func (noMetrics) AdmissionGap(string, time.Duration)           {}
+func (noMetrics) AdmissionRechecked(string, bool)              {}
 
 // CommitFunc commits a validated recording's actions inside tx: it writes
 // the action set and the job that delivers it (inserted with client), and
@@ -132,6 +141,9 @@ type Deps struct {
 func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline, error) {
 	if pool == nil || l == nil || deps.Store == nil {
 		return nil, errors.New("jobs.New: the pool, the ledger and Deps.Store are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = l.Clock()
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {

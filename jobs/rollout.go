@@ -44,12 +44,12 @@ func (r *rolloutModes) observed(ctx context.Context, l *ledger.Ledger, cohort st
 }
 
 // CohortReport is one cohort's mode, tenants and what their submissions
-// met (ledger.SubmissionFigures).
+// met, by the exact rule (ledger.CooldownAccounting).
 type CohortReport struct {
 	Cohort  string             `json:"cohort"`
 	Mode    ledger.RolloutMode `json:"mode"`
 	Tenants []string           `json:"tenants"`
-	ledger.SubmissionFigures
+	ledger.CooldownAccounting
 }
 
 // RolloutReport is, for every cohort of the configured tenants (and every
@@ -81,7 +81,7 @@ func (p *Pipeline) RolloutReport(ctx context.Context, since time.Time) ([]Cohort
 	out := make([]CohortReport, 0, len(byCohort))
 	for _, r := range byCohort {
 		slices.Sort(r.Tenants)
-		if r.SubmissionFigures, err = p.ledger.SubmissionFiguresOf(ctx, r.Tenants, since); err != nil {
+		if r.CooldownAccounting, err = p.ledger.SubmissionAccounting(ctx, r.Tenants, since); err != nil {
 			return nil, err
 		}
 		out = append(out, *r)

@@ -46,10 +46,27 @@ type Admission struct {
 	// Wait is, from ScopeAdmitWait, how long a refused job waits before
 	// asking again (AdmitPolicy.Wait); 0 when admitted and from ScopeAdmit.
 	Wait time.Duration
+	// Seq is the scope's sequence number the decision read: the offers
+	// (extensions) it knew of are exactly those numbered up to Seq. A
+	// submission records it as its admitted_seq.
+	Seq int64
+	// At is the instant the decision compared the scope's deadline to: the
+	// database's clock, read in the same statement as the deadline (the
+	// ledger's own clock when it was given one). A submission records it
+	// as its admitted_at.
+	At time.Time
+	// ReadAt is the ledger clock's reading just before the scope was read:
+	// the admission's age (Age) is measured from it.
+	ReadAt time.Time
 }
 
 // Admitted reports whether the request may be sent.
 func (a Admission) Admitted() bool { return a.Verdict == VerdictAdmit || a.Verdict == VerdictProbe }
+
+// Age is how long ago, at now (the ledger's clock), the admission's read
+// began. A request is not sent more than an allowed age after its
+// admission without asking again (ScopeRecheck).
+func (a Admission) Age(now time.Time) time.Duration { return now.Sub(a.ReadAt) }
 
 // ScopeAdmit decides whether job jobID may send a request to scope at the
 // ledger's current time: not before the scope's deadline; after a cooldown,
@@ -57,62 +74,146 @@ func (a Admission) Admitted() bool { return a.Verdict == VerdictAdmit || a.Verdi
 // taken over); never while the scope is paused. probeWait is how long the
 // others wait before asking again while a probe is out.
 func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, probeTimeout, probeWait time.Duration) (Admission, error) {
-	d := Deferral{Scope: scope}
-	// One statement when the scope has its row (every scope after its
-	// first admission): FOR SHARE waits for an extension being written.
-	// A scope without one may have its first extension being inserted,
-	// which FOR SHARE cannot wait for: ensure the row (that insert waits
-	// for it) and read again.
+	read, err := l.readForAdmission(ctx, scope)
+	if err != nil {
+		return Admission{}, err
+	}
+	return l.admitFrom(ctx, read, jobID, probeTimeout, probeWait)
+}
+
+// readForAdmission reads scope's deferral as an admission does, with the
+// database's clock. One statement when the scope has its row (every scope
+// after its first admission): FOR SHARE waits for an extension being
+// written. A scope without one may have its first extension being
+// inserted, which FOR SHARE cannot wait for: ensure the row (that insert
+// waits for it) and read again.
+func (l *Ledger) readForAdmission(ctx context.Context, scope string) (ScopeRead, error) {
+	read := ScopeRead{Scope: scope, Deferral: Deferral{Scope: scope}, ReadAt: l.config.Clock.Now()}
+	before := l.localNow()
 	row, err := l.queries.ScopeDeferralGetForAdmission(ctx, l.pool, scope)
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		if err := l.queries.ScopeDeferralEnsure(ctx, l.pool, dbsqlc.ScopeDeferralEnsureParams{Scope: scope, At: l.now()}); err != nil {
-			return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
+			return ScopeRead{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
 		}
+		before = l.localNow()
 		row, err = l.queries.ScopeDeferralGetForAdmission(ctx, l.pool, scope)
 		err = translate(err)
 	}
 	switch {
 	case err == nil:
-		d = deferralFrom(row)
+		read.Found, read.Deferral, read.DBNow = true, deferralFrom(row.ScopeDeferral), row.DbNow.UTC()
+		l.sampleClock(before, read.DBNow)
 	case !errors.Is(err, ErrNotFound):
-		return Admission{}, fmt.Errorf("reading scope deferral %s: %w", scope, err)
+		return ScopeRead{}, fmt.Errorf("reading scope deferral %s: %w", scope, err)
 	}
-	return l.admitFrom(ctx, d, jobID, probeTimeout, probeWait)
+	return read, nil
 }
 
-// admitFrom decides ScopeAdmit from d, the scope's deferral as just read
-// for admission.
-func (l *Ledger) admitFrom(ctx context.Context, d Deferral, jobID int64, probeTimeout, probeWait time.Duration) (Admission, error) {
+// localNow is the local clock under the database's (zero for a ledger
+// given its own clock: nothing to measure).
+func (l *Ledger) localNow() time.Time {
+	if l.dbClock == nil {
+		return time.Time{}
+	}
+	return l.dbClock.local.Now()
+}
+
+// sampleClock measures the database clock's offset from a read that began
+// at the local reading before and returned the database's reading db.
+func (l *Ledger) sampleClock(before, db time.Time) {
+	if l.dbClock != nil && !before.IsZero() {
+		l.dbClock.sample(before, l.dbClock.local.Now(), db)
+	}
+}
+
+// admissionNow is the instant an admission compares a deadline to: the
+// database's clock as read with the deadline (dbNow), or the ledger's own
+// clock when it was given one or the read did not return the database's.
+func (l *Ledger) admissionNow(dbNow time.Time) time.Time {
+	if l.dbClock != nil && !dbNow.IsZero() {
+		return dbTime(dbNow)
+	}
+	return l.now()
+}
+
+// admitFrom decides ScopeAdmit from read, the scope's deferral as just
+// read for admission.
+func (l *Ledger) admitFrom(ctx context.Context, read ScopeRead, jobID int64, probeTimeout, probeWait time.Duration) (Admission, error) {
+	d := read.Deferral
 	scope := d.Scope
-	now := l.now()
+	now := l.admissionNow(read.DBNow)
+	base := Admission{Deferral: d, Seq: d.Seq, At: now, ReadAt: read.ReadAt}
 	switch {
 	case d.Paused:
-		return Admission{Verdict: VerdictPaused, Deferral: d}, nil
+		base.Verdict = VerdictPaused
+		return base, nil
 	case now.Before(d.NotBefore):
-		return Admission{Verdict: VerdictDeferred, Until: d.NotBefore, Deferral: d}, nil
+		base.Verdict, base.Until = VerdictDeferred, d.NotBefore
+		return base, nil
 	case !d.NeedsProbe:
-		return Admission{Verdict: VerdictAdmit, Deferral: d}, nil
+		base.Verdict = VerdictAdmit
+		return base, nil
 	}
 	_, err := l.queries.ScopeProbeClaim(ctx, l.pool, dbsqlc.ScopeProbeClaimParams{
 		Scope: scope, JobID: jobID, Now: now, ClaimExpiredBefore: now.Add(-probeTimeout),
 	})
 	if err = translate(err); errors.Is(err, ErrNotFound) {
-		return Admission{Verdict: VerdictProbeOut, Until: now.Add(probeWait), Deferral: d}, nil
+		base.Verdict, base.Until = VerdictProbeOut, now.Add(probeWait)
+		return base, nil
 	}
 	if err != nil {
 		return Admission{}, fmt.Errorf("claiming the probe of scope %s: %w", scope, err)
 	}
-	return Admission{Verdict: VerdictProbe, Deferral: d}, nil
+	base.Verdict = VerdictProbe
+	return base, nil
 }
 
-// ScopeRead is a scope's deferral as RecordingWithScope read it, in the
-// same statement as a recording, for ScopeAdmitWaitFrom.
+// ScopeRecheck reads scope again for a request admitted earlier (by
+// ScopeAdmit or ScopeAdmitWait) that has not been sent yet, and says
+// whether it may still be sent: not while the scope is paused or before
+// its deadline, and, when the scope needs a probe, only by the probe
+// (probe: the earlier admission made jobID the probe). It claims nothing.
+// In observe-only mode (p.ObserveOnly) it only reads the scope's sequence
+// number and admits. A refused recheck has Wait set as ScopeAdmitWait's.
+func (l *Ledger) ScopeRecheck(ctx context.Context, scope string, jobID int64, probe bool, p AdmitPolicy) (Admission, error) {
+	read, err := l.readForAdmission(ctx, scope)
+	if err != nil {
+		return Admission{}, err
+	}
+	d := read.Deferral
+	now := l.admissionNow(read.DBNow)
+	a := Admission{Deferral: d, Seq: d.Seq, At: now, ReadAt: read.ReadAt}
+	switch {
+	case p.ObserveOnly:
+		a.Verdict = VerdictAdmit
+	case d.Paused:
+		a.Verdict = VerdictPaused
+	case now.Before(d.NotBefore):
+		a.Verdict, a.Until = VerdictDeferred, d.NotBefore
+	case d.NeedsProbe && !(probe && d.ProbeJobID == jobID):
+		a.Verdict, a.Until = VerdictProbeOut, now.Add(p.ProbeWait)
+	case probe:
+		a.Verdict = VerdictProbe
+	default:
+		a.Verdict = VerdictAdmit
+	}
+	return l.withWait(a, nil, p)
+}
+
+// ScopeRead is a scope's deferral as an admission check reads it (FOR
+// SHARE: it waits for an extension being written), with the database's
+// clock; RecordingWithScope and QueueScopeRead make one in the same
+// statement or round trip as their own, for ScopeAdmitWaitFrom.
 type ScopeRead struct {
 	Scope string
 	// Found: the scope had its row (every scope after its first
 	// admission). Without one, ScopeAdmitWaitFrom reads again.
 	Found    bool
 	Deferral Deferral
+	// DBNow is the database's clock at the read.
+	DBNow time.Time
+	// ReadAt is the ledger clock's reading just before the read.
+	ReadAt time.Time
 }
 
 // RecordingWithScope reads recording id and, in the same statement (one
@@ -121,15 +222,17 @@ type ScopeRead struct {
 // A job's step reads both at once so that admitting it costs no second
 // statement. It returns ErrNotFound when the recording does not exist.
 func (l *Ledger) RecordingWithScope(ctx context.Context, id uuid.UUID, scope string) (Recording, ScopeRead, error) {
+	readAt, before := l.config.Clock.Now(), l.localNow()
 	row, err := l.queries.RecordingGetWithScope(ctx, l.pool, dbsqlc.RecordingGetWithScopeParams{ID: id, Scope: scope})
 	if err != nil {
 		return Recording{}, ScopeRead{}, fmt.Errorf("reading recording %s: %w", id, translate(err))
 	}
-	read := ScopeRead{Scope: scope, Found: row.DScope != ""}
+	read := ScopeRead{Scope: scope, Found: row.DScope != "", DBNow: row.DbNow.UTC(), ReadAt: readAt}
+	l.sampleClock(before, read.DBNow)
 	if read.Found {
 		read.Deferral = deferralFrom(dbsqlc.ScopeDeferral{Scope: row.DScope, NotBefore: row.DNotBefore, UpdatedAt: row.DUpdatedAt,
 			NeedsProbe: row.DNeedsProbe, ProbeJobID: row.DProbeJobID, ProbeClaimedAt: row.DProbeClaimedAt, Paused: row.DPaused,
-			PausedReason: row.DPausedReason, PausedAt: row.DPausedAt})
+			PausedReason: row.DPausedReason, PausedAt: row.DPausedAt, Seq: row.DSeq})
 	}
 	return recordingFrom(row.Recording), read, nil
 }
@@ -143,10 +246,10 @@ func (l *Ledger) RecordingWithScope(ctx context.Context, id uuid.UUID, scope str
 // that failed or found no row leaves Found false, and the admission then
 // reads again.
 func (l *Ledger) QueueScopeRead(b *pgx.Batch, scope string) *ScopeRead {
-	read := &ScopeRead{Scope: scope}
-	dbsqlc.QueueScopeDeferralGetForAdmission(b, scope, func(row dbsqlc.ScopeDeferral, err error) {
+	read := &ScopeRead{Scope: scope, ReadAt: l.config.Clock.Now()}
+	dbsqlc.QueueScopeDeferralGetForAdmission(b, scope, func(row dbsqlc.ScopeDeferralGetForAdmissionRow, err error) {
 		if err == nil {
-			read.Found, read.Deferral = true, deferralFrom(row)
+			read.Found, read.Deferral, read.DBNow = true, deferralFrom(row.ScopeDeferral), row.DbNow.UTC()
 		}
 	})
 	return read
@@ -156,11 +259,20 @@ func (l *Ledger) QueueScopeRead(b *pgx.Batch, scope string) *ScopeRead {
 // RecordingWithScope just before, instead of reading the scope again (a
 // read that found no row reads again, as ScopeAdmit does).
 func (l *Ledger) ScopeAdmitWaitFrom(ctx context.Context, read ScopeRead, jobID int64, p AdmitPolicy) (Admission, error) {
-	if p.ObserveOnly || !read.Found {
+	if !read.Found {
 		return l.ScopeAdmitWait(ctx, read.Scope, jobID, p)
 	}
-	a, err := l.admitFrom(ctx, read.Deferral, jobID, p.ProbeTimeout, p.ProbeWait)
+	if p.ObserveOnly {
+		return observed(read, l.admissionNow(read.DBNow)), nil
+	}
+	a, err := l.admitFrom(ctx, read, jobID, p.ProbeTimeout, p.ProbeWait)
 	return l.withWait(a, err, p)
+}
+
+// observed is the admission of observe-only mode: admitted whatever the
+// scope's state, with the sequence number the read found.
+func observed(read ScopeRead, now time.Time) Admission {
+	return Admission{Verdict: VerdictAdmit, Deferral: read.Deferral, Seq: read.Deferral.Seq, At: now, ReadAt: read.ReadAt}
 }
 
 // ScopeProbeSucceeded reopens a scope after its probe got a real answer
@@ -237,8 +349,9 @@ type AdmitPolicy struct {
 	// default.
 	PausedRecheck time.Duration
 	// ObserveOnly: the scope runs in observe-only mode: every job is
-	// admitted without asking the ledger (throttling is only recorded; see
-	// ThrottlePolicy.ObserveOnly).
+	// admitted whatever the scope's state (throttling is only recorded;
+	// see ThrottlePolicy.ObserveOnly); the scope is still read, for the
+	// sequence number the submission records.
 	ObserveOnly bool
 	// Clock measures the wait from now to the admission's Until. Default
 	// (nil): the ledger's clock.
@@ -273,13 +386,18 @@ func (p AdmitPolicy) Wait(a Admission, now time.Time) time.Duration {
 }
 
 // ScopeAdmitWait is the one admission check of jobs and outbox: ScopeAdmit
-// under p (or an admission without asking in observe-only mode), with
-// Admission.Wait set from AdmitPolicy.Wait when the job is refused.
+// under p (in observe-only mode, an admission whatever the scope's state,
+// with the sequence number read), with Admission.Wait set from
+// AdmitPolicy.Wait when the job is refused.
 func (l *Ledger) ScopeAdmitWait(ctx context.Context, scope string, jobID int64, p AdmitPolicy) (Admission, error) {
-	if p.ObserveOnly {
-		return Admission{Verdict: VerdictAdmit}, nil
+	read, err := l.readForAdmission(ctx, scope)
+	if err != nil {
+		return Admission{}, err
 	}
-	a, err := l.ScopeAdmit(ctx, scope, jobID, p.ProbeTimeout, p.ProbeWait)
+	if p.ObserveOnly {
+		return observed(read, l.admissionNow(read.DBNow)), nil
+	}
+	a, err := l.admitFrom(ctx, read, jobID, p.ProbeTimeout, p.ProbeWait)
 	return l.withWait(a, err, p)
 }
 

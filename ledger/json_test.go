@@ -21,7 +21,13 @@ func TestJSONFieldNames(t *testing.T) {
 		"response_class", "retry_after_raw", "detail")
 	jsonkeys.Check(t, ledger.Deferral{},
 		"scope", "not_before", "updated_at", "needs_probe", "probe_job_id", "probe_claimed_at",
-		"paused", "paused_reason", "paused_at")
+		"paused", "paused_reason", "paused_at", "seq")
+	jsonkeys.Check(t, ledger.CooldownAccounting{},
+		"submissions", "ignored_known_cooldown", "in_flight", "throttled", "throttled_ignored", "sent",
+		"gap_p50", "gap_p99", "gap_max", "in_flight_gap_max", "ignored", "in_flight_list")
+	jsonkeys.Check(t, ledger.SubmissionCheck{},
+		"recording_id", "tenant_id", "call_id", "scope", "probe", "observe", "admitted_seq", "admitted_at", "sent_at",
+		"throttled", "ignored_seq", "ignored_not_before", "in_flight_seq", "in_flight_recorded_at")
 	jsonkeys.Check(t, ledger.Manifest{},
 		"id", "manifest_key", "tenant_id", "provider", "model", "scope", "state", "vendor_batch_id", "items",
 		"audio_seconds", "resubmission_of", "created_at", "updated_at")

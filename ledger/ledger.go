@@ -24,8 +24,16 @@ const PurgeBatchDefault = 500
 // Config configures a Ledger. The zero value is usable.
 type Config struct {
 	// Clock stamps events and deferrals (stored in UTC, at microsecond
-	// precision). Default (nil): clock.System.
+	// precision) and is the "now" admissions compare deadlines to.
+	// Default (nil): the database's clock (see Ledger.Clock): admissions
+	// compare to the database's own reading, and stamps are LocalClock
+	// corrected by its measured offset to the database's. A stub here
+	// (tests) is used as it is for both.
 	Clock clock.Clock
+	// LocalClock is this process's clock, which the default Clock corrects
+	// to the database's; ignored when Clock is set. Default (nil):
+	// clock.System.
+	LocalClock clock.Clock
 	// Logger receives warnings. Default: discard. Nothing personal (no
 	// transcript text, no audio URLs) is ever logged.
 	Logger *slog.Logger
@@ -37,8 +45,11 @@ type Config struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
+	if c.LocalClock == nil {
+		c.LocalClock = clock.System{}
+	}
 	if c.Clock == nil {
-		c.Clock = clock.System{}
+		c.Clock = &databaseClock{local: c.LocalClock}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -63,6 +74,9 @@ type Ledger struct {
 	pool    *pgxpool.Pool
 	config  Config
 	queries *dbsqlc.Queries
+	// dbClock is config.Clock when it is the database's (the default);
+	// nil when a clock was given.
+	dbClock *databaseClock
 }
 
 // New returns a Ledger over pool. The database must be migrated.
@@ -75,10 +89,44 @@ func New(pool *pgxpool.Pool, config *Config) (*Ledger, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return &Ledger{pool: pool, config: c, queries: dbsqlc.New()}, nil
+	l := &Ledger{pool: pool, config: c, queries: dbsqlc.New()}
+	l.dbClock, _ = c.Clock.(*databaseClock)
+	return l, nil
 }
 
 func (l *Ledger) now() time.Time { return dbTime(l.config.Clock.Now()) }
+
+// Clock is the ledger's clock: by default the database's as this process
+// estimates it (the local clock corrected by the offset measured at
+// admission reads), else the Clock it was given. Callers that compute
+// deadlines, measure waits to them or stamp the sending of a request use
+// it, so that every process of a platform works on one clock.
+func (l *Ledger) Clock() clock.Clock { return l.config.Clock }
+
+// SyncClock measures the offset of the local clock to the database's once
+// (admission reads keep measuring it). It does nothing for a ledger given
+// its own Clock.
+func (l *Ledger) SyncClock(ctx context.Context) error {
+	if l.dbClock == nil {
+		return nil
+	}
+	before := l.dbClock.local.Now()
+	db, err := l.queries.DatabaseNow(ctx, l.pool)
+	if err != nil {
+		return fmt.Errorf("reading the database's clock: %w", translate(err))
+	}
+	l.dbClock.sample(before, l.dbClock.local.Now(), db)
+	return nil
+}
+
+// ClockOffset is the measured offset of the database's clock to this
+// process's (zero for a ledger given its own Clock).
+func (l *Ledger) ClockOffset() time.Duration {
+	if l.dbClock == nil {
+		return 0
+	}
+	return l.dbClock.Offset()
+}
 
 // inTx runs fn in a transaction of its own: short, committed on success,
 // rolled back on error.

@@ -61,28 +61,3 @@ func (l *Ledger) RolloutModes(ctx context.Context) ([]Cohort, error) {
 	}
 	return out, nil
 }
-
-// SubmissionFigures is what a group of tenants' submissions met since a
-// time: how many went out, how many of them inside a cooldown the platform
-// had recorded for their scope (an enforced cohort sends none; an observed
-// one shows what enforcement would have held back), and how many of each
-// the vendor answered 429.
-type SubmissionFigures struct {
-	Submissions         int `json:"submissions"`
-	InsideKnownCooldown int `json:"inside_known_cooldown"`
-	Throttled           int `json:"throttled"`
-	ThrottledInside     int `json:"throttled_inside"`
-}
-
-// SubmissionFiguresOf counts the submissions of tenants' recordings since.
-func (l *Ledger) SubmissionFiguresOf(ctx context.Context, tenants []string, since time.Time) (SubmissionFigures, error) {
-	if tenants == nil {
-		tenants = []string{}
-	}
-	r, err := l.queries.RolloutSubmissions(ctx, l.pool, dbsqlc.RolloutSubmissionsParams{Tenants: tenants, Since: dbTime(since)})
-	if err != nil {
-		return SubmissionFigures{}, fmt.Errorf("counting submissions: %w", translate(err))
-	}
-	return SubmissionFigures{Submissions: int(r.Submissions), InsideKnownCooldown: int(r.InsideKnownCooldown),
-		Throttled: int(r.Throttled), ThrottledInside: int(r.ThrottledInside)}, nil
-}

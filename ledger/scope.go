@@ -32,6 +32,9 @@ type Deferral struct {
 	Paused       bool      `json:"paused"`
 	PausedReason string    `json:"paused_reason"`
 	PausedAt     time.Time `json:"paused_at"`
+	// Seq is the sequence number of the scope's latest offer (extension or
+	// observe-only offer); 0 when it had none.
+	Seq int64 `json:"seq"`
 }
 
 // Active reports whether the scope is still deferred at now.
@@ -93,7 +96,7 @@ func (l *Ledger) scopeDeferralExtend(ctx context.Context, db dbsqlc.DBTX, e Exte
 	if err != nil {
 		return ExtendResult{}, fmt.Errorf("extending scope deferral %s: %w", e.Scope, translate(err))
 	}
-	d := Deferral{Scope: row.Scope, NotBefore: row.NotBefore.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
+	d := Deferral{Scope: row.Scope, NotBefore: row.NotBefore.UTC(), UpdatedAt: row.UpdatedAt.UTC(), Seq: row.Seq}
 	return ExtendResult{Deferral: d, Moved: d.NotBefore.Equal(offered)}, nil
 }
 
@@ -128,7 +131,7 @@ func deferralFrom(r dbsqlc.ScopeDeferral) Deferral {
 	d := Deferral{
 		Scope: r.Scope, NotBefore: r.NotBefore.UTC(), UpdatedAt: r.UpdatedAt.UTC(), NeedsProbe: r.NeedsProbe,
 		ProbeJobID: deref(r.ProbeJobID), ProbeClaimedAt: timeOf(r.ProbeClaimedAt),
-		Paused: r.Paused, PausedReason: r.PausedReason, PausedAt: timeOf(r.PausedAt),
+		Paused: r.Paused, PausedReason: r.PausedReason, PausedAt: timeOf(r.PausedAt), Seq: r.Seq,
 	}
 	if d.NotBefore.Equal(time.Unix(0, 0)) {
 		d.NotBefore = time.Time{} // a row made by an admission check: never deferred
@@ -138,8 +141,11 @@ func deferralFrom(r dbsqlc.ScopeDeferral) Deferral {
 
 // ExtensionRecord is one recorded offer, as stored.
 type ExtensionRecord struct {
-	ID                 int64
-	Scope              string
+	ID    int64
+	Scope string
+	// Seq is the offer's sequence number in its scope: an admission that
+	// read a scope's Seq n knew exactly the offers numbered up to n.
+	Seq                int64
 	OfferedNotBefore   time.Time
 	ResultingNotBefore time.Time
 	RetryAfter         *string
@@ -174,7 +180,7 @@ func (l *Ledger) ScopeDeferralExtensions(ctx context.Context, scope string) ([]E
 			ID: r.ID, Scope: r.Scope, OfferedNotBefore: r.OfferedNotBefore.UTC(), ResultingNotBefore: r.ResultingNotBefore.UTC(),
 			RetryAfter: r.RetryAfterRaw, Source: r.Source, Clamped: r.Clamped, JobID: deref(r.JobID),
 			RecordingID: deref(r.RecordingID), Reason: r.Reason, At: r.At.UTC(), ObserveOnly: r.ObserveOnly,
-			RecordedAt: r.RecordedAt.UTC(),
+			RecordedAt: r.RecordedAt.UTC(), Seq: r.Seq,
 		}
 	}
 	commits, err := l.queries.ScopeDeferralExtensionCommits(ctx, l.pool, scope)

@@ -58,6 +58,12 @@ var (
 	descBatchPartial = prometheus.NewDesc("callscribe_batch_partial_completions",
 		"Finished manifests that did not complete every item on their own (an item failed, was sent back or dropped). Global: read from the database.",
 		nil, nil)
+	descIgnoredCooldown = prometheus.NewDesc("callscribe_submissions_ignored_known_cooldown",
+		"Submissions of the last hour that ignored a cooldown their admission knew of (an offer numbered up to the scope sequence number it read still deferred the scope); must be 0 in enforced scopes. Global: read from the database.",
+		nil, nil)
+	descInFlightCooldown = prometheus.NewDesc("callscribe_submissions_in_flight_at_cooldown",
+		"Submissions of the last hour sent while a later cooldown was being announced (allowed, counted apart). Global: read from the database.",
+		nil, nil)
 	descCapInUse = prometheus.NewDesc("callscribe_capacity_in_use",
 		"Vendor concurrency slots held, by provider and kind. Global: read from Redis.", []string{"provider", "kind"}, nil)
 	descCapLimit = prometheus.NewDesc("callscribe_capacity_limit",
@@ -85,6 +91,10 @@ func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 	}
+	if c.m.cfg.Cooldowns != nil {
+		ch <- descIgnoredCooldown
+		ch <- descInFlightCooldown
+	}
 	if c.m.cfg.Capacity != nil {
 		for _, d := range []*prometheus.Desc{descCapInUse, descCapLimit, descCapEffective, descCapLearned, descCapLearnedLimit} {
 			ch <- d
@@ -98,6 +108,15 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.m.cfg.Pool != nil {
 		if err := c.collectDatabase(ctx, ch); err != nil {
 			c.m.scrapeErrors.WithLabelValues("database").Inc()
+		}
+	}
+	if f := c.m.cfg.Cooldowns; f != nil {
+		ignored, inFlight, err := f(ctx, c.m.cfg.Clock.Now().Add(-CooldownWindow))
+		if err != nil {
+			c.m.scrapeErrors.WithLabelValues("database").Inc()
+		} else {
+			ch <- prometheus.MustNewConstMetric(descIgnoredCooldown, prometheus.GaugeValue, float64(ignored))
+			ch <- prometheus.MustNewConstMetric(descInFlightCooldown, prometheus.GaugeValue, float64(inFlight))
 		}
 	}
 	if c.m.cfg.Capacity != nil {

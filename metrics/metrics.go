@@ -42,6 +42,13 @@ type Config struct {
 	// LimitAlertWebhook, when set, counts this process's learned-limit
 	// alerts by webhook outcome (delivered, failed, dropped).
 	LimitAlertWebhook map[string]func() int64
+	// Cooldowns, when set, is read at each scrape for the exact accounting
+	// of the last CooldownWindow's submissions against cooldowns: how many
+	// ignored a cooldown their admission knew of (must stay 0) and how
+	// many were in flight when a later one was announced
+	// (ledger.Ledger.SubmissionAccounting). Global, like Pool's. Default
+	// nil: not exported.
+	Cooldowns func(ctx context.Context, since time.Time) (ignored, inFlight int, err error)
 	// MaxTenantLabels: how many distinct tenants keep their name in a
 	// tenant label; the rest are "other". Default 0:
 	// MaxTenantLabelsDefault (20); negative: none (every tenant "other").
@@ -78,7 +85,13 @@ type Metrics struct {
 	receiptCRM      prometheus.Histogram
 	limitLearned    *prometheus.CounterVec
 	scrapeErrors    *prometheus.CounterVec
+	admissionGap    *prometheus.HistogramVec
+	rechecks        *prometheus.CounterVec
 }
+
+// CooldownWindow is how far back the scrape's exact cooldown accounting
+// (Config.Cooldowns) looks.
+const CooldownWindow = time.Hour
 
 // Buckets of the histograms.
 var (
@@ -90,6 +103,9 @@ var (
 	// LatencyBuckets: seconds from receipt (ingest) to the commit of a
 	// transcript's actions, or to their delivery in the CRM.
 	LatencyBuckets = []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400}
+	// GapBuckets: seconds from the scope read that admitted a request to
+	// its sending.
+	GapBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 )
 
 // New returns the metrics of one process, registered in a registry of
@@ -144,7 +160,13 @@ func New(cfg Config) *Metrics {
 	m.limitLearned = counter("callscribe_capacity_learned_limit_alerts_total",
 		"Learned-limit alerts: a vendor refused a stream below the limit in force and the limit was lowered, by provider and kind. Per process.",
 		"provider", "kind")
-	m.reg.MustRegister(m.limitLearned)
+	m.admissionGap = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "callscribe_admission_send_gap_seconds",
+		Help:    "Seconds from the scope read that admitted a request to a speech vendor to its sending, by kind (stt). Per process.",
+		Buckets: GapBuckets}, []string{"kind"})
+	m.rechecks = counter("callscribe_admission_rechecks_total",
+		"Admissions older than the allowed age read again just before sending, by outcome (admitted, refused: the request was withdrawn or its manifest waits). Per process.",
+		"outcome")
+	m.reg.MustRegister(m.limitLearned, m.admissionGap, m.rechecks)
 	for outcome, f := range cfg.LimitAlertWebhook {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_alert_webhook_total",
 			Help:        "Learned-limit alerts by what became of them at the alert webhook: delivered, failed (every try failed), dropped (the bounded queue was full). Per process.",
@@ -230,6 +252,27 @@ func (m *Metrics) Committed(tenant, lane string, submissions int, receiptToCommi
 	m.committed.WithLabelValues(m.tenants.Label(tenant)).Inc()
 	m.submissions.Observe(float64(submissions))
 	m.receiptCommit.WithLabelValues(lane).Observe(max(receiptToCommit, 0).Seconds())
+}
+
+// AdmissionGap observes a request to scope's speech vendor sent gap after
+// the scope read that admitted it.
+func (m *Metrics) AdmissionGap(_ string, gap time.Duration) {
+	if m == nil {
+		return
+	}
+	m.admissionGap.WithLabelValues("stt").Observe(max(gap, 0).Seconds())
+}
+
+// AdmissionRechecked counts an admission read again just before sending.
+func (m *Metrics) AdmissionRechecked(_ string, refused bool) {
+	if m == nil {
+		return
+	}
+	outcome := "admitted"
+	if refused {
+		outcome = "refused"
+	}
+	m.rechecks.WithLabelValues(outcome).Inc()
 }
 
 // CRMThrottled counts a CRM's throttled answer.

@@ -348,6 +348,17 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 		return err
 	}
 	attempt := int(tries)
+	// The window's wait and the try's write may have taken a while: a
+	// delivery is not sent on an admission older than AdmissionMaxAge.
+	if adm.Age(o.cfg.Clock.Now()) > o.cfg.AdmissionMaxAge {
+		again, err := o.ledger.ScopeRecheck(ctx, r.Scope, jobID, adm.Verdict == ledger.VerdictProbe, policy)
+		if err != nil {
+			return err
+		}
+		if !again.Admitted() {
+			return river.JobSnooze(untilDeadline(r, now, max(again.Wait, time.Millisecond)))
+		}
+	}
 	res, err := dest.Target.Deliver(ctx, connector.Delivery{Set: set.ActionSet, Attempt: attempt})
 	if errors.Is(err, connector.ErrInvalidDelivery) {
 		// The connector refused the set before sending anything: no try
@@ -428,7 +439,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 // attempt (counted from 1) of an outbox row of scope.
 func throttleSignal(scope string, jobID int64, attempt int, res connector.Result) ledger.ThrottleSignal {
 	return ledger.ThrottleSignal{
-		Scope: scope, Class: res.Class, RetryAfter: res.RetryAfter,
+		Scope: scope, Class: res.Class, RetryAfter: res.RetryAfter, Date: res.Date,
 		VendorDelay: res.VendorDelay, VendorDelayHeader: res.VendorDelayHeader, VendorDelayRaw: res.VendorDelayRaw,
 		DeferUntil: res.DeferUntil, DeferReason: res.DeferReason,
 		Attempt: attempt - 1, JobID: jobID,

@@ -61,6 +61,10 @@ type Destination struct {
 }
 
 // Config configures the outbox.
+// AdmissionMaxAgeDefault is Config.AdmissionMaxAge when left zero.
+const AdmissionMaxAgeDefault = 100 * time.Millisecond
+
+// Config configures an Outbox.
 type Config struct {
 	// Destinations by tenant id. A tenant without one gets its action sets
 	// committed with no delivery.
@@ -80,6 +84,11 @@ type Config struct {
 	SweepGrace time.Duration
 	// ProbeTimeout, ProbeWait: as for speech vendors (ledger.ScopeAdmit).
 	ProbeTimeout, ProbeWait time.Duration
+	// AdmissionMaxAge: no delivery is sent more than this long after the
+	// scope read that admitted it without reading the scope again (a wait
+	// for the window slot, the try's write); a refusal puts the try back
+	// in line unsent. Default 100ms (AdmissionMaxAgeDefault).
+	AdmissionMaxAge time.Duration
 	// RetryAfter turns the CRM's timing signals into deadlines.
 	RetryAfter retryafter.Policy
 	// Window, when set, is the scopes' concurrency windows shared by every
@@ -94,7 +103,8 @@ type Config struct {
 	Window *capacity.Windows
 	// Clock stamps commits and delivery tries (stored in UTC) and measures
 	// snoozes; it is also RetryAfter's clock when that has none. Default
-	// (nil): clock.System.
+	// (nil): the ledger's clock (the database's, as this process
+	// estimates it; ledger.Ledger.Clock).
 	Clock clock.Clock
 	// Logger receives the dispatcher's logs. Default (nil): discard.
 	Logger *slog.Logger
@@ -154,6 +164,9 @@ func (c Config) WithDefaults() Config {
 	if c.ProbeWait == 0 {
 		c.ProbeWait = time.Second
 	}
+	if c.AdmissionMaxAge <= 0 {
+		c.AdmissionMaxAge = AdmissionMaxAgeDefault
+	}
 	if c.Clock == nil {
 		c.Clock = clock.System{}
 	}
@@ -182,6 +195,9 @@ type Outbox struct {
 // A negative duration in cfg is a programmer's error (callscribe's
 // configuration refuses one): New panics, naming the field.
 func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) *Outbox {
+	if cfg.Clock == nil && l != nil {
+		cfg.Clock = l.Clock()
+	}
 	cfg = cfg.WithDefaults()
 	for id, d := range cfg.Destinations {
 		if d.DeliveryDeadline < 0 {

@@ -34,7 +34,7 @@ BEGIN
                   not_before, started_at, deadline) ON recordings TO callscribe_runtime;
     GRANT UPDATE (state, attempts, crm_id, last_class, not_before, updated_at, deadline) ON outbox TO callscribe_runtime;
     GRANT UPDATE (not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason,
-                  paused_at) ON scope_deferrals TO callscribe_runtime;
+                  paused_at, seq) ON scope_deferrals TO callscribe_runtime;
     GRANT UPDATE (value) ON counters TO callscribe_runtime;
     GRANT UPDATE (revoked_at) ON api_tokens TO callscribe_runtime;
     GRANT UPDATE (mode, reason, updated_at) ON rollout_cohorts TO callscribe_runtime;

@@ -295,7 +295,7 @@ func (a *app) scopesCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, window, resume)
+	cmd.AddCommand(list, window, resume, a.auditCommand())
 	return cmd
 }
 

@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"context"
+	"time"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/metrics"
 	"github.com/callscribe/callscribe/tokens"
 )
@@ -46,6 +50,7 @@ func (a *app) newMetrics(src metricsSources) *metrics.Metrics {
 	cfg := metrics.Config{MaxTenantLabels: a.config.Metrics.MaxTenantLabels, FailOpen: map[string]func() int64{}}
 	if src.pool != nil {
 		cfg.Pool = src.pool
+		cfg.Cooldowns = cooldownAccounting(src.pool)
 		if src.leases != nil {
 			cfg.Capacity = src.leases
 		}
@@ -68,4 +73,30 @@ func (a *app) newMetrics(src metricsSources) *metrics.Metrics {
 	m := metrics.New(cfg)
 	a.alerts().metrics.Store(m)
 	return m
+}
+
+// cooldownAccounting is metrics.Config.Cooldowns over pool: the exact
+// rule's counts (ledger.SubmissionChecks) of enforced submissions that
+// ignored a known cooldown, and of all in flight.
+func cooldownAccounting(pool *pgxpool.Pool) func(ctx context.Context, since time.Time) (int, int, error) {
+	return func(ctx context.Context, since time.Time) (int, int, error) {
+		l, err := ledger.New(pool, nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		checks, err := l.SubmissionChecks(ctx, nil, since)
+		if err != nil {
+			return 0, 0, err
+		}
+		ignored, inFlight := 0, 0
+		for _, c := range checks {
+			switch {
+			case c.Ignored() && !c.Observe:
+				ignored++
+			case c.InFlight():
+				inFlight++
+			}
+		}
+		return ignored, inFlight, nil
+	}
 }

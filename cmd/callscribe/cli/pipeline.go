@@ -106,7 +106,7 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	// a try begun before it can record the CRM's answer.
 	timing := cfg.WithDefaults()
 	obCfg := outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
-		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.windows,
+		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.windows, AdmissionMaxAge: cfg.AdmissionMaxAge,
 		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout}
 	deps := jobs.Deps{Store: e.store, Slots: caps.slots, Window: caps.windows, PlanLimit: a.planLimit}
 	if caps.metrics != nil {

@@ -68,14 +68,15 @@ func (a *app) rolloutCommand() *cobra.Command {
 					return tw.Flush()
 				}
 				fmt.Fprintf(tw, "since %s\n", time.Now().Add(-since).UTC().Format(time.RFC3339))
-				fmt.Fprintln(tw, "COHORT\tMODE\tSUBMISSIONS\tINSIDE A KNOWN COOLDOWN\t429s\t429s AFTER THOSE")
+				fmt.Fprintln(tw, "COHORT\tMODE\tSUBMISSIONS\tIGNORED A KNOWN COOLDOWN\t429s\t429s AFTER THOSE\tIN FLIGHT\tGAP p50/p99")
 				for _, r := range rep {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", printable(r.Cohort), r.Mode, r.Submissions, r.InsideKnownCooldown, r.Throttled, r.ThrottledInside)
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s/%s\n", printable(r.Cohort), r.Mode, r.Submissions, r.IgnoredKnownCooldown,
+						r.Throttled, r.ThrottledIgnored, r.InFlight, r.GapP50, r.GapP99)
 				}
 				if err := tw.Flush(); err != nil {
 					return err
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), "In an observed cohort, the submissions inside a cooldown the platform knew of (and the 429s after them) are what enforcement would have held back; an enforced cohort sends none.")
+				fmt.Fprintln(cmd.OutOrStdout(), "A submission ignored a known cooldown when an offer its admission had read (by sequence number) still deferred the scope; in an observed cohort those (and the 429s after them) are what enforcement would have held back, an enforced cohort sends none. In flight: sent while a later cooldown was being announced (allowed).")
 				return nil
 			},
 		}

@@ -9,9 +9,15 @@ import "github.com/jackc/pgx/v5"
 // QueueScopeDeferralGetForAdmission queues ScopeDeferralGetForAdmission on
 // b; fn receives its row (pgx.ErrNoRows: the scope has no row) when b's
 // results are read.
-func QueueScopeDeferralGetForAdmission(b *pgx.Batch, scope string, fn func(ScopeDeferral, error)) {
+func QueueScopeDeferralGetForAdmission(b *pgx.Batch, scope string, fn func(ScopeDeferralGetForAdmissionRow, error)) {
 	b.Queue(scopeDeferralGetForAdmission, scope).Query(func(rows pgx.Rows) error {
-		fn(pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[ScopeDeferral]))
+		fn(pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (ScopeDeferralGetForAdmissionRow, error) {
+			var i ScopeDeferralGetForAdmissionRow
+			d := &i.ScopeDeferral
+			err := row.Scan(&d.Scope, &d.NotBefore, &d.UpdatedAt, &d.NeedsProbe, &d.ProbeJobID, &d.ProbeClaimedAt,
+				&d.Paused, &d.PausedReason, &d.PausedAt, &d.Seq, &i.DbNow)
+			return i, err
+		}))
 		return nil
 	})
 }

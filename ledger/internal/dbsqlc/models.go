@@ -146,6 +146,7 @@ type ScopeDeferral struct {
 	Paused         bool
 	PausedReason   string
 	PausedAt       *time.Time
+	Seq            int64
 }
 
 type ScopeDeferralExtension struct {
@@ -162,6 +163,7 @@ type ScopeDeferralExtension struct {
 	At                 time.Time
 	ObserveOnly        bool
 	RecordedAt         time.Time
+	Seq                int64
 }
 
 type Transcript struct {

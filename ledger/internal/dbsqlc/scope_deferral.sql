@@ -3,34 +3,45 @@
 
 -- name: ScopeDeferralExtend :one
 -- A deadline that moves forward means a new cooldown: the first request
--- after it must be a probe again.
+-- after it must be a probe again. The offer takes the scope's next
+-- sequence number (seq), written with it: an admission that read seq n
+-- knew exactly the offers numbered up to n.
 WITH up AS (
-    INSERT INTO scope_deferrals AS d (scope, not_before, updated_at, needs_probe)
-    VALUES (@scope::text, @offered_not_before::timestamptz, @at::timestamptz, true)
+    INSERT INTO scope_deferrals AS d (scope, not_before, updated_at, needs_probe, seq)
+    VALUES (@scope::text, @offered_not_before::timestamptz, @at::timestamptz, true, 1)
     ON CONFLICT (scope) DO UPDATE
     SET not_before = GREATEST(d.not_before, EXCLUDED.not_before),
         updated_at = EXCLUDED.updated_at,
         needs_probe = d.needs_probe OR EXCLUDED.not_before > d.not_before,
-        probe_job_id = CASE WHEN EXCLUDED.not_before > d.not_before THEN NULL ELSE d.probe_job_id END
-    RETURNING d.scope, d.not_before, d.updated_at
+        probe_job_id = CASE WHEN EXCLUDED.not_before > d.not_before THEN NULL ELSE d.probe_job_id END,
+        seq = d.seq + 1
+    RETURNING d.scope, d.not_before, d.updated_at, d.seq
 ), ext AS (
     INSERT INTO scope_deferral_extensions (scope, offered_not_before, resulting_not_before,
                                            retry_after_raw, source, clamped, job_id,
-                                           recording_id, reason, at)
+                                           recording_id, reason, at, seq)
     SELECT up.scope, @offered_not_before::timestamptz, up.not_before, sqlc.narg(retry_after_raw)::text,
            @source::text, @clamped::boolean, sqlc.narg(job_id)::bigint, sqlc.narg(recording_id)::uuid,
-           @reason::text, @at::timestamptz
+           @reason::text, @at::timestamptz, up.seq
     FROM up
 )
-SELECT up.scope, up.not_before, up.updated_at FROM up;
+SELECT up.scope, up.not_before, up.updated_at, up.seq FROM up;
 
 -- name: ScopeDeferralObserve :exec
--- An observe-only offer: recorded with the others, the deadline unmoved.
+-- An observe-only offer: recorded with the others and numbered like them,
+-- the deadline unmoved.
+WITH up AS (
+    INSERT INTO scope_deferrals AS d (scope, not_before, updated_at, seq)
+    VALUES (@scope::text, 'epoch', @at::timestamptz, 1)
+    ON CONFLICT (scope) DO UPDATE SET seq = d.seq + 1
+    RETURNING d.scope, d.seq
+)
 INSERT INTO scope_deferral_extensions (scope, offered_not_before, resulting_not_before, retry_after_raw,
-                                       source, clamped, job_id, recording_id, reason, at, observe_only)
-VALUES (@scope::text, @offered_not_before::timestamptz, @offered_not_before::timestamptz,
-        sqlc.narg(retry_after_raw)::text, @source::text, @clamped::boolean, sqlc.narg(job_id)::bigint,
-        sqlc.narg(recording_id)::uuid, @reason::text, @at::timestamptz, true);
+                                       source, clamped, job_id, recording_id, reason, at, observe_only, seq)
+SELECT up.scope, @offered_not_before::timestamptz, @offered_not_before::timestamptz,
+       sqlc.narg(retry_after_raw)::text, @source::text, @clamped::boolean, sqlc.narg(job_id)::bigint,
+       sqlc.narg(recording_id)::uuid, @reason::text, @at::timestamptz, true, up.seq
+FROM up;
 
 -- name: ScopeDeferralGet :one
 SELECT * FROM scope_deferrals WHERE scope = @scope;
@@ -45,8 +56,10 @@ ON CONFLICT (scope) DO NOTHING;
 
 -- name: ScopeDeferralGetForAdmission :one
 -- FOR SHARE waits for an extension being written to commit, so an admission
--- check that starts after an extension began sees it.
-SELECT * FROM scope_deferrals WHERE scope = @scope FOR SHARE;
+-- check that starts after an extension began sees it. db_now is the
+-- database's clock at the read: admission compares the deadline to it.
+SELECT sqlc.embed(d), clock_timestamp()::timestamptz AS db_now
+FROM scope_deferrals d WHERE d.scope = @scope FOR SHARE;
 
 -- name: ScopeDeferralList :many
 SELECT * FROM scope_deferrals ORDER BY scope;
@@ -54,7 +67,7 @@ SELECT * FROM scope_deferrals ORDER BY scope;
 -- name: ScopeDeferralExtensionList :many
 SELECT * FROM scope_deferral_extensions
 WHERE scope = @scope
-ORDER BY id;
+ORDER BY seq;
 
 -- name: ScopeProbeClaim :one
 -- Claims the scope's probe for a job: when none is out, the job already
@@ -101,13 +114,18 @@ ORDER BY e.id;
 -- name: RecordingGetWithScope :one
 -- A step's one read: the recording and, when the scope has its row, the
 -- scope's deferral FOR SHARE (as ScopeDeferralGetForAdmission: it waits
--- for an extension being written to commit). d_scope is '' when the
--- scope has no row.
+-- for an extension being written to commit), with the database's clock.
+-- d_scope is '' when the scope has no row.
 SELECT sqlc.embed(r),
        coalesce(d.scope, '')::text AS d_scope, coalesce(d.not_before, 'epoch')::timestamptz AS d_not_before,
        coalesce(d.updated_at, 'epoch')::timestamptz AS d_updated_at, coalesce(d.needs_probe, false)::boolean AS d_needs_probe,
        d.probe_job_id AS d_probe_job_id, d.probe_claimed_at AS d_probe_claimed_at, coalesce(d.paused, false)::boolean AS d_paused,
-       coalesce(d.paused_reason, '')::text AS d_paused_reason, d.paused_at AS d_paused_at
+       coalesce(d.paused_reason, '')::text AS d_paused_reason, d.paused_at AS d_paused_at,
+       coalesce(d.seq, 0)::bigint AS d_seq, clock_timestamp()::timestamptz AS db_now
 FROM recordings r
 LEFT JOIN LATERAL (SELECT * FROM scope_deferrals s WHERE s.scope = @scope FOR SHARE) d ON true
 WHERE r.id = @id;
+
+-- name: DatabaseNow :one
+-- The database's clock.
+SELECT clock_timestamp()::timestamptz AS db_now;

@@ -12,14 +12,27 @@ import (
 	"github.com/google/uuid"
 )
 
+const databaseNow = `-- name: DatabaseNow :one
+SELECT clock_timestamp()::timestamptz AS db_now
+`
+
+// The database's clock.
+func (q *Queries) DatabaseNow(ctx context.Context, db DBTX) (time.Time, error) {
+	row := db.QueryRow(ctx, databaseNow)
+	var db_now time.Time
+	err := row.Scan(&db_now)
+	return db_now, err
+}
+
 const recordingGetWithScope = `-- name: RecordingGetWithScope :one
 SELECT r.id, r.tenant_id, r.call_id, r.audio_sha256, r.business_key, r.state, r.attempt, r.lane, r.audio_uri, r.audio_bytes, r.deadline, r.created_at, r.updated_at, r.last_event_seq, r.provider, r.provider_id, r.model, r.language, r.not_before, r.started_at, r.audio_duration_ms,
        coalesce(d.scope, '')::text AS d_scope, coalesce(d.not_before, 'epoch')::timestamptz AS d_not_before,
        coalesce(d.updated_at, 'epoch')::timestamptz AS d_updated_at, coalesce(d.needs_probe, false)::boolean AS d_needs_probe,
        d.probe_job_id AS d_probe_job_id, d.probe_claimed_at AS d_probe_claimed_at, coalesce(d.paused, false)::boolean AS d_paused,
-       coalesce(d.paused_reason, '')::text AS d_paused_reason, d.paused_at AS d_paused_at
+       coalesce(d.paused_reason, '')::text AS d_paused_reason, d.paused_at AS d_paused_at,
+       coalesce(d.seq, 0)::bigint AS d_seq, clock_timestamp()::timestamptz AS db_now
 FROM recordings r
-LEFT JOIN LATERAL (SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at FROM scope_deferrals s WHERE s.scope = $1 FOR SHARE) d ON true
+LEFT JOIN LATERAL (SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at, seq FROM scope_deferrals s WHERE s.scope = $1 FOR SHARE) d ON true
 WHERE r.id = $2
 `
 
@@ -39,12 +52,14 @@ type RecordingGetWithScopeRow struct {
 	DPaused         bool
 	DPausedReason   string
 	DPausedAt       *time.Time
+	DSeq            int64
+	DbNow           time.Time
 }
 
 // A step's one read: the recording and, when the scope has its row, the
 // scope's deferral FOR SHARE (as ScopeDeferralGetForAdmission: it waits
-// for an extension being written to commit). d_scope is ” when the
-// scope has no row.
+// for an extension being written to commit), with the database's clock.
+// d_scope is ” when the scope has no row.
 func (q *Queries) RecordingGetWithScope(ctx context.Context, db DBTX, arg RecordingGetWithScopeParams) (RecordingGetWithScopeRow, error) {
 	row := db.QueryRow(ctx, recordingGetWithScope, arg.Scope, arg.ID)
 	var i RecordingGetWithScopeRow
@@ -79,6 +94,8 @@ func (q *Queries) RecordingGetWithScope(ctx context.Context, db DBTX, arg Record
 		&i.DPaused,
 		&i.DPausedReason,
 		&i.DPausedAt,
+		&i.DSeq,
+		&i.DbNow,
 	)
 	return i, err
 }
@@ -105,24 +122,25 @@ func (q *Queries) ScopeDeferralEnsure(ctx context.Context, db DBTX, arg ScopeDef
 const scopeDeferralExtend = `-- name: ScopeDeferralExtend :one
 
 WITH up AS (
-    INSERT INTO scope_deferrals AS d (scope, not_before, updated_at, needs_probe)
-    VALUES ($1::text, $2::timestamptz, $3::timestamptz, true)
+    INSERT INTO scope_deferrals AS d (scope, not_before, updated_at, needs_probe, seq)
+    VALUES ($1::text, $2::timestamptz, $3::timestamptz, true, 1)
     ON CONFLICT (scope) DO UPDATE
     SET not_before = GREATEST(d.not_before, EXCLUDED.not_before),
         updated_at = EXCLUDED.updated_at,
         needs_probe = d.needs_probe OR EXCLUDED.not_before > d.not_before,
-        probe_job_id = CASE WHEN EXCLUDED.not_before > d.not_before THEN NULL ELSE d.probe_job_id END
-    RETURNING d.scope, d.not_before, d.updated_at
+        probe_job_id = CASE WHEN EXCLUDED.not_before > d.not_before THEN NULL ELSE d.probe_job_id END,
+        seq = d.seq + 1
+    RETURNING d.scope, d.not_before, d.updated_at, d.seq
 ), ext AS (
     INSERT INTO scope_deferral_extensions (scope, offered_not_before, resulting_not_before,
                                            retry_after_raw, source, clamped, job_id,
-                                           recording_id, reason, at)
+                                           recording_id, reason, at, seq)
     SELECT up.scope, $2::timestamptz, up.not_before, $4::text,
            $5::text, $6::boolean, $7::bigint, $8::uuid,
-           $9::text, $3::timestamptz
+           $9::text, $3::timestamptz, up.seq
     FROM up
 )
-SELECT up.scope, up.not_before, up.updated_at FROM up
+SELECT up.scope, up.not_before, up.updated_at, up.seq FROM up
 `
 
 type ScopeDeferralExtendParams struct {
@@ -141,12 +159,15 @@ type ScopeDeferralExtendRow struct {
 	Scope     string
 	NotBefore time.Time
 	UpdatedAt time.Time
+	Seq       int64
 }
 
 // Scope deferrals: the shared "not before" of a throttling scope, its
 // admission state (probe, pause) and every offer made to it.
 // A deadline that moves forward means a new cooldown: the first request
-// after it must be a probe again.
+// after it must be a probe again. The offer takes the scope's next
+// sequence number (seq), written with it: an admission that read seq n
+// knew exactly the offers numbered up to n.
 func (q *Queries) ScopeDeferralExtend(ctx context.Context, db DBTX, arg ScopeDeferralExtendParams) (ScopeDeferralExtendRow, error) {
 	row := db.QueryRow(ctx, scopeDeferralExtend,
 		arg.Scope,
@@ -160,7 +181,12 @@ func (q *Queries) ScopeDeferralExtend(ctx context.Context, db DBTX, arg ScopeDef
 		arg.Reason,
 	)
 	var i ScopeDeferralExtendRow
-	err := row.Scan(&i.Scope, &i.NotBefore, &i.UpdatedAt)
+	err := row.Scan(
+		&i.Scope,
+		&i.NotBefore,
+		&i.UpdatedAt,
+		&i.Seq,
+	)
 	return i, err
 }
 
@@ -204,9 +230,9 @@ func (q *Queries) ScopeDeferralExtensionCommits(ctx context.Context, db DBTX, sc
 }
 
 const scopeDeferralExtensionList = `-- name: ScopeDeferralExtensionList :many
-SELECT id, scope, offered_not_before, resulting_not_before, retry_after_raw, source, clamped, job_id, recording_id, reason, at, observe_only, recorded_at FROM scope_deferral_extensions
+SELECT id, scope, offered_not_before, resulting_not_before, retry_after_raw, source, clamped, job_id, recording_id, reason, at, observe_only, recorded_at, seq FROM scope_deferral_extensions
 WHERE scope = $1
-ORDER BY id
+ORDER BY seq
 `
 
 func (q *Queries) ScopeDeferralExtensionList(ctx context.Context, db DBTX, scope string) ([]ScopeDeferralExtension, error) {
@@ -232,6 +258,7 @@ func (q *Queries) ScopeDeferralExtensionList(ctx context.Context, db DBTX, scope
 			&i.At,
 			&i.ObserveOnly,
 			&i.RecordedAt,
+			&i.Seq,
 		); err != nil {
 			return nil, err
 		}
@@ -244,7 +271,7 @@ func (q *Queries) ScopeDeferralExtensionList(ctx context.Context, db DBTX, scope
 }
 
 const scopeDeferralGet = `-- name: ScopeDeferralGet :one
-SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at FROM scope_deferrals WHERE scope = $1
+SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at, seq FROM scope_deferrals WHERE scope = $1
 `
 
 func (q *Queries) ScopeDeferralGet(ctx context.Context, db DBTX, scope string) (ScopeDeferral, error) {
@@ -260,35 +287,45 @@ func (q *Queries) ScopeDeferralGet(ctx context.Context, db DBTX, scope string) (
 		&i.Paused,
 		&i.PausedReason,
 		&i.PausedAt,
+		&i.Seq,
 	)
 	return i, err
 }
 
 const scopeDeferralGetForAdmission = `-- name: ScopeDeferralGetForAdmission :one
-SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at FROM scope_deferrals WHERE scope = $1 FOR SHARE
+SELECT d.scope, d.not_before, d.updated_at, d.needs_probe, d.probe_job_id, d.probe_claimed_at, d.paused, d.paused_reason, d.paused_at, d.seq, clock_timestamp()::timestamptz AS db_now
+FROM scope_deferrals d WHERE d.scope = $1 FOR SHARE
 `
 
+type ScopeDeferralGetForAdmissionRow struct {
+	ScopeDeferral ScopeDeferral
+	DbNow         time.Time
+}
+
 // FOR SHARE waits for an extension being written to commit, so an admission
-// check that starts after an extension began sees it.
-func (q *Queries) ScopeDeferralGetForAdmission(ctx context.Context, db DBTX, scope string) (ScopeDeferral, error) {
+// check that starts after an extension began sees it. db_now is the
+// database's clock at the read: admission compares the deadline to it.
+func (q *Queries) ScopeDeferralGetForAdmission(ctx context.Context, db DBTX, scope string) (ScopeDeferralGetForAdmissionRow, error) {
 	row := db.QueryRow(ctx, scopeDeferralGetForAdmission, scope)
-	var i ScopeDeferral
+	var i ScopeDeferralGetForAdmissionRow
 	err := row.Scan(
-		&i.Scope,
-		&i.NotBefore,
-		&i.UpdatedAt,
-		&i.NeedsProbe,
-		&i.ProbeJobID,
-		&i.ProbeClaimedAt,
-		&i.Paused,
-		&i.PausedReason,
-		&i.PausedAt,
+		&i.ScopeDeferral.Scope,
+		&i.ScopeDeferral.NotBefore,
+		&i.ScopeDeferral.UpdatedAt,
+		&i.ScopeDeferral.NeedsProbe,
+		&i.ScopeDeferral.ProbeJobID,
+		&i.ScopeDeferral.ProbeClaimedAt,
+		&i.ScopeDeferral.Paused,
+		&i.ScopeDeferral.PausedReason,
+		&i.ScopeDeferral.PausedAt,
+		&i.ScopeDeferral.Seq,
+		&i.DbNow,
 	)
 	return i, err
 }
 
 const scopeDeferralList = `-- name: ScopeDeferralList :many
-SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at FROM scope_deferrals ORDER BY scope
+SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at, seq FROM scope_deferrals ORDER BY scope
 `
 
 func (q *Queries) ScopeDeferralList(ctx context.Context, db DBTX) ([]ScopeDeferral, error) {
@@ -310,6 +347,7 @@ func (q *Queries) ScopeDeferralList(ctx context.Context, db DBTX) ([]ScopeDeferr
 			&i.Paused,
 			&i.PausedReason,
 			&i.PausedAt,
+			&i.Seq,
 		); err != nil {
 			return nil, err
 		}
@@ -322,15 +360,21 @@ func (q *Queries) ScopeDeferralList(ctx context.Context, db DBTX) ([]ScopeDeferr
 }
 
 const scopeDeferralObserve = `-- name: ScopeDeferralObserve :exec
+WITH up AS (
+    INSERT INTO scope_deferrals AS d (scope, not_before, updated_at, seq)
+    VALUES ($9::text, 'epoch', $8::timestamptz, 1)
+    ON CONFLICT (scope) DO UPDATE SET seq = d.seq + 1
+    RETURNING d.scope, d.seq
+)
 INSERT INTO scope_deferral_extensions (scope, offered_not_before, resulting_not_before, retry_after_raw,
-                                       source, clamped, job_id, recording_id, reason, at, observe_only)
-VALUES ($1::text, $2::timestamptz, $2::timestamptz,
-        $3::text, $4::text, $5::boolean, $6::bigint,
-        $7::uuid, $8::text, $9::timestamptz, true)
+                                       source, clamped, job_id, recording_id, reason, at, observe_only, seq)
+SELECT up.scope, $1::timestamptz, $1::timestamptz,
+       $2::text, $3::text, $4::boolean, $5::bigint,
+       $6::uuid, $7::text, $8::timestamptz, true, up.seq
+FROM up
 `
 
 type ScopeDeferralObserveParams struct {
-	Scope            string
 	OfferedNotBefore time.Time
 	RetryAfterRaw    *string
 	Source           string
@@ -339,12 +383,13 @@ type ScopeDeferralObserveParams struct {
 	RecordingID      *uuid.UUID
 	Reason           string
 	At               time.Time
+	Scope            string
 }
 
-// An observe-only offer: recorded with the others, the deadline unmoved.
+// An observe-only offer: recorded with the others and numbered like them,
+// the deadline unmoved.
 func (q *Queries) ScopeDeferralObserve(ctx context.Context, db DBTX, arg ScopeDeferralObserveParams) error {
 	_, err := db.Exec(ctx, scopeDeferralObserve,
-		arg.Scope,
 		arg.OfferedNotBefore,
 		arg.RetryAfterRaw,
 		arg.Source,
@@ -353,6 +398,7 @@ func (q *Queries) ScopeDeferralObserve(ctx context.Context, db DBTX, arg ScopeDe
 		arg.RecordingID,
 		arg.Reason,
 		arg.At,
+		arg.Scope,
 	)
 	return err
 }
