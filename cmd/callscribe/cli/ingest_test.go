@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -62,6 +63,14 @@ func TestIngestManifestKeepsGoodLinesAndNamesBadOnes(t *testing.T) {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr does not report %q:\n%s", want, stderr)
 		}
+	}
+	// stderr is no terminal here: progress is plain lines, the last one
+	// the whole manifest, and no carriage-return redraws of a bar.
+	if strings.ContainsRune(stderr, '\r') {
+		t.Errorf("stderr (not a terminal) has carriage returns:\n%q", stderr)
+	}
+	if !regexp.MustCompile(`(?m)^ingesting: (\d+) B/(\d+) B \(100%\), \d+\.\ds$`).MatchString(stderr) {
+		t.Errorf("stderr has no last progress line \"ingesting: N B/N B (100%%), …s\":\n%s", stderr)
 	}
 	code, out, stderr = run(t, ctx, env, "--config", config, "jobs", "list", "--json")
 	if code != 0 {

@@ -125,9 +125,13 @@ func (p *lineProgress) writeLine(now time.Time) error {
 	elapsed := now.Sub(p.start).Seconds()
 	var err error
 	switch {
-	case p.max > 0:
-		_, err = fmt.Fprintf(p.w, "%s: %s/%s (%d%%), %.1fs\n", p.desc, p.amount(p.n), p.amount(p.max), p.n*100/p.max, elapsed)
-	default:
+	case p.max >= 0:
+		pct := int64(100)
+		if p.max > 0 {
+			pct = p.n * 100 / p.max
+		}
+		_, err = fmt.Fprintf(p.w, "%s: %s/%s (%d%%), %.1fs\n", p.desc, p.amount(p.n), p.amount(p.max), pct, elapsed)
+	default: // unknown maximum
 		_, err = fmt.Fprintf(p.w, "%s: %s, %.1fs\n", p.desc, p.amount(p.n), elapsed)
 	}
 	return err
