@@ -137,11 +137,7 @@ func TestWindowNoHerdAfterCooldown(t *testing.T) {
 	if st.RateLimited == 0 || len(st.Cooldowns) == 0 {
 		t.Fatal("the vendor never throttled: the test proves nothing")
 	}
-	exts, err := l.ScopeDeferralExtensions(ctx, p.Config().Tenants["t1"].Scope)
-	if err != nil {
-		t.Fatal(err)
-	}
-	real, _ := realViolations(st, exts)
+	checkCooldowns(t, l)
 
 	// The baseline: 60 independent sleepers on the same vendor and seed.
 	bsim, err := sttsim.New(herdVendor(seed, expected))
@@ -175,14 +171,16 @@ func TestWindowNoHerdAfterCooldown(t *testing.T) {
 	t.Logf("callscribe (window): %s", got)
 	t.Logf("per-worker sleepers: %s", base)
 
-	if got.perTranscript > 1.3 {
-		t.Errorf("%.2f submissions per transcript, want ≤ 1.3", got.perTranscript)
+	// Wide margins against the baseline measured in the same run (the
+	// precise figures are make bench's): at most half the sleepers'
+	// requests per transcript and half their over-limit 429s after a
+	// cooldown.
+	if got.perTranscript > base.perTranscript/2 {
+		t.Errorf("%.2f submissions per transcript, want at most half the sleepers' %.2f", got.perTranscript, base.perTranscript)
 	}
-	if got.overLimitPerCooldown > 1 {
-		t.Errorf("%.2f over-limit 429s in the second after a cooldown, want ≤ 1", got.overLimitPerCooldown)
-	}
-	for _, v := range real {
-		t.Errorf("submission admitted inside an announced cooldown the platform knew of: %+v", v)
+	if got.overLimitPerCooldown > base.overLimitPerCooldown/2 {
+		t.Errorf("%.2f over-limit 429s in the second after a cooldown, want at most half the sleepers' %.2f",
+			got.overLimitPerCooldown, base.overLimitPerCooldown)
 	}
 	for key, k := range st.Transcriptions {
 		if k != 1 {

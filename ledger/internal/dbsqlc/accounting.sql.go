@@ -28,7 +28,7 @@ WITH subs AS (
     LEFT JOIN recording_events n ON n.recording_id = e.recording_id AND n.seq = e.seq + 1
     WHERE ($1::text[] IS NULL OR r.tenant_id = ANY ($1::text[]))
       AND e.at >= $2::timestamptz
-      AND e.detail->>'admitted_seq' IS NOT NULL
+      AND e.detail->>'admitted_seq' IS NOT NULL AND e.detail->>'probe' IS NOT NULL
       AND NOT coalesce((n.detail->>'withdrawn')::boolean, false)
 )
 SELECT s.recording_id, s.seq, s.tenant_id, s.call_id, s.scope, s.probe, s.observe, s.admitted_seq, s.admitted_at,
@@ -83,7 +83,7 @@ type SubmissionChecksRow struct {
 // is its one user; no other definition of either exists.
 // A submission is an event that records its admission (admitted_seq,
 // admitted_at: the scope's sequence number and the database's clock its
-// admission read); the event after it may record the instant the request
+// admission read) and whether it was the probe; the event after it may record the instant the request
 // was sent (sent_at), a later admission read that let it go (admitted_seq,
 // admitted_at again) or that it was withdrawn unsent (withdrawn).
 //
