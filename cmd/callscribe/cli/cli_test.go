@@ -201,7 +201,7 @@ func TestDemoRunsThePipelineAndStopsCleanly(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{"recordings by state:            committed 12", "action sets applied more than once in the CRM: 0", "invariants:                     all held",
-		"during a cooldown the platform knew of: 0", "psql", "redis-cli",
+		"submissions that ignored a known cooldown: 0 (must be 0)", "admission → send gap:", "psql", "redis-cli",
 		"batch lane, its 6 recordings again", "one by one:", "in manifests:", "× fewer"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
