@@ -3,7 +3,7 @@
 // runs the test suite under. It is a development tool, no part of the
 // callscribe binary:
 //
-//	go run ./internal/cmd/testenv [--install] -- COMMAND [ARGS...]
+//	go run ./internal/cmd/testenv [--install] [--hogs N] -- COMMAND [ARGS...]
 //
 // For each service: reuse the server at TEST_*_URL (default 127.0.0.1) if
 // it answers; fail if the URL was set explicitly and does not answer; else
@@ -17,6 +17,14 @@
 // Debian/Ubuntu, it runs apt-get install -y chromium (after apt-get update
 // if that fails); otherwise it says what to install and goes on, and the
 // browser test fails saying so.
+//
+// --hogs N runs COMMAND on a busy machine (`make test-load`): N CPU hogs,
+// separate processes each spinning on one CPU (this program re-executed with
+// CALLSCRIBE_CPU_HOG set), start before the services and COMMAND; N = 0 or
+// "cores" means one per CPU (runtime.NumCPU()); without the flag there are
+// none. They are SIGKILLed with their process groups when COMMAND ends or
+// at once when testenv is interrupted (SIGINT, SIGTERM), and die with
+// testenv should it be killed.
 package main
 
 import (
@@ -29,6 +37,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -37,6 +46,7 @@ import (
 )
 
 func main() {
+	devservice.RunHogIfAsked() // a CPU hog of --hogs spins here and never returns
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
@@ -48,8 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fs := flag.NewFlagSet("testenv", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	install := fs.Bool("install", false, "as root on Debian/Ubuntu, apt-get install missing PostgreSQL/Redis server packages and Chromium")
+	hogsFlag := fs.String("hogs", "", `run N CPU hogs (processes spinning on a CPU each) while COMMAND runs; 0 or "cores": one per CPU; default none`)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: testenv [--install] -- COMMAND [ARGS...]")
+		fmt.Fprintln(stderr, "usage: testenv [--install] [--hogs N] -- COMMAND [ARGS...]")
 		fmt.Fprintln(stderr, "Runs COMMAND with TEST_DATABASE_URL and TEST_REDIS_URL pointing at running or throwaway services.")
 		fs.PrintDefaults()
 	}
@@ -59,11 +70,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 		return 2
 	}
+	hogs, err := devservice.ParseHogCount(*hogsFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "testenv:", err)
+		return 2
+	}
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	stopHogs, err := startHogs(ctx, hogs, nil, stderr, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "testenv:", err)
+		return 1
+	}
+	defer stopHogs()
 	code, err := runWith(ctx, *install, fs.Args(), stdout, stderr, getenv, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "testenv:", err)
@@ -111,4 +133,29 @@ func runWith(ctx context.Context, install bool, args []string, stdout, stderr io
 		return exitErr.ExitCode(), nil
 	}
 	return 0, err
+}
+
+// startHogs starts n CPU hogs (each running hogArgv; nil: this program) and
+// says so on stderr; the returned func stops them, and so does ctx ending,
+// at once. n == 0 starts nothing and prints nothing.
+func startHogs(ctx context.Context, n int, hogArgv []string, stderr io.Writer, logger *slog.Logger) (stop func(), err error) {
+	if n == 0 {
+		return func() {}, nil
+	}
+	h, err := devservice.StartHogs(n, hogArgv, logger)
+	if err != nil {
+		return nil, err
+	}
+	stopNow := func() {
+		if err := h.Stop(); err != nil {
+			logger.Error("stopping CPU hogs", "error", err)
+		}
+	}
+	unwatch := context.AfterFunc(ctx, stopNow)
+	fmt.Fprintf(stderr, "testenv: %d CPU hogs running (busy processes; this machine has %d CPUs), killed when the command ends\n",
+		h.Len(), runtime.NumCPU())
+	return func() {
+		unwatch()
+		stopNow()
+	}, nil
 }
