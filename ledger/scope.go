@@ -158,14 +158,9 @@ type ExtensionRecord struct {
 	// ObserveOnly: recorded by a scope in observe-only mode; it did not
 	// move the deadline.
 	ObserveOnly bool
-	// RecordedAt: the database's clock when the offer was written.
+	// RecordedAt: the database's clock when the offer was written (an
+	// in-flight submission was sent after it; ledger.SubmissionChecks).
 	RecordedAt time.Time
-	// CommittedAt: when the offer became visible to other transactions (its
-	// commit), on a server that tracks commit timestamps
-	// (track_commit_timestamp = on, as the throwaway cluster of `callscribe
-	// demo` does); zero where it is not known. RecordedAt precedes it by
-	// the rest of the writing transaction.
-	CommittedAt time.Time
 }
 
 // ScopeDeferralExtensions returns every offer recorded for a scope, oldest first.
@@ -182,19 +177,6 @@ func (l *Ledger) ScopeDeferralExtensions(ctx context.Context, scope string) ([]E
 			RecordingID: deref(r.RecordingID), Reason: r.Reason, At: r.At.UTC(), ObserveOnly: r.ObserveOnly,
 			RecordedAt: r.RecordedAt.UTC(), Seq: r.Seq,
 		}
-	}
-	commits, err := l.queries.ScopeDeferralExtensionCommits(ctx, l.pool, scope)
-	if err != nil {
-		return nil, fmt.Errorf("reading commit times of scope %s: %w", scope, translate(err))
-	}
-	at := make(map[int64]time.Time, len(commits))
-	for _, c := range commits {
-		if c.CommittedAt.After(time.Unix(0, 0)) {
-			at[c.ID] = c.CommittedAt.UTC()
-		}
-	}
-	for i := range out {
-		out[i].CommittedAt = at[out[i].ID]
 	}
 	return out, nil
 }

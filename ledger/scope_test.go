@@ -240,32 +240,3 @@ func TestDecisionExtensionRecordsTheDecision(t *testing.T) {
 	}
 }
 
-// An offer's commit time is known where the server tracks commit
-// timestamps (then it is never before the time the offer was written), and
-// zero where it does not.
-func TestScopeDeferralExtensionCommittedAt(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	var track string
-	if err := b.pool.QueryRow(ctx, "SHOW track_commit_timestamp").Scan(&track); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if _, err := b.ledger.ScopeDeferralExtend(ctx, ledger.Extension{Scope: "acme:commit", NotBefore: b.clock.Now().Add(time.Duration(i+1) * time.Minute), Source: "retry-after"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exts, err := b.ledger.ScopeDeferralExtensions(ctx, "acme:commit")
-	if err != nil || len(exts) != 3 {
-		t.Fatalf("extensions = %d, %v; want 3", len(exts), err)
-	}
-	for _, x := range exts {
-		switch {
-		case track == "on" && (x.CommittedAt.IsZero() || x.CommittedAt.Before(x.RecordedAt)):
-			t.Errorf("offer %d: committed at %v, recorded at %v; want a commit time not before the write", x.ID, x.CommittedAt, x.RecordedAt)
-		case track != "on" && !x.CommittedAt.IsZero():
-			t.Errorf("offer %d: committed at %v on a server that does not track commit times; want zero", x.ID, x.CommittedAt)
-		}
-	}
-}

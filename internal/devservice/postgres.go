@@ -202,9 +202,6 @@ func (p *Postgres) startServer(ctx context.Context) error {
 		"-c", "fsync=off",
 		"-c", "full_page_writes=off",
 		"-c", "synchronous_commit=off",
-		// Commit times let the demo tell a cooldown the platform had
-		// committed from one still being written.
-		"-c", "track_commit_timestamp=on",
 		"-c", "max_connections="+strconv.Itoa(PostgresMaxConnections),
 	)
 	cmd.Dir = p.dir

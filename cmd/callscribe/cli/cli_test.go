@@ -167,7 +167,7 @@ func TestConfigDocumented(t *testing.T) {
 		"capacity.start_rate.default", "capacity.start_rate.campaigns.<org>.<campaign>", "capacity.gate.size", "capacity.gate.timeout",
 		"capacity.gate.ticket_ttl", "capacity.alerts.webhook_url", "pipeline.batch_completion_bound", "pipeline.batch.manifests",
 		"pipeline.batch.max_items", "pipeline.batch.max_audio_seconds", "pipeline.batch.max_wait", "pipeline.batch.form_every",
-		"pipeline.batch.poll_interval",
+		"pipeline.batch.poll_interval", "pipeline.admission_max_age",
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
 			t.Errorf("README.md does not document `%s`", key)

@@ -98,19 +98,6 @@ SET paused = false, paused_reason = '', paused_at = NULL, updated_at = @at::time
 WHERE scope = @scope AND paused
 RETURNING scope;
 
--- name: ScopeDeferralExtensionCommits :many
--- When each offer of a scope became visible to other transactions: its
--- commit time, where the server tracks commit timestamps
--- (track_commit_timestamp = on); the epoch where it does not or no longer
--- knows.
-SELECT e.id,
-       coalesce(CASE WHEN current_setting('track_commit_timestamp') = 'on'
-                     THEN pg_xact_commit_timestamp(e.xmin)
-                END, 'epoch'::timestamptz)::timestamptz AS committed_at
-FROM scope_deferral_extensions e
-WHERE e.scope = @scope
-ORDER BY e.id;
-
 -- name: RecordingGetWithScope :one
 -- A step's one read: the recording and, when the scope has its row, the
 -- scope's deferral FOR SHARE (as ScopeDeferralGetForAdmission: it waits

@@ -190,45 +190,6 @@ func (q *Queries) ScopeDeferralExtend(ctx context.Context, db DBTX, arg ScopeDef
 	return i, err
 }
 
-const scopeDeferralExtensionCommits = `-- name: ScopeDeferralExtensionCommits :many
-SELECT e.id,
-       coalesce(CASE WHEN current_setting('track_commit_timestamp') = 'on'
-                     THEN pg_xact_commit_timestamp(e.xmin)
-                END, 'epoch'::timestamptz)::timestamptz AS committed_at
-FROM scope_deferral_extensions e
-WHERE e.scope = $1
-ORDER BY e.id
-`
-
-type ScopeDeferralExtensionCommitsRow struct {
-	ID          int64
-	CommittedAt time.Time
-}
-
-// When each offer of a scope became visible to other transactions: its
-// commit time, where the server tracks commit timestamps
-// (track_commit_timestamp = on); the epoch where it does not or no longer
-// knows.
-func (q *Queries) ScopeDeferralExtensionCommits(ctx context.Context, db DBTX, scope string) ([]ScopeDeferralExtensionCommitsRow, error) {
-	rows, err := db.Query(ctx, scopeDeferralExtensionCommits, scope)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ScopeDeferralExtensionCommitsRow
-	for rows.Next() {
-		var i ScopeDeferralExtensionCommitsRow
-		if err := rows.Scan(&i.ID, &i.CommittedAt); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const scopeDeferralExtensionList = `-- name: ScopeDeferralExtensionList :many
 SELECT id, scope, offered_not_before, resulting_not_before, retry_after_raw, source, clamped, job_id, recording_id, reason, at, observe_only, recorded_at, seq FROM scope_deferral_extensions
 WHERE scope = $1
