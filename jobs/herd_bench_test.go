@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/devservice"
 	"github.com/callscribe/callscribe/internal/testredis"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
@@ -24,15 +27,31 @@ import (
 // with the scope's window; then 60 per-worker sleepers on a fresh
 // simulator with the same seed. It reports, for both, vendor requests per
 // transcript, over-limit 429s in the second after a cooldown ends (per
-// cooldown), and seconds until the last transcript; ns/op means nothing
-// here.
+// cooldown), and seconds until the last transcript; for callscribe, the
+// exact rule's counts (ignored known cooldowns: must be 0; in flight) and
+// the admission-to-send gap, idle and once more with a CPU hog on every
+// core; ns/op means nothing here.
 //
 //	make bench  (or: go run ./internal/cmd/testenv -- go test -run '^$' -bench Herd -benchtime 1x ./jobs/)
 func BenchmarkHerd(b *testing.B) {
-	for _, form := range []sttsim.RetryAfterForm{sttsim.FormMixed, sttsim.FormSeconds} {
-		b.Run("retry-after="+string(form), func(b *testing.B) {
+	for _, c := range []struct {
+		form sttsim.RetryAfterForm
+		hogs int // CPU hogs beside the run: 0 idle, else one per core
+	}{{sttsim.FormMixed, 0}, {sttsim.FormSeconds, 0}, {sttsim.FormMixed, runtime.NumCPU()}} {
+		name := "retry-after=" + string(c.form)
+		if c.hogs > 0 {
+			name += "/hogs=" + strconv.Itoa(c.hogs)
+		}
+		b.Run(name, func(b *testing.B) {
+			if c.hogs > 0 {
+				h, err := devservice.StartHogs(c.hogs, []string{"sh", "-c", "while :; do :; done"}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = h.Stop() })
+			}
 			for i := range b.N {
-				got, base := runHerd(b, uint64(9+i), form)
+				got, base := runHerd(b, uint64(9+i), c.form)
 				b.ReportMetric(got.perTranscript, "requests/transcript")
 				b.ReportMetric(base.perTranscript, "baseline-requests/transcript")
 				b.ReportMetric(got.overLimitPerCooldown, "overlimit429s/cooldown")
@@ -43,8 +62,19 @@ func BenchmarkHerd(b *testing.B) {
 				b.ReportMetric(float64(base.violations), "baseline-submissions-in-cooldown")
 				b.ReportMetric(got.reopenLag.Seconds(), "s-idle-after-cooldown")
 				b.ReportMetric(base.reopenLag.Seconds(), "baseline-s-idle-after-cooldown")
+				// The exact rule (ledger.SubmissionAccounting): must be 0
+				// ignored; in flight counted apart, with the gap.
+				b.ReportMetric(float64(got.acc.IgnoredKnownCooldown), "ignored-known-cooldown")
+				b.ReportMetric(float64(got.acc.InFlight), "in-flight-at-announcement")
+				b.ReportMetric(float64(got.acc.GapP50.Microseconds())/1000, "gap-p50-ms")
+				b.ReportMetric(float64(got.acc.GapP99.Microseconds())/1000, "gap-p99-ms")
 				b.Logf("callscribe (window): %s", got)
 				b.Logf("per-worker sleepers: %s", base)
+				b.Logf("exact rule: %d of %d submissions ignored a known cooldown; %d in flight at an announcement; admission-to-send gap p50 %s, p99 %s, max %s (%d CPU hogs)",
+					got.acc.IgnoredKnownCooldown, got.acc.Submissions, got.acc.InFlight, got.acc.GapP50, got.acc.GapP99, got.acc.GapMax, c.hogs)
+				if got.acc.IgnoredKnownCooldown > 0 {
+					b.Errorf("%d submissions ignored a known cooldown: %+v", got.acc.IgnoredKnownCooldown, got.acc.Ignored)
+				}
 				b.ReportMetric(got.closed.Seconds(), "s-closed-by-announcements")
 				b.Logf("completion: %.2f× the baseline's time; the deadlines the vendor announced to callscribe kept the scope closed for %s in all",
 					got.elapsed.Seconds()/base.elapsed.Seconds(), got.closed.Round(100*time.Millisecond))
@@ -95,6 +125,9 @@ func runHerd(b *testing.B, seed uint64, form sttsim.RetryAfterForm) (got, base h
 		b.Fatal(err)
 	}
 	got.closed = closedByAnnouncements(e.sim.Stats(), exts)
+	if got.acc, err = e.ledger.SubmissionAccounting(ctx, nil, time.Time{}); err != nil {
+		b.Fatal(err)
+	}
 
 	bsim, err := sttsim.New(herdVendorForm(seed, nil, form))
 	if err != nil {

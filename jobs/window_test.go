@@ -44,7 +44,8 @@ type herdFigures struct {
 	overLimitAll, throttled  int
 	violations               int
 	elapsed, reopenLag       time.Duration
-	closed                   time.Duration // closedByAnnouncements, when measured
+	closed                   time.Duration             // closedByAnnouncements, when measured
+	acc                      ledger.CooldownAccounting // the exact rule, when measured
 }
 
 func figuresOf(st sttsim.Stats, elapsed time.Duration) herdFigures {
