@@ -120,8 +120,8 @@ func TestRetentionRunPurgesCommittedHistoriesWhole(t *testing.T) {
 		ON CONFLICT DO NOTHING`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO scope_deferral_extensions (scope, offered_not_before, resulting_not_before, recording_id, at)
-		SELECT 'retention-test', now(), now(), id, now() FROM recordings`); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO scope_deferral_extensions (scope, offered_not_before, resulting_not_before, recording_id, at, seq)
+		SELECT 'retention-test', now(), now(), id, now(), row_number() OVER (ORDER BY id) FROM recordings`); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond) // past the 1ms retention
