@@ -40,7 +40,10 @@
 // does not answer; otherwise starts a throwaway server from installed
 // binaries; failing that, installs them with apt-get when allowed and
 // possible (root, Debian/Ubuntu); and otherwise fails with the command that
-// would install them.
+// would install them. It also looks for Chromium (the status page's browser
+// test) and, when allowed and possible, installs Debian's chromium; without
+// it, it says what to install and goes on. StartHogs starts the CPU hogs of
+// `make test-load`.
 //
 // # What it does not do
 //

@@ -21,7 +21,7 @@ func Path() (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("no Chromium found (tried %v): install Debian's package with `apt-get install -y chromium` (.ci/run does when root)", Candidates)
+	return "", fmt.Errorf("no Chromium found (tried %v): install Debian's package with `apt-get install -y chromium` (make test does, as root on Debian or Ubuntu)", Candidates)
 }
 
 // New returns a chromedp context on a new headless Chromium with an empty
