@@ -18,7 +18,7 @@ GOVULNCHECK := bin/govulncheck-$(GOVULNCHECK_VERSION)-$(GOTOOLCHAIN)
 VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
 VULNDB := bin/vulndb-$(VULNDB_VERSION)
 
-.PHONY: help test test-load lint vuln generate demo build fuzz bench screenshot
+.PHONY: help test test-load chaos lint vuln generate demo build fuzz bench screenshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -38,6 +38,14 @@ test-load: ## go test -race -count=3 of the load-sensitive tests (window herd, r
 	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestWindowNoHerdAfterCooldown|TestTwoWorkerProcessesShareOneScopeIn429Storm|TestRolloutCohorts)\$$" ./jobs/ ./cmd/callscribe/cli/ || rc=1; \
 	  go test -race -count=3 -p 1 -timeout 30m -tags callscribe_faults -run "^TestCrashPoints\$$" ./jobs/ || rc=1; \
 	  exit $$rc'
+
+# The cooldown guarantee under chaos on a busy machine: two CPU hogs,
+# three `callscribe worker` processes, one SIGKILLed and restarted every
+# 200-500ms (60 times) while 300 recordings go through independent Python
+# doubles of the vendor and the CRM (internal/cmd/chaos/doubles.py), then
+# the report. Flags: make chaos CHAOS_FLAGS='--recordings 100 --kills 20'.
+chaos: ## SIGKILL workers at random while 300 recordings go through independent throttling doubles, with 2 CPU hogs; checks the exact cooldown rule, one transcription and one CRM application per key
+	go run ./internal/cmd/testenv --hogs 2 -- go run ./internal/cmd/chaos $(CHAOS_FLAGS)
 
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml
 	$(GOLANGCI_LINT) run ./...
