@@ -117,16 +117,19 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(a ledger.Ad
 
 // recheck returns a when it is younger than AdmissionMaxAge, else the
 // scope's answer now (ScopeRecheck: a paused or deferred scope, or one
-// whose probe is another job's, refuses).
+// whose probe is another job's, refuses). A read that itself took longer
+// than AdmissionMaxAge (a database slower than that) is followed by
+// another, up to recheckReads; the request then goes out after the last.
 func (p *Pipeline) recheck(ctx context.Context, s *stepCtx, a ledger.Admission, probe bool) (ledger.Admission, error) {
-	if a.Age(p.cfg.Clock.Now()) <= p.cfg.AdmissionMaxAge {
-		return a, nil
-	}
-	again, err := p.ledger.ScopeRecheck(ctx, s.tenant.Scope, s.jobID, probe, p.admitPolicy(s))
-	if err == nil {
+	for reads := 0; reads < recheckReads && a.Admitted() && a.Age(p.cfg.Clock.Now()) > p.cfg.AdmissionMaxAge; reads++ {
+		again, err := p.ledger.ScopeRecheck(ctx, s.tenant.Scope, s.jobID, probe, p.admitPolicy(s))
+		if err != nil {
+			return again, err
+		}
 		p.metrics.AdmissionRechecked(s.tenant.Scope, !again.Admitted())
+		a = again
 	}
-	return again, err
+	return a, nil
 }
 
 // submissionDetail is what a submission's event records: its scope,
@@ -209,14 +212,14 @@ func (p *Pipeline) submit(ctx context.Context, s *stepCtx, a ledger.Admission, p
 		model = s.tenant.Model
 	}
 	sent := map[string]any{}
-	if a.Age(p.cfg.Clock.Now()) > p.cfg.AdmissionMaxAge {
-		again, err := p.recheck(ctx, s, a, probe)
-		if err != nil {
-			return next, err
-		}
-		if !again.Admitted() {
-			return p.withdraw(ctx, s, again)
-		}
+	again, err := p.recheck(ctx, s, a, probe)
+	if err != nil {
+		return next, err
+	}
+	if !again.Admitted() {
+		return p.withdraw(ctx, s, again)
+	}
+	if !again.ReadAt.Equal(a.ReadAt) {
 		a = again
 		sent["admitted_seq"], sent["admitted_at"] = a.Seq, a.At.UTC().Format(time.RFC3339Nano)
 	}
@@ -243,6 +246,11 @@ func (p *Pipeline) submit(ctx context.Context, s *stepCtx, a ledger.Admission, p
 	}
 	return p.handle(ctx, s, answer{resp: resp, op: "submit", probe: probe})
 }
+
+// recheckReads bounds the scope reads just before sending: when the
+// database answers slower than AdmissionMaxAge, the request goes out after
+// the last of them.
+const recheckReads = 3
 
 // withdraw takes back a recorded submission that was never sent: the
 // scope refused it when asked again just before sending (a). The recording
