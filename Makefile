@@ -61,7 +61,7 @@ generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger, outbox a
 build: ## build bin/callscribe
 	go build -o bin/callscribe ./cmd/callscribe
 
-bench: ## BenchmarkHerd (the window against per-worker sleepers on one throttling vendor); BenchmarkThroughput: River bare no-op jobs and the server's commit floor against the pipeline received -> delivered (worker process, HTTP doubles) at 1,000 and 10,000 recordings, one table (~5 min). BENCH_LARGE=1 adds the worker's RSS with 100,000 queued (~10 min more); BENCH_CPUPROFILE=FILE writes the worker's CPU profile of the 10,000 run
+bench: ## BenchmarkHerd (the window against per-worker sleepers on one throttling vendor; the exact cooldown rule and the admission-to-send gap, idle and with a CPU hog per core); BenchmarkThroughput: River bare no-op jobs and the server's commit floor against the pipeline received -> delivered (worker process, HTTP doubles) at 1,000 and 10,000 recordings, one table (~5 min). BENCH_LARGE=1 adds the worker's RSS with 100,000 queued (~10 min more); BENCH_CPUPROFILE=FILE writes the worker's CPU profile of the 10,000 run
 	go run ./internal/cmd/testenv --install -- go test -run '^$$' -bench Herd -benchtime 1x ./jobs/
 	BENCH_LARGE=$(BENCH_LARGE) BENCH_CPUPROFILE=$(abspath $(BENCH_CPUPROFILE)) go run ./internal/cmd/testenv --install -- go test -run '^$$' -bench Throughput -benchtime 1x -timeout 60m ./cmd/callscribe/cli/
 
