@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -42,15 +43,15 @@ func RunHogIfAsked() {
 	spin()
 }
 
-// hogSink is what a hog's loop counts, so the loop has work to do.
-var hogSink uint64
+// hogSpins is what a hog's loop counts, so the loop has work to do.
+var hogSpins atomic.Uint64
 
 // spin keeps one CPU busy forever. The loop allocates nothing, so the Go
 // runtime's other threads stay idle; asynchronous preemption still lets the
 // goroutine watching standard input run.
 func spin() {
 	for {
-		hogSink++
+		hogSpins.Add(1)
 	}
 }
 

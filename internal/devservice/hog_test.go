@@ -87,13 +87,17 @@ func TestHogExitsWhenStdinCloses(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	done := make(chan struct{})
+	go func() {
+		waitErr = cmd.Wait()
+		close(done)
+	}()
 	_ = stdin.Close()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("hog exited with %v, want status 0", err)
+	case <-done:
+		if waitErr != nil {
+			t.Fatalf("hog exited with %v, want status 0", waitErr)
 		}
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
