@@ -49,7 +49,7 @@ func TestCrashPoints(t *testing.T) {
 func crashAt(t *testing.T, point string) {
 	ctx := context.Background()
 	pool := testdb.New(t)
-	changes := testwait.Changes(t, pool, "recordings", "outbox") // the worker processes' writes
+	changes := testwait.Changes(t, pool, "recordings", "outbox", "batch_manifests") // the worker processes' writes
 	root := t.TempDir()
 	const n = 3
 	var files []string
@@ -139,6 +139,13 @@ func crashAt(t *testing.T, point string) {
 			t.Fatal(err)
 		}
 		counts, _ = l.CountByState(ctx)
+		if manifests {
+			// The manifest closes in its own transaction after its last
+			// item settles: a busy machine can deliver every set first.
+			if ms, err := l.Manifests(ctx, ledger.ManifestFilter{}); err != nil || len(ms) != 1 || ms[0].State != ledger.ManifestDone {
+				return false
+			}
+		}
 		return len(delivered) == n && counts[ledger.StateCommitted] == n
 	}
 	if !testwait.Until(90*time.Second, changes, finished) {
