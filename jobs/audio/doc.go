@@ -17,11 +17,17 @@
 // # What it guarantees
 //
 //   - Store.Key refuses any path that leaves the root: "..", an absolute
-//     path or file:// URL elsewhere, and, for a directory root, a symbolic
-//     link inside the root whose target is outside it. Every other method
-//     checks its key the same way, so a key that did not come from Key is
-//     held to the same rule. The refusal is a *KeyError naming the path and
-//     the root.
+//     path or file:// URL elsewhere. For a directory root, a key is also
+//     confined to its first element, the tenant's directory
+//     ("northline/..."; the root itself for a one-element key): every stat,
+//     open and remove goes through an os.Root opened on that directory, so
+//     a symbolic link (to a file or to a directory) that leads out of it is
+//     refused even when its target is inside the root, as is a link with an
+//     absolute target and a tenant directory that is itself a link. Links
+//     that stay inside the tenant's directory are followed. Every other
+//     method checks its key the same way, so a key that did not come from
+//     Key is held to the same rule. The refusal is a *KeyError naming the
+//     path (relative to the root) and the root, never the link's target.
 //   - Store.Inspect reads an object once, in one pass: the SHA-256, the
 //     size and the WAV header all come from the same stream. Nothing larger
 //     than Config.MaxBytes is read past the limit: an object whose stated
@@ -50,8 +56,9 @@
 // It does not write, list or delete recordings, decode audio samples,
 // resample, or check that a WAV's data matches its declared format beyond
 // what the duration needs. It does not cache: each Inspect reads the object
-// again. A directory root is checked for symbolic-link escapes when a key is
-// used, not continuously: a link created between the check and the read is
-// not caught (a time-of-check/time-of-use gap that only someone with write
-// access to the root can use).
+// again. For a directory root the reads, stats and removes themselves go
+// through os.Root, so a link swapped in after a key was checked cannot lead
+// them out of the tenant's directory; Store.URL's file:// URL, though, is a
+// plain path, and whoever opens it later follows whatever links are there
+// then.
 package audio

@@ -42,12 +42,13 @@ type KeyReason string
 
 const (
 	// KeyOutsideRoot: the path leads outside the recordings root: "..", an
-	// absolute path or a URL elsewhere, or a symbolic link whose target is
-	// outside a directory root.
+	// absolute path or a URL elsewhere, or, for a directory root, a
+	// symbolic link that leads out of the key's tenant directory (its first
+	// element), has an absolute target, or is the tenant directory itself.
 	KeyOutsideRoot KeyReason = "outside-root"
 	// KeyInvalid: the path cannot name a recording at all: empty, the root
 	// itself, control characters, invalid UTF-8, a key that is not in
-	// clean form, or a symbolic link that cannot be resolved.
+	// clean form, or a symbolic link that leads nowhere or into a loop.
 	KeyInvalid KeyReason = "invalid"
 	// KeyNotRegular: for a directory root, the path names a directory, a
 	// named pipe (FIFO), a socket or a device, not a regular file.

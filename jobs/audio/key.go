@@ -3,9 +3,7 @@ package audio
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -26,9 +24,11 @@ import (
 // that leads outside the root is refused with a *KeyError naming the path and
 // the root: "..", an absolute path or a URL elsewhere (or any absolute path
 // or URL for a cloud root), and, for a directory root, a path whose symbolic
-// links resolve outside it (filepath.EvalSymlinks; a path that does not
-// exist yet is checked as far as it exists). Key does not check that the
-// recording exists.
+// links lead outside its confinement directory, the key's first element
+// (the tenant's directory, "<tenant>/..."; the root for a one-element key),
+// or whose link has an absolute target; the walk is os.Root's, and a path
+// that does not exist yet is checked as far as it exists. Key does not
+// check that the recording exists.
 func (s *Store) Key(userPath string) (string, error) {
 	refuse := func(reason KeyReason, format string, args ...any) (string, error) {
 		return "", &KeyError{Path: userPath, Root: s.root, Reason: reason, Detail: fmt.Sprintf(format, args...)}
@@ -107,8 +107,9 @@ func under(dir, p string) (string, bool) {
 }
 
 // checkKey holds a bucket key to the rules Key's results follow: a clean,
-// relative, slash-separated path that stays under the root, also through
-// symbolic links for a directory root.
+// relative, slash-separated path that stays under the root and, for a
+// directory root, inside its confinement directory (its first element; see
+// checkConfined), also through symbolic links.
 func (s *Store) checkKey(key string) error {
 	refuse := func(reason KeyReason, format string, args ...any) error {
 		return &KeyError{Path: key, Root: s.root, Reason: reason, Detail: fmt.Sprintf(format, args...)}
@@ -135,15 +136,7 @@ func (s *Store) checkKey(key string) error {
 	if strings.Contains(key, "__0x") {
 		return refuse(KeyInvalid, `contains "__0x", which the file driver escapes`)
 	}
-	full := filepath.Join(s.dir, filepath.FromSlash(key))
-	resolved, err := resolveExisting(full)
-	if err != nil {
-		return refuse(KeyInvalid, "cannot resolve symbolic links: %v", err)
-	}
-	if _, ok := under(s.dirReal, resolved); !ok {
-		return refuse(KeyOutsideRoot, "resolves through a symbolic link to %s", resolved)
-	}
-	return nil
+	return s.checkConfined(key)
 }
 
 // checkChars returns why p cannot be a key, or "": invalid UTF-8 and control
@@ -158,30 +151,4 @@ func checkChars(p string) string {
 		}
 	}
 	return ""
-}
-
-// resolveExisting resolves the symbolic links of the longest part of the
-// absolute path p that exists, and appends the rest unchanged. A dangling
-// symbolic link is an error: where it leads cannot be checked.
-func resolveExisting(p string) (string, error) {
-	rest := ""
-	cur := p
-	for {
-		resolved, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return filepath.Join(resolved, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		if _, lerr := os.Lstat(cur); lerr == nil {
-			return "", err // cur exists but leads nowhere: a dangling link
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return "", err
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -27,6 +28,10 @@ type Store struct {
 	root     string // the root as a URL without query: safe to log
 	dir      string // a file root's directory as configured; "" for a cloud bucket
 	dirReal  string // dir with symbolic links resolved
+	// fsRoot is a directory root opened with os.Root: every stat, open and
+	// remove of a recording goes through it (see within). nil for a cloud
+	// bucket.
+	fsRoot *os.Root
 
 	// open returns a reader for key and the object's stated size (-1 when
 	// unknown). It is the bucket's, replaced in tests to count bytes read.
@@ -55,6 +60,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audio: opening recordings root %s: %w", rt.display, err)
 	}
+	if rt.dir != "" {
+		if s.fsRoot, err = os.OpenRoot(s.dirReal); err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("audio: opening recordings root %s: %w", rt.display, err)
+		}
+	}
 	s.bucket = b
 	s.open = s.openBlob
 	if rt.dir != "" {
@@ -63,9 +74,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the bucket.
+// Close releases the bucket (and a directory root's open directory).
 func (s *Store) Close() error {
-	if err := s.bucket.Close(); err != nil {
+	err := s.bucket.Close()
+	if s.fsRoot != nil {
+		err = errors.Join(err, s.fsRoot.Close())
+	}
+	if err != nil {
 		return fmt.Errorf("audio: closing recordings root %s: %w", s.root, err)
 	}
 	return nil
@@ -207,16 +222,20 @@ func (s *Store) URL(ctx context.Context, key string, ttl time.Duration) (string,
 	if ttl <= 0 {
 		return "", fmt.Errorf("audio: URL for recording %q: ttl is %v, must be positive", key, ttl)
 	}
+	if s.dir != "" {
+		// Through the key's confinement directory, as every read is.
+		if _, err := s.statFile(key); err != nil {
+			return "", s.readError(key, err)
+		}
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(s.dir, filepath.FromSlash(key)))}
+		return u.String(), nil
+	}
 	ok, err := s.bucket.Exists(ctx, key)
 	if err != nil {
 		return "", s.readError(key, err)
 	}
 	if !ok {
 		return "", fmt.Errorf("audio: recording %q in %s: %w", key, s.root, ErrNotFound)
-	}
-	if s.dir != "" {
-		u := url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(s.dir, filepath.FromSlash(key)))}
-		return u.String(), nil
 	}
 	signed, err := s.bucket.SignedURL(ctx, key, &blob.SignedURLOptions{Expiry: ttl, Method: http.MethodGet})
 	if err != nil {
@@ -247,10 +266,24 @@ func (c ctxReader) Read(p []byte) (int, error) {
 }
 
 // Delete removes the recording at key (the retention purge's last step).
-// A missing one is ErrNotFound; a key outside the root is a *KeyError.
+// A missing one is ErrNotFound; a key outside the root is a *KeyError. For a
+// directory root the file is removed through its key's confinement
+// directory (see Key), so a link or "..", there or swapped in, cannot make
+// it remove another tenant's file; a symbolic link inside the directory is
+// removed itself, not what it names.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := s.checkKey(key); err != nil {
 		return err
+	}
+	if s.dir != "" {
+		if err := s.removeFile(key); err != nil {
+			var ke *KeyError
+			if errors.As(err, &ke) || errors.Is(err, ErrNotFound) {
+				return err
+			}
+			return fmt.Errorf("audio: deleting recording %q from %s: %w", key, s.root, err)
+		}
+		return nil
 	}
 	if err := s.bucket.Delete(ctx, key); err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {

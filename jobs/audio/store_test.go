@@ -280,7 +280,9 @@ func TestKey(t *testing.T) {
 	mustSymlink(t, filepath.Join(outside, "secret.wav"), filepath.Join(b.dir, "escape.wav"))
 	mustSymlink(t, outside, filepath.Join(b.dir, "northline", "elsewhere"))
 	mustSymlink(t, "2026/call-1001.wav", filepath.Join(b.dir, "northline", "latest.wav"))
-	mustSymlink(t, filepath.Join(b.dir, "missing-target.wav"), filepath.Join(b.dir, "dangling.wav"))
+	mustSymlink(t, "missing-target.wav", filepath.Join(b.dir, "dangling.wav"))
+	// An absolute target is refused wherever it points (os.Root's rule).
+	mustSymlink(t, filepath.Join(b.dir, "missing-target.wav"), filepath.Join(b.dir, "abs-dangling.wav"))
 	mustSymlink(t, "../..", filepath.Join(b.dir, "northline", "up"))
 
 	// The same root opened through a symbolic link to it.
@@ -336,6 +338,7 @@ func TestKey(t *testing.T) {
 		{"northline/elsewhere/secret.wav", KeyOutsideRoot},
 		{"northline/elsewhere/not-there.wav", KeyOutsideRoot},
 		{"northline/up/etc/passwd", KeyOutsideRoot},
+		{"abs-dangling.wav", KeyOutsideRoot},
 		{"s3://bucket/northline/a.wav", KeyOutsideRoot},
 		{"", KeyInvalid},
 		{".", KeyInvalid},
