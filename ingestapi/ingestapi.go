@@ -12,7 +12,13 @@
 // the tenant in the body (tenant_id) or the query (?tenant=). Bodies are
 // strict: size-limited, unknown fields and trailing data refused, errors
 // naming the field. Audio keys are confined to the tenant's part of the
-// recordings root ("<tenant>/...").
+// recordings root ("<tenant>/..."), by the store, through symbolic links
+// too. A 422 about audio says only "audio not found or not readable" (a
+// missing file, a path or link that leaves the tenant's part, a directory,
+// ...: one answer, so it reveals nothing about what exists) or "audio
+// refused: ..." (too large, not the format its name says), with a
+// request_id; the details, paths included, go to the server's log under
+// that id.
 package ingestapi
 
 import (
@@ -136,6 +142,7 @@ type fieldError struct {
 	typ, field  string
 	msg         string
 	notYourData bool
+	requestID   string // for the answer, when the details went to the log
 }
 
 func (e *fieldError) Error() string { return e.field + ": " + e.msg }
@@ -197,31 +204,61 @@ func (a *api) ingest(ctx context.Context, p tokens.Principal, it item) (jobs.Ing
 	}
 	res, err := a.cfg.Pipeline.Ingest(ctx, a.cfg.Client, req)
 	if err != nil {
-		return res, a.refusal(req, err)
+		return res, a.refusal(req, -1, err)
 	}
 	return res, nil
 }
 
-// refusal is how the API answers Ingest's error for req.
-func (a *api) refusal(req jobs.IngestRequest, err error) *fieldError {
+// Messages of a refused recording's audio, the same whatever the path: the
+// details stay in the server's log.
+const (
+	msgAudioUnavailable = "audio not found or not readable"
+	msgAudioRefused     = "audio refused"
+)
+
+// newRequestID returns a random id that ties an answer to its log line.
+func newRequestID() string { return uuid.NewString() }
+
+// refusal is how the API answers Ingest's error for req (the index-th item
+// of a batch; -1 for a single one). An audio refusal's answer is generic
+// and names no path: a missing file and one the store refuses (outside the
+// tenant's part, through a link, not a regular file) get the same type and
+// message, so that the answer is no oracle for what exists on the server.
+// The error itself, which may name the server's paths, is logged with a
+// request id that the answer carries.
+func (a *api) refusal(req jobs.IngestRequest, index int, err error) *fieldError {
 	var reqErr *jobs.RequestError
 	var keyErr *audio.KeyError
 	var tooLarge *audio.TooLargeError
+	var fe *fieldError
 	switch {
 	case errors.As(err, &reqErr):
 		return invalid(reqErr.Field, "%s", reqErr.Detail)
 	case errors.Is(err, jobs.ErrUnknownTenant):
 		return &fieldError{status: http.StatusNotFound, typ: "not_found", field: "tenant_id", msg: "no such tenant"}
-	case errors.Is(err, audio.ErrNotFound):
-		return &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_not_found", field: "audio", msg: "no recording at that key"}
+	case errors.Is(err, audio.ErrNotFound), errors.As(err, &keyErr):
+		fe = &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_not_found", field: "audio", msg: msgAudioUnavailable}
 	case errors.As(err, &tooLarge):
-		return &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_too_large", field: "audio", msg: tooLarge.Error()}
-	case errors.As(err, &keyErr), errors.Is(err, audio.ErrFormat):
-		return &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_unreadable", field: "audio", msg: err.Error()}
+		fe = &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_too_large", field: "audio",
+			msg: fmt.Sprintf("%s: larger than the %d-byte limit", msgAudioRefused, tooLarge.Limit)}
+	case errors.Is(err, audio.ErrFormat):
+		fe = &fieldError{status: http.StatusUnprocessableEntity, typ: "audio_unreadable", field: "audio",
+			msg: msgAudioRefused + ": not in the format its name says"}
 	default:
-		a.cfg.Logger.Error("ingest api: ingesting", slog.String("tenant", req.TenantID), slog.String("error", err.Error()))
-		return &fieldError{status: http.StatusInternalServerError, typ: "internal", msg: "ingesting the recording failed"}
+		fe = &fieldError{status: http.StatusInternalServerError, typ: "internal", msg: "ingesting the recording failed"}
 	}
+	fe.requestID = newRequestID()
+	attrs := []any{slog.String("request_id", fe.requestID), slog.String("tenant", req.TenantID),
+		slog.String("call_id", req.CallID), slog.String("audio", req.Audio), slog.String("error", err.Error())}
+	if index >= 0 {
+		attrs = append(attrs, slog.Int("index", index))
+	}
+	if fe.status == http.StatusInternalServerError {
+		a.cfg.Logger.Error("ingest api: ingesting", attrs...)
+	} else {
+		a.cfg.Logger.Info("ingest api: audio refused", attrs...)
+	}
+	return fe
 }
 
 func (a *api) create(w http.ResponseWriter, r *http.Request) {
@@ -289,7 +326,7 @@ func (a *api) batch(w http.ResponseWriter, r *http.Request) {
 		for k, ir := range res {
 			i := at[k]
 			if ir.Err != nil {
-				refuse(i, a.refusal(reqs[k], ir.Err))
+				refuse(i, a.refusal(reqs[k], i, ir.Err))
 				continue
 			}
 			rec := ir.Recording
@@ -481,9 +518,14 @@ type errorBody struct {
 	Type    string `json:"type"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
+	// RequestID names the server's log line with the details, when there
+	// is one (a refused recording's audio, an internal error).
+	RequestID string `json:"request_id,omitempty"`
 }
 
-func (e *fieldError) body() errorBody { return errorBody{Type: e.typ, Field: e.field, Message: e.msg} }
+func (e *fieldError) body() errorBody {
+	return errorBody{Type: e.typ, Field: e.field, Message: e.msg, RequestID: e.requestID}
+}
 
 func writeFieldError(w http.ResponseWriter, fe *fieldError) {
 	writeJSON(w, fe.status, map[string]any{"error": fe.body()})

@@ -25,6 +25,7 @@ import (
 
 type env struct {
 	url                string
+	root               string // the recordings root directory
 	acme, rival, admin string
 	revoked            string
 	ledger             *ledger.Ledger
@@ -87,6 +88,7 @@ func setup(t *testing.T) env {
 	srv := httptest.NewServer(ingestapi.NewHandler(ingestapi.Config{Pipeline: p, Ledger: l, Client: client, Auth: ts}))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
+	e.root = root
 	return e
 }
 
