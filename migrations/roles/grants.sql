@@ -69,3 +69,24 @@ BEGIN
         TO callscribe_runtime;
 END
 $$;
+
+-- Added by migration 00014 (pinned search_path, retention floor):
+-- - retention_floor is the owner's: the runtime and purge roles read it.
+-- - No TEMPORARY for PUBLIC on this database (the owner keeps it): the
+--   runtime role cannot create temporary tables at all, a second line
+--   behind the functions' pinned search_path. Skipped, with a warning,
+--   when the migrating user may not change the database's privileges.
+DO $$
+BEGIN
+    IF to_regclass('retention_floor') IS NOT NULL THEN
+        REVOKE ALL ON retention_floor FROM callscribe_runtime, callscribe_purge;
+        GRANT SELECT ON retention_floor TO callscribe_runtime, callscribe_purge;
+    END IF;
+    BEGIN
+        EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+        EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO %I', current_database(), current_user);
+    EXCEPTION WHEN insufficient_privilege THEN
+        RAISE WARNING 'callscribe: could not revoke TEMPORARY on database % from PUBLIC: %', current_database(), SQLERRM;
+    END;
+END
+$$;

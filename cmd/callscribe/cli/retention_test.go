@@ -28,6 +28,11 @@ func TestRetentionRunPurgesCommittedHistoriesWhole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
+	// The tenants' 1ms retention is below the database's retention floor
+	// (1 day by default): the owner lowers it, as an operator would.
+	if _, err := pool.Exec(ctx, "UPDATE retention_floor SET min_retention = interval '0', updated_at = now()"); err != nil {
+		t.Fatal(err)
+	}
 	changes := testwait.Changes(t, pool, "outbox")
 	sim, _ := sttsim.New(sttsim.Config{RateLimitShare: 0.2, Cooldown: 100 * time.Millisecond})
 	stt := httptest.NewServer(sim.Handler())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type BatchManifest struct {
@@ -103,6 +104,12 @@ type RetentionAudio struct {
 	Outcome     string
 	Detail      string
 	At          time.Time
+}
+
+type RetentionFloor struct {
+	Singleton    bool
+	MinRetention pgtype.Interval
+	UpdatedAt    time.Time
 }
 
 type RetentionPurge struct {
