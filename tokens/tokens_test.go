@@ -16,17 +16,20 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	// As the runtime role, as `callscribe tokens` and serve act.
+	// Created as the owner, as `callscribe tokens create` does; read,
+	// authenticated and revoked as the runtime role, as serve and the
+	// other token commands act.
+	owner := tokens.New(pool)
 	s := tokens.New(testdb.AsRuntime(t, pool))
 
-	acme, secret, err := s.Create(ctx, "acme", "dialer-1", false)
+	acme, secret, err := owner.Create(ctx, "acme", "dialer-1", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if acme.Tenant != "acme" || acme.Admin || !strings.HasPrefix(secret, "cs_") {
 		t.Fatalf("created %+v, %q", acme, secret)
 	}
-	admin, adminSecret, err := s.Create(ctx, "", "ops", true)
+	admin, adminSecret, err := owner.Create(ctx, "", "ops", true)
 	if err != nil || !admin.Admin {
 		t.Fatalf("admin token: %+v, %v", admin, err)
 	}
@@ -71,7 +74,7 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 		tenant string
 		admin  bool
 	}{{"", false}, {"x}:camp:y", false}, {strings.Repeat("a", 129), false}, {"acme", true}} {
-		if _, _, err := s.Create(ctx, bad.tenant, "", bad.admin); err == nil {
+		if _, _, err := owner.Create(ctx, bad.tenant, "", bad.admin); err == nil {
 			t.Errorf("create tenant %q admin %v: accepted", bad.tenant, bad.admin)
 		}
 	}
@@ -91,8 +94,9 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 func TestGet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := tokens.New(testdb.AsRuntime(t, testdb.New(t)))
-	admin, _, err := s.Create(ctx, "", "ops", true)
+	pool := testdb.New(t)
+	s := tokens.New(testdb.AsRuntime(t, pool))
+	admin, _, err := tokens.New(pool).Create(ctx, "", "ops", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,12 +20,20 @@ func (a *app) tokensCommand() *cobra.Command {
 		Use:   "tokens",
 		Short: "Create, list and revoke the API tokens of `callscribe serve` (stored hashed)",
 	}
-	withStore := func(fn func(cmd *cobra.Command, args []string, s *tokens.Store) error) func(*cobra.Command, []string) error {
+	// Tokens are created as the login user (the owner that migrated), not
+	// as the runtime role, so that the runtime role (serve, workers) needs
+	// no INSERT on api_tokens: a token it could write would be a key to
+	// every tenant. Listing and revoking act as the runtime role.
+	withStoreAs := func(owner bool, fn func(cmd *cobra.Command, args []string, s *tokens.Store) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			if a.config.DatabaseURL == "" {
 				return errNoDatabase
 			}
-			pool, err := connect(cmd.Context(), a.config.DatabaseURL, a.logger)
+			connectStore := func() (*pgxpool.Pool, error) { return connect(cmd.Context(), a.config.DatabaseURL, a.logger) }
+			if owner {
+				connectStore = func() (*pgxpool.Pool, error) { return connectOwner(cmd.Context(), a.config.DatabaseURL) }
+			}
+			pool, err := connectStore()
 			if err != nil {
 				return err
 			}
@@ -33,13 +41,16 @@ func (a *app) tokensCommand() *cobra.Command {
 			return fn(cmd, args, tokens.New(pool))
 		}
 	}
+	withStore := func(fn func(cmd *cobra.Command, args []string, s *tokens.Store) error) func(*cobra.Command, []string) error {
+		return withStoreAs(false, fn)
+	}
 	var tenant, name string
 	var admin bool
 	create := &cobra.Command{
 		Use:   "create (--tenant T | --admin) [--name N]",
 		Short: "Create a token for a tenant (its organisation in the capacity API) or an admin token; the token is printed once, alone on the last line",
 		Args:  cobra.NoArgs,
-		RunE: withStore(func(cmd *cobra.Command, _ []string, s *tokens.Store) error {
+		RunE: withStoreAs(true, func(cmd *cobra.Command, _ []string, s *tokens.Store) error {
 			if admin == (tenant != "") {
 				return errors.New("tokens create: give --tenant T or --admin, not both")
 			}
