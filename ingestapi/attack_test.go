@@ -40,7 +40,7 @@ func TestAttackAudioErrorsRevealNoServerPaths(t *testing.T) {
 	post := func(audio string) (int, string) {
 		t.Helper()
 		body := strings.NewReader(`{"call_id":"c-attack","audio":"` + audio + `"}`)
-		req, err := http.NewRequestWithContext(t.Context(), "POST", e.url+"/v1/recordings", body)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+"/v1/recordings", body)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -175,7 +175,7 @@ func TestDatabaseClockCorrectsASkewedWorker(t *testing.T) {
 		}
 		// Wide margin: the two readings differ by the offset's error (half
 		// a round trip) plus the time between them, never by the 5 s skew.
-		if d := l.Clock().Now().Sub(time.Now()); d > time.Second || d < -time.Second {
+		if d := time.Until(l.Clock().Now()); d > time.Second || d < -time.Second {
 			t.Errorf("%s worker: the database's clock reads %s off", name, d)
 		}
 	}

@@ -190,7 +190,7 @@ func (l *Ledger) ScopeRecheck(ctx context.Context, scope string, jobID int64, pr
 		a.Verdict = VerdictPaused
 	case now.Before(d.NotBefore):
 		a.Verdict, a.Until = VerdictDeferred, d.NotBefore
-	case d.NeedsProbe && !(probe && d.ProbeJobID == jobID):
+	case d.NeedsProbe && (!probe || d.ProbeJobID != jobID):
 		a.Verdict, a.Until = VerdictProbeOut, now.Add(p.ProbeWait)
 	case probe:
 		a.Verdict = VerdictProbe

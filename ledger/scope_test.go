@@ -239,4 +239,3 @@ func TestDecisionExtensionRecordsTheDecision(t *testing.T) {
 		t.Fatalf("fallback extension = %+v", exts[1])
 	}
 }
-

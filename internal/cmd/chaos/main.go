@@ -702,7 +702,7 @@ func (c *chaos) waitForWork(ctx context.Context, since time.Time) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no recording left eligible within 2 minutes of the workers' start (progress %+v, %v); see the worker logs in %s", p, err, c.work)
+			return fmt.Errorf("no recording left eligible within 2 minutes of the workers' start (progress %+v, %w); see the worker logs in %s", p, err, c.work)
 		}
 		if !sleep(ctx, 100*time.Millisecond) {
 			return ctx.Err()
@@ -781,7 +781,7 @@ func (c *chaos) settle(ctx context.Context) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not settled within --settle-timeout %s: %d/%d committed, %d/%d delivered (%d outbox rows, %d failed or expired, %d dead; %v)",
+			return fmt.Errorf("not settled within --settle-timeout %s: %d/%d committed, %d/%d delivered (%d outbox rows, %d failed or expired, %d dead; %w)",
 				c.o.settleTimeout, p.committed, c.o.recordings, p.delivered, c.o.recordings, p.outbox, p.terminalBad, p.dead, err)
 		}
 		if time.Since(lastSay) >= 5*time.Second {
