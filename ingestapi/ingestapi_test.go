@@ -36,7 +36,8 @@ type env struct {
 func setup(t *testing.T) env {
 	t.Helper()
 	ctx := context.Background()
-	pool := testdb.AsRuntime(t, testdb.New(t))
+	owner := testdb.New(t)
+	pool := testdb.AsRuntime(t, owner)
 	root := t.TempDir()
 	for _, tenant := range []string{"acme", "rival"} {
 		if err := os.MkdirAll(filepath.Join(root, tenant), 0o755); err != nil {
@@ -68,16 +69,17 @@ func setup(t *testing.T) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := tokens.New(pool)
+	ts := tokens.New(pool)      // authenticates and revokes, as the runtime role
+	owners := tokens.New(owner) // creates, as `callscribe tokens create` does
 	mk := func(tenant string, admin bool) string {
-		_, secret, err := ts.Create(ctx, tenant, "", admin)
+		_, secret, err := owners.Create(ctx, tenant, "", admin)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return secret
 	}
 	e := env{acme: mk("acme", false), rival: mk("rival", false), admin: mk("", true), ledger: l}
-	rev, secret, err := ts.Create(ctx, "acme", "old", false)
+	rev, secret, err := owners.Create(ctx, "acme", "old", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,8 +76,11 @@ $$;
 --   runtime role cannot create temporary tables at all, a second line
 --   behind the functions' pinned search_path. Skipped, with a warning,
 --   when the migrating user may not change the database's privileges.
+-- - API tokens are created by `callscribe tokens create`, as the owner:
+--   the runtime role reads and revokes them but cannot mint one.
 DO $$
 BEGIN
+    REVOKE INSERT ON api_tokens FROM callscribe_runtime;
     IF to_regclass('retention_floor') IS NOT NULL THEN
         REVOKE ALL ON retention_floor FROM callscribe_runtime, callscribe_purge;
         GRANT SELECT ON retention_floor TO callscribe_runtime, callscribe_purge;
