@@ -101,7 +101,7 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 	}
 
 	bin := buildCallscribe(t)
-	const token = "mp-token"
+	const token = "mp-token-0123456789-abcdefghijklmnopqrstuvwxyz" // CALLSCRIBE_API_TOKEN: long enough for serve
 	bases := make([]string, mpServes)
 	for i := range bases {
 		bases[i] = startServe(t, bin, config, token)

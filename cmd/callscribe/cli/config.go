@@ -540,6 +540,9 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 		}
 		c.Capacity.OrgLimit = n
 	}
+	if err := checkAPIToken(getenv); err != nil {
+		return Config{}, err
+	}
 	c = c.WithDefaults()
 	if err := c.validate(); err != nil {
 		where := "configuration"

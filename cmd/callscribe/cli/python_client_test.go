@@ -54,7 +54,7 @@ func TestPythonLiveCallClient(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	env := map[string]string{cli.EnvRedisURL: redisURL, cli.EnvAPIToken: "tok"}
+	env := map[string]string{cli.EnvRedisURL: redisURL, cli.EnvAPIToken: serveTestToken}
 	go func() {
 		done <- cli.Run(ctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
 			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
@@ -63,7 +63,7 @@ func TestPythonLiveCallClient(t *testing.T) {
 
 	callID := id + "-call"
 	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "..", "..", "docs", "examples", "live_call.py"),
-		"--base", base, "--token", "tok", "--org", org, "--campaign", "spring", "--agent", "support",
+		"--base", base, "--token", serveTestToken, "--org", org, "--campaign", "spring", "--agent", "support",
 		"--call-id", callID, "--replies", "3")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -88,7 +88,7 @@ func TestPythonLiveCallClient(t *testing.T) {
 
 	// Everything was given back: the next call of the organisation gets
 	// its one slot and the STT provider is idle.
-	status := getJSON(t, base+"/v1/status", "tok")
+	status := getJSON(t, base+"/v1/status", serveTestToken)
 	for _, p := range status["providers"].([]any) {
 		pm := p.(map[string]any)
 		if strings.HasPrefix(fmt.Sprint(pm["provider"]), id) && pm["in_use"].(float64) != 0 {
@@ -96,7 +96,7 @@ func TestPythonLiveCallClient(t *testing.T) {
 		}
 	}
 	again := exec.CommandContext(ctx, python, filepath.Join("..", "..", "..", "docs", "examples", "live_call.py"),
-		"--base", base, "--token", "tok", "--org", org, "--campaign", "spring", "--agent", "support",
+		"--base", base, "--token", serveTestToken, "--org", org, "--campaign", "spring", "--agent", "support",
 		"--call-id", callID+"-2", "--replies", "1")
 	if outb, err := again.CombinedOutput(); err != nil {
 		t.Fatalf("a second call after the first gave everything back: %v\n%s", err, outb)

@@ -3,14 +3,18 @@ package cli
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
+
+	"github.com/callscribe/callscribe/tokens"
 )
 
 // RiverUIPrefix is the path River UI is served under, pages and API alike.
@@ -49,8 +53,20 @@ const adminRealm = `realm="callscribe admin"`
 // and a Basic one so that a browser asks for the token (see
 // adminCredential); when isAdmin cannot tell (the token store is down), 503
 // with Retry-After, so a client retries rather than drops its token.
+//
+// A browser sends cached Basic credentials with any request to the site,
+// one another site makes it send too: so before that, a request other than
+// GET and HEAD must be one of this site's own (see crossSite), or it is
+// refused with 403 and a JSON error.
 func requireAdmin(next http.Handler, isAdmin func(r *http.Request) (bool, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if why := crossSite(r); why != "" {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": why})
+			return
+		}
 		ok, err := isAdmin(r)
 		switch {
 		case err != nil:
@@ -102,4 +118,69 @@ func adminCheck(token string, authenticate func(ctx context.Context, bearer stri
 		}
 		return valid && admin, nil
 	}
+}
+
+// crossSite returns why r, not a GET or HEAD, may have been sent by a
+// browser on behalf of another site, or "" when it cannot have been:
+//
+//   - Sec-Fetch-Site, when sent, is "same-origin";
+//   - Origin, when sent, is this server's scheme://host (requestOrigin);
+//   - and the body is application/json, which no form and no cross-site
+//     fetch without a CORS preflight (which this server never grants) can
+//     send, or else the browser vouched for the request by one of those
+//     headers. River UI v0.22.0's page posts its JSON as fetch's default
+//     text/plain;charset=UTF-8 and pauses queues with a bodiless PUT; from
+//     its own page the browser sends Origin and Sec-Fetch-Site: same-origin.
+//     A client that is no browser sends application/json.
+func crossSite(r *http.Request) string {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return ""
+	}
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site != "" && site != "same-origin" {
+		return "cross-site request refused (Sec-Fetch-Site: " + site + ")"
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" && !strings.EqualFold(origin, requestOrigin(r)) {
+		return "cross-origin request refused (Origin is not this server's)"
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+		return ""
+	}
+	if site == "same-origin" || origin != "" {
+		return ""
+	}
+	return "a " + r.Method + " needs Content-Type: application/json"
+}
+
+// requestOrigin is the scheme://host r was sent to, as a browser writes it
+// in Origin. Behind a proxy that ends TLS, its X-Forwarded-Proto and
+// X-Forwarded-Host say what the browser used: a page of another site
+// cannot make a browser send those headers without a CORS preflight.
+func requestOrigin(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ","); strings.TrimSpace(p) != "" {
+		scheme = strings.ToLower(strings.TrimSpace(p))
+	}
+	host := r.Host
+	if h, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ","); strings.TrimSpace(h) != "" {
+		host = strings.TrimSpace(h)
+	}
+	return scheme + "://" + strings.ToLower(host)
+}
+
+// checkAPIToken refuses an EnvAPIToken (an admin's credential) that is not
+// at least 32 random bytes by the look of it (tokens.CheckSecret).
+func checkAPIToken(getenv func(string) string) error {
+	v := getenv(EnvAPIToken)
+	if v == "" {
+		return nil
+	}
+	if err := tokens.CheckSecret(v); err != nil {
+		return fmt.Errorf("environment %s: %w; or unset it", EnvAPIToken, err)
+	}
+	return nil
 }

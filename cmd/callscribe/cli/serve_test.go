@@ -19,6 +19,10 @@ import (
 // TestServe runs `callscribe serve` in-process on a free port, takes and
 // gives back a lease over HTTP, checks the token, then cancels the context
 // (Ctrl-C) and sees exit 0.
+// serveTestToken is CALLSCRIBE_API_TOKEN of the tests that serve: long and
+// varied enough to be accepted (tokens.CheckSecret).
+const serveTestToken = "test-api-token-0123456789-abcdefghijklmnopqrstuv"
+
 func TestServe(t *testing.T) {
 	t.Parallel()
 	redisURL := testredis.URL()
@@ -39,7 +43,7 @@ func TestServe(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	env := map[string]string{cli.EnvRedisURL: redisURL, cli.EnvAPIToken: "tok"}
+	env := map[string]string{cli.EnvRedisURL: redisURL, cli.EnvAPIToken: serveTestToken}
 	go func() {
 		done <- cli.Run(ctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
 			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
@@ -70,35 +74,35 @@ func TestServe(t *testing.T) {
 	if code, got := post("/v1/leases", acquire, ""); code != http.StatusUnauthorized {
 		t.Fatalf("without the token: %d %v", code, got)
 	}
-	code, got := post("/v1/leases", acquire, "tok")
+	code, got := post("/v1/leases", acquire, serveTestToken)
 	if code != 200 || got["granted"] != true || got["uncounted"] != false || got["limit"] != 1.0 {
 		t.Fatalf("acquire: %d %v", code, got)
 	}
 	lease := mustJSONString(t, map[string]any{"lease": got["lease"]})
-	if code, got := post("/v1/leases", acquire, "tok"); code != 200 || got["granted"] != false {
+	if code, got := post("/v1/leases", acquire, serveTestToken); code != 200 || got["granted"] != false {
 		t.Fatalf("over the limit: %d %v", code, got)
 	}
-	if code, got := post("/v1/leases/release", lease, "tok"); code != http.StatusNoContent {
+	if code, got := post("/v1/leases/release", lease, serveTestToken); code != http.StatusNoContent {
 		t.Fatalf("release: %d %v", code, got)
 	}
-	if code, got := post("/v1/leases", acquire, "tok"); code != 200 || got["granted"] != true {
+	if code, got := post("/v1/leases", acquire, serveTestToken); code != 200 || got["granted"] != true {
 		t.Fatalf("acquire after release: %d %v", code, got)
 	}
 
 	// capacity.orgs caps the organisation at one call.
 	slotReq := `{"org":"` + org + `"}`
-	if code, got := post("/v1/slots", slotReq, "tok"); code != 200 {
+	if code, got := post("/v1/slots", slotReq, serveTestToken); code != 200 {
 		t.Fatalf("slot: %d %v", code, got)
-	} else if code, got := post("/v1/slots/bind", mustJSONString(t, map[string]any{"slot": got["slot"], "call_id": org + "-call"}), "tok"); code != 204 {
+	} else if code, got := post("/v1/slots/bind", mustJSONString(t, map[string]any{"slot": got["slot"], "call_id": org + "-call"}), serveTestToken); code != 204 {
 		t.Fatalf("bind: %d %v", code, got)
 	}
-	if code, got := post("/v1/slots", slotReq, "tok"); code != 409 || got["error"].(map[string]any)["org_limit"] != 1.0 {
+	if code, got := post("/v1/slots", slotReq, serveTestToken); code != 409 || got["error"].(map[string]any)["org_limit"] != 1.0 {
 		t.Fatalf("second slot of a one-call org: %d %v", code, got)
 	}
-	if code, got := post("/v1/calls/"+org+"-call/release", slotReq, "tok"); code != 204 {
+	if code, got := post("/v1/calls/"+org+"-call/release", slotReq, serveTestToken); code != 204 {
 		t.Fatalf("release call: %d %v", code, got)
 	}
-	if code, got := post("/v1/slots", slotReq, "tok"); code != 200 {
+	if code, got := post("/v1/slots", slotReq, serveTestToken); code != 200 {
 		t.Fatalf("slot after the call ended: %d %v", code, got)
 	}
 
