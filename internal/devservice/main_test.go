@@ -12,6 +12,7 @@ import (
 const helperEnv = "DEVSERVICE_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	RunHogIfAsked() // a hog started by the hog tests spins here and never returns
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
