@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,6 +296,16 @@ type Request struct {
 	// restart (the pipeline keys its leases by recording). Asking again
 	// for an ID already held grants it again and renews it.
 	ID string
+	// Owner, when set, is whom the lease is taken for (the HTTP API: an
+	// organisation); the lease then also counts against the owner's quota
+	// of the provider/kind, ceil(effective limit × OwnerShare) and at least
+	// 1, so one owner cannot take every slot. Leases taken with an Owner
+	// are counted in a set per owner beside the leases; keyed requests (ID
+	// set) are not counted against an owner.
+	Owner string
+	// OwnerShare is the share of the effective limit one Owner may hold,
+	// in (0, 1]. Ignored without Owner; 0 or above 1: 1.
+	OwnerShare float64
 }
 
 // Lease is one slot held. The zero Lease (refused) may be released.
@@ -328,6 +339,13 @@ type Grant struct {
 	// Uncounted says the grant was made without Redis (fail open) or for a
 	// provider/kind with no configured limit.
 	Uncounted bool
+	// OwnerInUse and OwnerQuota: with Request.Owner, how many leases of
+	// the provider/kind the owner holds (this one included when granted)
+	// and its quota. 0 without an owner or when Uncounted.
+	OwnerInUse, OwnerQuota int
+	// OverQuota says the request was refused because the owner holds its
+	// quota, though the lane may have had room.
+	OverQuota bool
 }
 
 // LeaseLength is how long a lease of kind lives without a refresh.
@@ -346,6 +364,9 @@ func (l *Leases) leasesKey(tag string) string { return Key(l.cfg.KeyPrefix, tag,
 func (l *Leases) limitKey(tag string) string  { return Key(l.cfg.KeyPrefix, tag, "limit") }
 func (l *Leases) peakKey(tag string) string   { return Key(l.cfg.KeyPrefix, tag, "peak") }
 func (l *Leases) eventsKey(tag string) string { return Key(l.cfg.KeyPrefix, tag, "events") }
+func (l *Leases) ownerKey(tag, owner string) string {
+	return Key(l.cfg.KeyPrefix, tag, "owner", owner)
+}
 
 // nowArg is the scripts' time argument (ARGV[1]): "" means Redis TIME.
 func (l *Leases) nowArg() string {
@@ -418,18 +439,27 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 	if req.Lane == Batch {
 		reserve = c.batchReserve
 	}
+	keys, args := c.acquireKeys, []any{l.nowArg(), lease.ID, c.leaseMs, c.limitArg, reserve, c.retentionMs, keyed}
+	if req.Owner != "" && req.ID == "" {
+		share := req.OwnerShare
+		if share <= 0 || share > 1 {
+			share = 1
+		}
+		keys = append(keys[:len(keys):len(keys)], l.ownerKey(c.tag, req.Owner))
+		args = append(args, strconv.FormatFloat(share, 'f', -1, 64))
+	}
 	octx, cancel := l.opCtx(ctx)
 	defer cancel()
-	res, err := acquireScript.Run(octx, l.rdb, c.acquireKeys,
-		l.nowArg(), lease.ID, c.leaseMs, c.limitArg, reserve, c.retentionMs, keyed).Int64Slice()
+	res, err := acquireScript.Run(octx, l.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		l.fail.Note("acquire "+c.tag, err)
 		lease.Expires = l.cfg.Clock.Now().Add(l.leaseLen(req.Kind))
 		return lease, Grant{Granted: true, Limit: c.limit.Limit, Uncounted: true}
 	}
-	// res: granted, inUse, effective limit, expiry ms
-	g := Grant{Granted: res[0] == 1, InUse: int(res[1]), Limit: int(res[2])}
+	// res: granted, inUse, effective limit, expiry ms, owner in use, owner quota
+	g := Grant{Granted: res[0] == 1, InUse: int(res[1]), Limit: int(res[2]), OwnerInUse: int(res[4]), OwnerQuota: int(res[5])}
 	if !g.Granted {
+		g.OverQuota = g.OwnerQuota > 0 && g.OwnerInUse >= g.OwnerQuota
 		return Lease{}, g
 	}
 	lease.Expires = time.UnixMilli(res[3])

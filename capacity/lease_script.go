@@ -12,10 +12,18 @@ local eff = tonumber(lim[1]) or tonumber(lim[2]) or tonumber(ARGV[%d])
 // Every script below that reads the clock is a NowScript: ARGV[1] is the
 // clock ("" for Redis TIME), its own arguments follow.
 
-// acquireScript: KEYS leases zset, limit hash, peak hash; ARGV now, lease
-// id, lease ms, configured limit, reserve (lane cap = eff − reserve), peak
-// retention ms, keyed ("1": an id already held is granted again, its
-// expiry renewed). Returns {granted, in use, effective limit, expiry ms}.
+// acquireScript: KEYS leases zset, limit hash, peak hash[, owner set];
+// ARGV now, lease id, lease ms, configured limit, reserve (lane cap = eff −
+// reserve), peak retention ms, keyed ("1": an id already held is granted
+// again, its expiry renewed)[, owner share]. Returns {granted, in use,
+// effective limit, expiry ms, owner in use, owner quota}; the last two are
+// 0 without an owner set.
+//
+// With an owner set (KEYS[4]), the lease is also counted against its
+// owner's quota, ceil(eff × share) and at least 1: the set holds the ids
+// of the owner's leases; ids no longer live in the leases zset (released
+// or lapsed) are dropped from it first, so the count is exact and the set
+// never outgrows the quota by more than the leases since the last acquire.
 // The peak hash is written, and its expiry renewed, only when the minute's
 // peak rises, which is at least once in every minute with an Acquire: most
 // calls only read it.
@@ -26,12 +34,25 @@ local granted = 0
 local exp = now + tonumber(ARGV[3])
 if ARGV[7] == '1' and redis.call('ZSCORE', KEYS[1], ARGV[2]) then
   redis.call('ZADD', KEYS[1], 'XX', exp, ARGV[2])
-  return {1, n, eff, exp}
+  return {1, n, eff, exp, 0, 0}
+end
+local mine, quota = 0, 0
+if KEYS[4] then
+  for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+    local s = tonumber(redis.call('ZSCORE', KEYS[1], id))
+    if s and s > now then mine = mine + 1 else redis.call('SREM', KEYS[4], id) end
+  end
+  quota = math.max(1, math.ceil(eff * tonumber(ARGV[8]) - 1e-9))
+  if mine >= quota then return {0, n, eff, 0, mine, quota} end
 end
 if n < eff - tonumber(ARGV[5]) then
   redis.call('ZADD', KEYS[1], exp, ARGV[2])
   n = n + 1
   granted = 1
+  if KEYS[4] then
+    redis.call('SADD', KEYS[4], ARGV[2])
+    mine = mine + 1
+  end
 end
 local minute = math.floor(now / 60000)
 local cur = tonumber(redis.call('HGET', KEYS[3], minute))
@@ -45,7 +66,7 @@ if not cur or n > cur then
   redis.call('HSET', KEYS[3], minute, n)
   redis.call('PEXPIRE', KEYS[3], ARGV[6])
 end
-return {granted, n, eff, exp}
+return {granted, n, eff, exp, mine, quota}
 `)
 
 // refreshScript: KEYS leases zset; ARGV now, lease ms, ids...

@@ -115,7 +115,9 @@ func (h *httpAPI) gateEnter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	ticket, expires, err := h.tickets.enter(r.Context(), timeout)
+	wctx, cancel := h.waitCtx(r)
+	defer cancel()
+	ticket, expires, err := h.tickets.enter(wctx, timeout)
 	switch {
 	case errors.Is(err, live.ErrGateFull):
 		w.Header().Set("Retry-After", "1")
@@ -123,7 +125,7 @@ func (h *httpAPI) gateEnter(w http.ResponseWriter, r *http.Request) {
 			"size": h.tickets.gate.Size(), "in_use": h.tickets.gate.InUse()})
 		return
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "canceled", err.Error(), nil)
+		h.waitEnded(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {

@@ -28,6 +28,12 @@ const (
 	SlotRetryDefault = time.Second
 	// SlotWaitersDefault is Options.MaxSlotWaiters's default.
 	SlotWaitersDefault = 256
+	// DialWaitersDefault is Options.MaxDialWaiters's default.
+	DialWaitersDefault = 128
+	// OrgLeaseShareDefault is Options.OrgLeaseShare's default: one
+	// organisation may hold half of a provider's slots through POST
+	// /v1/leases.
+	OrgLeaseShareDefault = 0.5
 )
 
 // Options configures NewHandler.
@@ -86,6 +92,22 @@ type Options struct {
 	// CallerIDs holds the organisations' caller-ID pools for the
 	// /v1/caller-ids routes. Default nil: those routes answer 501.
 	CallerIDs *capacity.CallerIDs
+	// OrgLeaseShare is the share of each provider/kind's effective limit
+	// that one organisation may hold at once through POST /v1/leases, in
+	// (0, 1]: ceil(limit × share), at least 1. Admin tokens (and requests
+	// without authentication) are not limited by it. Default 0:
+	// OrgLeaseShareDefault (0.5).
+	OrgLeaseShare float64
+	// MaxDialWaiters caps the GET /v1/calls/{call_id}/dial requests with
+	// wait_ms > 0 that wait at once in this process; one more gets 429
+	// too_many_waiters with Retry-After: 1 at once. Default 0:
+	// DialWaitersDefault (128).
+	MaxDialWaiters int
+	// Shutdown, when set, is closed when the server begins to shut down:
+	// every request still waiting (a dial long-poll, a slot, start or gate
+	// wait) stops waiting and is answered at once, so that none is cut
+	// without an answer. Default nil: waits run to their end.
+	Shutdown <-chan struct{}
 }
 
 // NewHandler returns the JSON HTTP API through which live-call runtimes
@@ -167,7 +189,14 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	if opts.GateTicketTTL <= 0 {
 		opts.GateTicketTTL = GateTicketTTLDefault
 	}
-	h := &httpAPI{leases: leases, slots: slots, opts: opts, waiters: make(chan struct{}, opts.MaxSlotWaiters)}
+	if opts.OrgLeaseShare <= 0 || opts.OrgLeaseShare > 1 {
+		opts.OrgLeaseShare = OrgLeaseShareDefault
+	}
+	if opts.MaxDialWaiters <= 0 {
+		opts.MaxDialWaiters = DialWaitersDefault
+	}
+	h := &httpAPI{leases: leases, slots: slots, opts: opts, waiters: make(chan struct{}, opts.MaxSlotWaiters),
+		dialWaiters: make(chan struct{}, opts.MaxDialWaiters)}
 	if opts.Gate != nil {
 		h.tickets = &gateTickets{gate: opts.Gate, ttl: opts.GateTicketTTL, held: map[string]*gateTicket{}}
 	}
@@ -210,6 +239,12 @@ type httpAPI struct {
 	opts   Options
 	// waiters holds a token per POST /v1/slots request that waits.
 	waiters chan struct{}
+	// dialWaiters holds a token per GET dial request that long-polls.
+	dialWaiters chan struct{}
+	// redisReadOK is when a dial state was last read from Redis (Unix
+	// nanoseconds): a read that times out while others succeed is load,
+	// not an outage, and never becomes a grant.
+	redisReadOK atomic.Int64
 	// tickets: the admission gate's tickets; nil without Options.Gate.
 	tickets *gateTickets
 	// authFailures counts the requests refused with 401.
@@ -254,6 +289,45 @@ func (h *httpAPI) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// waitCtx is the context of a request that may wait: the request's, also
+// ended when the server begins to shut down (Options.Shutdown).
+func (h *httpAPI) waitCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	if h.opts.Shutdown != nil {
+		go func() {
+			select {
+			case <-h.opts.Shutdown:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
+}
+
+// shuttingDown reports whether the server has begun to shut down.
+func (h *httpAPI) shuttingDown() bool {
+	select {
+	case <-h.opts.Shutdown: // nil: never
+		return true
+	default:
+		return false
+	}
+}
+
+// waitEnded answers a wait that ended without its answer: the server is
+// shutting down (503, retry on another process), or the client has gone
+// (nobody reads the answer).
+func (h *httpAPI) waitEnded(w http.ResponseWriter, err error) {
+	if h.shuttingDown() {
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "this server is shutting down: retry (another process, or this one restarted, answers)", nil)
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "canceled", err.Error(), nil)
+}
+
 // caller is whom a request's token speaks for.
 type caller struct {
 	org   string
@@ -268,6 +342,72 @@ type callerKey struct{}
 func mayAct(r *http.Request, org string) bool {
 	c, ok := r.Context().Value(callerKey{}).(caller)
 	return !ok || c.admin || c.org == org
+}
+
+// orgOf returns the organisation the request's token speaks for: "" for
+// an admin token or without authentication.
+func orgOf(r *http.Request) string {
+	c, _ := r.Context().Value(callerKey{}).(caller)
+	if c.admin {
+		return ""
+	}
+	return c.org
+}
+
+// callOrg returns the organisation whose live calls the request reaches:
+// an organisation's token reaches its own only (an org query parameter
+// naming another is answered 404); an admin token, or a request without
+// authentication, reaches the organisation its org query parameter names,
+// or, without one, the calls that belong to no organisation. On failure
+// it has written the answer.
+func callOrg(w http.ResponseWriter, r *http.Request) (string, bool) {
+	q := r.URL.Query().Get("org")
+	if q != "" {
+		if err := checkID("org", q); err != nil {
+			writeInvalid(w, err)
+			return "", false
+		}
+	}
+	if own := orgOf(r); own != "" {
+		if q != "" && q != own {
+			notYours(w, "call")
+			return "", false
+		}
+		return own, true
+	}
+	return q, true
+}
+
+// ownedID is how an organisation's live call, lease holder and lease id
+// are named in Redis: "org/id", so that every key and value records its
+// owner and no two organisations' ids meet. Ids of no organisation are
+// kept as they are; ids never hold "/" (checkID), so the two cannot be
+// confused.
+func ownedID(org, id string) string {
+	if org == "" {
+		return id
+	}
+	return org + "/" + id
+}
+
+// localID is ownedID's inverse: the id as its organisation knows it.
+func localID(id string) string {
+	if _, local, ok := strings.Cut(id, "/"); ok {
+		return local
+	}
+	return id
+}
+
+// ownsLease reports whether the request may refresh or release the lease
+// of that id: an admin token (or no authentication) any lease; an
+// organisation's token only those taken for it (ownedID's prefix).
+func ownsLease(r *http.Request, id string) bool {
+	own := orgOf(r)
+	c, authed := r.Context().Value(callerKey{}).(caller)
+	if !authed || c.admin {
+		return true
+	}
+	return own != "" && strings.HasPrefix(id, own+"/")
 }
 
 // notYours answers a request for another organisation's slot or call as

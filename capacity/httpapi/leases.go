@@ -72,8 +72,8 @@ func (h *httpAPI) leaseAcquire(w http.ResponseWriter, r *http.Request) {
 	err := checkProviderKind(req.Provider, req.Kind, "")
 	switch {
 	case err != nil:
-	case req.Holder == "":
-		err = fieldError("holder", "is required")
+	case checkID("holder", req.Holder) != nil:
+		err = checkID("holder", req.Holder)
 	case req.Lane == "live":
 		lane = capacity.Live
 	case req.Lane == "batch":
@@ -85,14 +85,25 @@ func (h *httpAPI) leaseAcquire(w http.ResponseWriter, r *http.Request) {
 		writeInvalid(w, err)
 		return
 	}
-	lease, g := h.leases.Acquire(r.Context(), capacity.Request{Provider: req.Provider, Kind: req.Kind, Holder: req.Holder, Lane: lane})
+	// An organisation's lease is named for it (holder "org/holder", id
+	// "org/holder#…") and counted against its quota.
+	org := orgOf(r)
+	lease, g := h.leases.Acquire(r.Context(), capacity.Request{Provider: req.Provider, Kind: req.Kind,
+		Holder: ownedID(org, req.Holder), Lane: lane, Owner: org, OwnerShare: h.opts.OrgLeaseShare})
 	resp := struct {
 		Granted   bool       `json:"granted"`
 		Lease     *leaseJSON `json:"lease"`
 		InUse     int        `json:"in_use"`
 		Limit     int        `json:"limit"`
 		Uncounted bool       `json:"uncounted"`
-	}{Granted: g.Granted, InUse: g.InUse, Limit: g.Limit, Uncounted: g.Uncounted}
+		// OrgInUse and OrgQuota: for an organisation's token, its leases
+		// of the provider/kind and its quota; OverQuota: refused by that
+		// quota, not by the limit.
+		OrgInUse  int  `json:"org_in_use,omitempty"`
+		OrgQuota  int  `json:"org_quota,omitempty"`
+		OverQuota bool `json:"over_quota,omitempty"`
+	}{Granted: g.Granted, InUse: g.InUse, Limit: g.Limit, Uncounted: g.Uncounted,
+		OrgInUse: g.OwnerInUse, OrgQuota: g.OwnerQuota, OverQuota: g.OverQuota}
 	if g.Granted {
 		h.leases.Forget(lease.ID)
 		resp.Lease = toLeaseJSON(lease)
@@ -113,9 +124,14 @@ func (h *httpAPI) leaseRefresh(w http.ResponseWriter, r *http.Request) {
 	}
 	held := make([]capacity.Lease, 0, len(req.Leases))
 	for i, j := range req.Leases {
-		l, err := h.lease(j, fmt.Sprintf("leases[%d]", i))
+		field := fmt.Sprintf("leases[%d]", i)
+		l, err := h.lease(j, field)
 		if err != nil {
 			writeInvalid(w, err)
+			return
+		}
+		if !ownsLease(r, l.ID) {
+			notYourLease(w, field)
 			return
 		}
 		held = append(held, l)
@@ -149,8 +165,18 @@ func (h *httpAPI) leaseRelease(w http.ResponseWriter, r *http.Request) {
 		writeInvalid(w, err)
 		return
 	}
+	if !ownsLease(r, l.ID) {
+		notYourLease(w, "lease")
+		return
+	}
 	h.leases.Release(r.Context(), l)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// notYourLease answers a lease of another organisation as if it did not
+// exist, touching nothing.
+func notYourLease(w http.ResponseWriter, field string) {
+	writeError(w, http.StatusNotFound, "not_found", "the organisation holds no lease of that id", map[string]any{"field": field + ".id"})
 }
 
 // callTranscriber connects a call's transcriber by the agent's configured
@@ -164,10 +190,9 @@ func (h *httpAPI) callTranscriber(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	callID := r.PathValue("call_id")
-	if err := checkID("call_id", callID); err != nil {
-		writeInvalid(w, err) // it becomes the lease's holder
-		return
+	callID, ok := ownedCallID(w, r)
+	if !ok {
+		return // it becomes the lease's holder
 	}
 	providers, ok := h.opts.Agents[req.Agent]
 	if req.Agent == "" || !ok || len(providers.STT) == 0 {

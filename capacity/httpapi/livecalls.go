@@ -3,11 +3,14 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/callscribe/callscribe/capacity/live"
@@ -68,14 +71,22 @@ func isAdmin(r *http.Request) bool {
 	return !ok || c.admin
 }
 
-// callID returns the path's call id, or writes a 400 naming call_id.
-func callID(w http.ResponseWriter, r *http.Request) (string, bool) {
+// ownedCallID returns the path's call id as Redis knows it: named for the
+// organisation whose calls the request reaches (callOrg, ownedID), so that
+// another organisation's call of the same id is another call and answers
+// 404. On failure (400 naming call_id or org, 404) it has written the
+// answer.
+func ownedCallID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("call_id")
 	if err := checkID("call_id", id); err != nil {
 		writeInvalid(w, err)
 		return "", false
 	}
-	return id, true
+	org, ok := callOrg(w, r)
+	if !ok {
+		return "", false
+	}
+	return ownedID(org, id), true
 }
 
 // agentCall decodes {agent} and returns the call of the path's id with
@@ -88,7 +99,7 @@ func (h *httpAPI) agentCall(w http.ResponseWriter, r *http.Request, need string)
 	if !h.decode(w, r, &req) {
 		return live.Call{}, false
 	}
-	id, ok := callID(w, r)
+	id, ok := ownedCallID(w, r)
 	if !ok {
 		return live.Call{}, false
 	}
@@ -142,7 +153,7 @@ func (h *httpAPI) voiceDone(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	if _, ok := callID(w, r); !ok {
+	if _, ok := ownedCallID(w, r); !ok {
 		return
 	}
 	l, err := h.lease(req.Lease, "lease")
@@ -151,6 +162,10 @@ func (h *httpAPI) voiceDone(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeInvalid(w, err)
+		return
+	}
+	if !ownsLease(r, l.ID) {
+		notYourLease(w, "lease")
 		return
 	}
 	h.leases.Release(r.Context(), l)
@@ -188,7 +203,7 @@ func toTranscriberJSON(s live.TranscriberSlot) *transcriberJSON {
 }
 
 func toDialJSON(st live.DialState) dialJSON {
-	j := dialJSON{CallID: st.CallID, State: st.State, Agent: st.Call.Agent, Uncounted: st.Uncounted}
+	j := dialJSON{CallID: localID(st.CallID), State: st.State, Agent: st.Call.Agent, Uncounted: st.Uncounted}
 	if !st.QueuedAt.IsZero() {
 		at := st.QueuedAt.UTC()
 		j.QueuedAt = &at
@@ -222,9 +237,15 @@ func (h *httpAPI) dialStart(w http.ResponseWriter, r *http.Request) {
 }
 
 // dialState answers the call's dial state, waiting up to wait_ms while it
-// is queued.
+// is queued. Long-polls count against Options.MaxDialWaiters (429 beyond
+// it). A read of the state that fails is a grant (fail open) only when
+// Redis is down: it refuses connections, or no read of this process has
+// succeeded for dialOutageAfter. A read that times out while others
+// succeed is load (perhaps our own) and answers 503 busy with Retry-After,
+// never a grant. When the server begins to shut down, a long-poll answers
+// the state it last read at once.
 func (h *httpAPI) dialState(w http.ResponseWriter, r *http.Request) {
-	id, ok := callID(w, r)
+	id, ok := ownedCallID(w, r)
 	if !ok {
 		return
 	}
@@ -237,54 +258,97 @@ func (h *httpAPI) dialState(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = time.Duration(ms) * time.Millisecond
 	}
+	if wait > 0 {
+		select {
+		case h.dialWaiters <- struct{}{}:
+			defer func() { <-h.dialWaiters }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "too_many_waiters",
+				fmt.Sprintf("%d dial long-polls are already waiting on this server; retry after a second", cap(h.dialWaiters)), nil)
+			return
+		}
+	}
 	deadline := time.Now().Add(wait)
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	<-poll.C
 	for {
 		st, err := h.opts.Dialer.State(r.Context(), id)
 		switch {
 		case errors.Is(err, live.ErrUnknownCall):
-			writeError(w, http.StatusNotFound, "not_found", "no dial state for call "+id+" (never dialled, ended, or expired)", nil)
+			writeError(w, http.StatusNotFound, "not_found", "no dial state for call "+localID(id)+" (never dialled, ended, or expired)", nil)
 			return
-		case err != nil: // Redis down: the call goes ahead uncounted
-			h.opts.Logger.Warn("capacity http: dial state; failing open", slog.String("error", err.Error()))
-			writeJSON(w, http.StatusOK, dialJSON{CallID: id, State: live.DialReserved, Uncounted: true})
+		case err != nil && h.redisDown(err):
+			h.opts.Logger.Warn("capacity http: dial state; Redis is down, failing open", slog.String("error", err.Error()))
+			writeJSON(w, http.StatusOK, dialJSON{CallID: localID(id), State: live.DialReserved, Uncounted: true})
 			return
-		case st.State != live.DialQueued || !time.Now().Add(dialPollEvery).Before(deadline):
+		case err != nil:
+			h.opts.Logger.Warn("capacity http: dial state; a slow read, not an outage: answering busy", slog.String("error", err.Error()))
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "busy", "the call's dial state could not be read in time; it keeps its place: retry", nil)
+			return
+		}
+		h.redisReadOK.Store(time.Now().UnixNano())
+		if st.State != live.DialQueued || !time.Now().Add(dialPollEvery).Before(deadline) {
 			writeDial(w, st)
 			return
 		}
+		poll.Reset(dialPollEvery)
 		select {
 		case <-r.Context().Done():
 			return
-		case <-time.After(dialPollEvery):
+		case <-h.opts.Shutdown: // nil: never
+			w.Header().Set("Connection", "close")
+			writeDial(w, st)
+			return
+		case <-poll.C:
 		}
 	}
 }
 
+// dialOutageAfter: a dial state read that times out fails open only when
+// no read of this process has succeeded for this long.
+const dialOutageAfter = 2 * time.Second
+
+// redisDown reports whether err, from reading a dial state, says Redis is
+// down rather than slow: it refuses or drops connections (or cannot be
+// dialled), or no read of this process has succeeded for dialOutageAfter.
+func (h *httpAPI) redisDown(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) {
+		return true
+	}
+	last := h.redisReadOK.Load()
+	return last == 0 || time.Since(time.Unix(0, last)) > dialOutageAfter
+}
+
 // callAnswered hands the call's reserved transcriber over to it.
 func (h *httpAPI) callAnswered(w http.ResponseWriter, r *http.Request) {
-	id, ok := callID(w, r)
+	id, ok := ownedCallID(w, r)
 	if !ok {
 		return
 	}
 	if slot, ok := h.opts.Dialer.Answered(r.Context(), id); ok {
-		writeJSON(w, http.StatusOK, map[string]any{"call_id": id, "state": live.DialAnswered, "transcriber": toTranscriberJSON(slot)})
+		writeJSON(w, http.StatusOK, map[string]any{"call_id": localID(id), "state": live.DialAnswered, "transcriber": toTranscriberJSON(slot)})
 		return
 	}
 	st, err := h.opts.Dialer.State(r.Context(), id)
 	switch {
 	case errors.Is(err, live.ErrUnknownCall):
-		writeError(w, http.StatusNotFound, "not_found", "nothing is reserved for call "+id+" (never dialled, ended, or expired)", nil)
+		writeError(w, http.StatusNotFound, "not_found", "nothing is reserved for call "+localID(id)+" (never dialled, ended, or expired)", nil)
 	case err != nil: // Redis down: fail open
-		writeJSON(w, http.StatusOK, map[string]any{"call_id": id, "state": live.DialAnswered, "transcriber": nil, "uncounted": true})
+		writeJSON(w, http.StatusOK, map[string]any{"call_id": localID(id), "state": live.DialAnswered, "transcriber": nil, "uncounted": true})
 	default:
-		writeError(w, http.StatusConflict, "not_reserved", fmt.Sprintf("call %s is %s, not reserved: wait until GET /v1/calls/%s/dial says reserved", id, st.State, id), nil)
+		writeError(w, http.StatusConflict, "not_reserved", fmt.Sprintf("call %s is %s, not reserved: wait until GET /v1/calls/%s/dial says reserved", localID(id), st.State, localID(id)), nil)
 	}
 }
 
 // callEnded releases what is held for the call, drops it from the queue,
 // and re-checks the queue.
 func (h *httpAPI) callEnded(w http.ResponseWriter, r *http.Request) {
-	id, ok := callID(w, r)
+	id, ok := ownedCallID(w, r)
 	if !ok {
 		return
 	}
@@ -302,7 +366,7 @@ type eventJSON struct {
 
 // callTimeline answers the call's timeline events, oldest first.
 func (h *httpAPI) callTimeline(w http.ResponseWriter, r *http.Request) {
-	id, ok := callID(w, r)
+	id, ok := ownedCallID(w, r)
 	if !ok {
 		return
 	}
@@ -316,10 +380,14 @@ func (h *httpAPI) callTimeline(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "reading the call's timeline from Redis failed", nil)
 		return
 	}
+	if len(events) == 0 { // never recorded, expired, or another organisation's
+		writeError(w, http.StatusNotFound, "not_found", "no timeline for call "+localID(id)+" (nothing recorded, or expired)", nil)
+		return
+	}
 	resp := struct {
 		CallID string      `json:"call_id"`
 		Events []eventJSON `json:"events"`
-	}{CallID: id, Events: make([]eventJSON, 0, len(events))}
+	}{CallID: localID(id), Events: make([]eventJSON, 0, len(events))}
 	for _, e := range events {
 		resp.Events = append(resp.Events, eventJSON{At: e.At, Kind: e.Kind, Provider: e.Provider, Detail: e.Detail})
 	}
@@ -340,6 +408,7 @@ func (h *httpAPI) dialQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	type call struct {
+		Org        string    `json:"org,omitempty"`
 		CallID     string    `json:"call_id"`
 		Agent      string    `json:"agent"`
 		QueuedAt   time.Time `json:"queued_at"`
@@ -350,7 +419,11 @@ func (h *httpAPI) dialQueue(w http.ResponseWriter, r *http.Request) {
 		Calls []call `json:"calls"`
 	}{Calls: make([]call, 0, len(queued))}
 	for _, q := range queued {
-		resp.Calls = append(resp.Calls, call{CallID: q.Call.ID, Agent: q.Call.Agent, QueuedAt: q.QueuedAt, WaitingFor: q.WaitingFor, Position: q.Position})
+		org, _, _ := strings.Cut(q.Call.ID, "/")
+		if org == q.Call.ID {
+			org = ""
+		}
+		resp.Calls = append(resp.Calls, call{Org: org, CallID: localID(q.Call.ID), Agent: q.Call.Agent, QueuedAt: q.QueuedAt, WaitingFor: q.WaitingFor, Position: q.Position})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -127,8 +127,8 @@ func TestHTTPCallTimeline(t *testing.T) {
 	if events[0]["provider"] != "vox" || events[1]["provider"] != "v2" || events[2]["provider"] != "v1" {
 		t.Fatalf("providers of %v", events)
 	}
-	if n := len(b.timeline(t, "unknown-call")); n != 0 {
-		t.Fatalf("a call with no events has %d", n)
+	if code, got, _ := b.do(t, "GET", "/v1/calls/unknown-call/timeline", ""); code != 404 || errType(got) != "not_found" {
+		t.Fatalf("the timeline of a call with no events: %d %v, want 404", code, got)
 	}
 }
 

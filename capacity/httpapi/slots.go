@@ -107,7 +107,9 @@ func (h *httpAPI) slotAcquire(w http.ResponseWriter, r *http.Request) {
 	if retry == 0 {
 		retry = SlotRetryDefault
 	}
-	sl, err := h.slots.Acquire(r.Context(), req.Org, req.Campaign, time.Duration(req.TimeoutMs)*time.Millisecond, retry)
+	wctx, cancel := h.waitCtx(r)
+	defer cancel()
+	sl, err := h.slots.Acquire(wctx, req.Org, req.Campaign, time.Duration(req.TimeoutMs)*time.Millisecond, retry)
 	var noSlot *capacity.NoSlotError
 	switch {
 	case errors.As(err, &noSlot):
@@ -117,9 +119,9 @@ func (h *httpAPI) slotAcquire(w http.ResponseWriter, r *http.Request) {
 			"campaign_in_use": noSlot.CampaignInUse, "campaign_limit": noSlot.CampaignLimit})
 		return
 	case err != nil:
-		// Only the request's context ends Acquire otherwise: the client
-		// has gone, so nobody reads this.
-		writeError(w, http.StatusServiceUnavailable, "canceled", err.Error(), nil)
+		// Only the wait's context ends Acquire otherwise: the client has
+		// gone, or the server is shutting down.
+		h.waitEnded(w, err)
 		return
 	}
 	out := &slotJSON{Org: sl.Org, Campaign: sl.Campaign, ID: sl.ID, Uncounted: sl.Uncounted}

@@ -69,7 +69,9 @@ func (h *httpAPI) callStart(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	start := time.Now()
-	uncounted, err := h.opts.Starts.Take(r.Context(), req.Org, req.Campaign, time.Duration(req.TimeoutMs)*time.Millisecond)
+	wctx, cancel := h.waitCtx(r)
+	defer cancel()
+	uncounted, err := h.opts.Starts.Take(wctx, req.Org, req.Campaign, time.Duration(req.TimeoutMs)*time.Millisecond)
 	var rl *live.RateLimitedError
 	switch {
 	case errors.As(err, &rl):
@@ -80,8 +82,9 @@ func (h *httpAPI) callStart(w http.ResponseWriter, r *http.Request) {
 			"org": rl.Org, "campaign": rl.Campaign, "limit": rl.Limit, "retry_after_ms": rl.RetryAfter.Milliseconds()})
 		return
 	case err != nil:
-		// Only the request's context ends Wait otherwise: the client has gone.
-		writeError(w, http.StatusServiceUnavailable, "canceled", err.Error(), nil)
+		// Only the wait's context ends Wait otherwise: the client has gone,
+		// or the server is shutting down.
+		h.waitEnded(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
