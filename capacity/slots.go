@@ -586,6 +586,22 @@ func (s *Slots) LiveCalls(ctx context.Context) (int, error) {
 	return total, nil
 }
 
+// OrgLiveCalls returns the number of org's live (not stale) slots: what
+// an organisation may see of the fleet's calls. Like LiveCalls it returns
+// Redis's error (and an *IDError for an org id CheckID refuses).
+func (s *Slots) OrgLiveCalls(ctx context.Context, org string) (int, error) {
+	if err := CheckID("org", org); err != nil {
+		return 0, err
+	}
+	octx, cancel := s.op(ctx)
+	defer cancel()
+	n, err := slotLiveScript.Run(octx, s.rdb, []string{s.orgKey(org)}, s.nowArg()).Int()
+	if err != nil {
+		return 0, fmt.Errorf("counting live calls of org %q: %w", org, err)
+	}
+	return n, nil
+}
+
 func newSlotID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -10,8 +10,14 @@
 // A tenant's token reads and writes that tenant only: another tenant's
 // recording is 404, never 403, so ids do not leak. An admin token names
 // the tenant in the body (tenant_id) or the query (?tenant=). Bodies are
-// strict: size-limited, unknown fields and trailing data refused, errors
-// naming the field. Audio keys are confined to the tenant's part of the
+// strict (internal/strictjson): Content-Type exactly application/json
+// (415 otherwise: application/jsonp is not JSON), size-limited, keys
+// matched case-sensitively ("TENANT_ID" is not tenant_id), a key twice in
+// one object, unknown fields and trailing data refused, errors naming the
+// key by its path. Ids (tenant_id, call_id, model, language, the audio
+// key, and a read's {call_id} and ?tenant=) refuse control characters and
+// invisible format and bidirectional control characters such as U+200B or
+// U+202E (internal/idtext), naming the field and the byte. Audio keys are confined to the tenant's part of the
 // recordings root ("<tenant>/..."), by the store, through symbolic links
 // too. A 422 about audio says only "audio not found or not readable" (a
 // missing file, a path or link that leaves the tenant's part, a directory,
@@ -27,7 +33,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"path"
@@ -39,6 +44,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/internal/idtext"
+	"github.com/callscribe/callscribe/internal/strictjson"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
@@ -168,6 +175,9 @@ func request(p tokens.Principal, it item) (jobs.IngestRequest, *fieldError) {
 	}
 	if it.Audio == "" {
 		return jobs.IngestRequest{}, invalid("audio", "is required: the recording's key under the recordings root, \"%s/...\"", tenant)
+	}
+	if p := idtext.Problem(it.Audio); p != "" {
+		return jobs.IngestRequest{}, invalid("audio", "%s", p)
 	}
 	// Confined to the tenant's part of the root: a clean relative key
 	// under "<tenant>/".
@@ -359,6 +369,9 @@ func (a *api) withEvents(ctx context.Context, recs []ledger.Recording) ([]record
 func tenantOf(r *http.Request) (string, *fieldError) {
 	p := principalOf(r)
 	q := r.URL.Query().Get("tenant")
+	if prob := idtext.Problem(q); prob != "" {
+		return "", invalid("tenant", "%s", prob)
+	}
 	switch {
 	case p.Admin && q == "":
 		return "", invalid("tenant", "is required with an admin token")
@@ -376,7 +389,12 @@ func (a *api) byCall(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, fe)
 		return
 	}
-	recs, err := a.cfg.Ledger.RecordingsByCall(r.Context(), tenant, r.PathValue("call_id"))
+	callID := r.PathValue("call_id")
+	if p := idtext.Problem(callID); p != "" {
+		writeFieldError(w, invalid("call_id", "%s", p))
+		return
+	}
+	recs, err := a.cfg.Ledger.RecordingsByCall(r.Context(), tenant, callID)
 	if err != nil {
 		a.internal(w, "reading a call", err)
 		return
@@ -483,35 +501,30 @@ func (a *api) internal(w http.ResponseWriter, what string, err error) {
 	writeError(w, http.StatusInternalServerError, "internal", "", what+" failed")
 }
 
-// decode reads a JSON body strictly: Content-Type application/json, at
-// most limit bytes, no unknown fields, nothing after the value.
+// decode reads a JSON body strictly (internal/strictjson): Content-Type
+// exactly application/json, at most limit bytes, names matched
+// case-sensitively, no duplicate or unknown names, nothing after the
+// value. A refusal names the key and its path.
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) *fieldError {
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		return &fieldError{status: http.StatusUnsupportedMediaType, typ: "unsupported_media_type", msg: "send Content-Type: application/json"}
+	if p := strictjson.MediaTypeProblem(r.Header.Get("Content-Type")); p != "" {
+		return &fieldError{status: http.StatusUnsupportedMediaType, typ: "unsupported_media_type", msg: p + ": send Content-Type: application/json"}
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err := strictjson.Decode(http.MaxBytesReader(w, r.Body, limit), v)
 	var tooLarge *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
+	var bad *strictjson.Error
 	switch {
+	case err == nil:
+		return nil
 	case errors.As(err, &tooLarge):
 		return &fieldError{status: http.StatusRequestEntityTooLarge, typ: "too_large", msg: fmt.Sprintf("the body is over %d bytes", limit)}
-	case errors.As(err, &typeErr):
-		return invalid(typeErr.Field, "want %s", typeErr.Type)
-	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
-		return invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "is not a field of this request")
-	case err != nil:
-		return invalid("", "the body is not JSON: %v", err)
+	case errors.As(err, &bad) && (bad.Kind == strictjson.Syntax || bad.Kind == strictjson.Empty):
+		return invalid("", "the body is not JSON: %s", strings.TrimPrefix(bad.Error(), "bad JSON: "))
+	case errors.As(err, &bad) && bad.Kind == strictjson.Unknown:
+		return invalid(bad.Field(), "%s: not a field of this request", bad.Error())
+	case errors.As(err, &bad):
+		return invalid(bad.Field(), "%s", bad.Error())
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if errors.As(err, &tooLarge) {
-			return &fieldError{status: http.StatusRequestEntityTooLarge, typ: "too_large", msg: fmt.Sprintf("the body is over %d bytes", limit)}
-		}
-		return invalid("", "trailing data after the JSON value")
-	}
-	return nil
+	return invalid("", "reading the body: %v", err)
 }
 
 type errorBody struct {

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/callscribe/callscribe/internal/idtext"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -55,7 +54,10 @@ func (e *RequestError) Is(target error) bool { return target == ErrInvalidReques
 // IngestRequest is one recording to take in.
 type IngestRequest struct {
 	// TenantID and CallID are 1 to MaxIDLen bytes of valid UTF-8 without
-	// control characters (NUL, newline, DEL, C1 controls included).
+	// control characters (NUL, newline, DEL, C1 controls included),
+	// invisible format characters (zero-width ones such as U+200B, the
+	// byte-order mark, the bidirectional controls such as U+202E and
+	// U+2066-U+2069) or line and paragraph separators (internal/idtext).
 	TenantID string
 	CallID   string
 	// Audio is the recording's path: relative to the audio root, or an
@@ -102,15 +104,8 @@ func checkID(id string, optional bool) string {
 		return "empty"
 	case len(id) > MaxIDLen:
 		return fmt.Sprintf("%d bytes long, over the %d-byte limit", len(id), MaxIDLen)
-	case !utf8.ValidString(id):
-		return "not valid UTF-8"
 	}
-	for i, c := range id {
-		if unicode.IsControl(c) {
-			return fmt.Sprintf("control character %U at byte %d", c, i)
-		}
-	}
-	return ""
+	return idtext.Problem(id)
 }
 
 // IngestResult says what Ingest did.

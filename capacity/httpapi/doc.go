@@ -15,14 +15,20 @@
 // lease or slot object is sent back by the client exactly as it was
 // received, and a lease the client claims counted for a provider/kind with
 // no configured limit is treated as uncounted. Request bodies must be
-// application/json, at most Options.MaxBodyBytes, one object with no
-// unknown fields; a client mistake is a 4xx naming the field. With
-// Options.Token set, every request needs that bearer token.
+// Content-Type application/json exactly (application/jsonp and other
+// look-alikes get 415), at most Options.MaxBodyBytes, one object whose
+// keys match their fields exactly, case included, with no unknown or
+// duplicate key anywhere (internal/strictjson); a client mistake is a 4xx
+// naming the field or key by its path. With Options.Token set, every
+// request needs that bearer token. GET /v1/status shows an
+// organisation's token only its own live calls: the vendor leases and
+// auth_failures count every organisation's requests, so only an admin
+// token sees them.
 //
 // What it does not do: it keeps no lease alive for a client (the client
 // refreshes its own through /v1/leases/refresh, so the leases of a client
 // that dies lapse on their own), does not listen (the caller owns the
 // http.Server and its timeouts: a slot acquire may hold its request up to
-// SlotWaitMax), and imports no callscribe package but capacity and
-// capacity/live.
+// SlotWaitMax), and imports no callscribe package but capacity,
+// capacity/live and leaf helpers under internal/.
 package httpapi

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/callscribe/callscribe/internal/strictjson"
 )
 
 // requestError is a client mistake, named by field.
@@ -26,35 +26,38 @@ func writeInvalid(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), extra)
 }
 
-// decode reads r's JSON body into v, rejecting unknown fields, trailing
-// data and bodies over the limit; on failure it has written the answer.
+// decode reads r's JSON body into v strictly (internal/strictjson): the
+// media type exactly application/json, names matched case-sensitively,
+// duplicate and unknown names, invalid UTF-8 and trailing data refused,
+// and no body over the limit; on failure it has written the answer,
+// naming the key and its path.
 func (h *httpAPI) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json", nil)
+	if p := strictjson.MediaTypeProblem(r.Header.Get("Content-Type")); p != "" {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", p+": Content-Type must be application/json", nil)
 		return false
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err = dec.Decode(v)
-	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
-		err = errors.New("body must hold one JSON object")
-	}
+	err := strictjson.Decode(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes), v)
 	if err == nil {
 		return true
 	}
 	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
+	var bad *strictjson.Error
 	switch {
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", tooBig.Limit), nil)
-	case errors.Is(err, io.EOF):
-		writeError(w, http.StatusBadRequest, "invalid_request", "request body is empty: want a JSON object", nil)
-	case errors.As(err, &typeErr):
-		writeError(w, http.StatusBadRequest, "invalid_request",
-			fmt.Sprintf("%s must be a JSON %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value), map[string]any{"field": typeErr.Field})
+	case errors.As(err, &bad):
+		var extra map[string]any
+		msg := bad.Error()
+		switch bad.Kind {
+		case strictjson.Syntax, strictjson.Trailing, strictjson.Empty:
+			// The body as a whole; the message says where.
+			msg = "bad JSON: " + strings.TrimPrefix(msg, "bad JSON: ")
+		default:
+			extra = map[string]any{"field": bad.Field()}
+		}
+		writeError(w, http.StatusBadRequest, "invalid_request", msg, extra)
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_request", "bad JSON: "+strings.TrimPrefix(err.Error(), "json: "), nil)
+		writeError(w, http.StatusBadRequest, "invalid_request", "reading the body: "+err.Error(), nil)
 	}
 	return false
 }

@@ -6,7 +6,19 @@ import (
 	"time"
 )
 
+// status answers GET /v1/status. Its counters are scoped to the caller:
+// an admin token (or a server without authentication) sees the
+// platform's (every provider's leases, every organisation's live calls,
+// the 401s this process refused); an organisation's token sees only what
+// counts its own requests: its organisation's live calls. Provider
+// leases and auth_failures count every organisation's requests (and every
+// stranger's), so they are not shown to one organisation.
 func (h *httpAPI) status(w http.ResponseWriter, r *http.Request) {
+	c, authed := r.Context().Value(callerKey{}).(caller)
+	if authed && !c.admin {
+		h.orgStatus(w, r, c.org)
+		return
+	}
 	st, err := h.leases.Status(r.Context())
 	if err != nil {
 		h.opts.Logger.Warn("capacity http: status", slog.String("error", err.Error()))
@@ -45,6 +57,26 @@ func (h *httpAPI) status(w http.ResponseWriter, r *http.Request) {
 		n, err := h.slots.LiveCalls(r.Context())
 		if err != nil {
 			h.opts.Logger.Warn("capacity http: live calls", slog.String("error", err.Error()))
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "counting live calls in Redis failed", nil)
+			return
+		}
+		resp.LiveCalls = &n
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// orgStatus is GET /v1/status for organisation org's token: {org,
+// live_calls} (live_calls absent when call slots are not enabled).
+func (h *httpAPI) orgStatus(w http.ResponseWriter, r *http.Request, org string) {
+	resp := struct {
+		Org string `json:"org"`
+		// LiveCalls: the organisation's own live calls.
+		LiveCalls *int `json:"live_calls,omitempty"`
+	}{Org: org}
+	if h.slots != nil {
+		n, err := h.slots.OrgLiveCalls(r.Context(), org)
+		if err != nil {
+			h.opts.Logger.Warn("capacity http: live calls", slog.String("org", org), slog.String("error", err.Error()))
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "counting live calls in Redis failed", nil)
 			return
 		}
