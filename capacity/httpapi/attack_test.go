@@ -138,3 +138,23 @@ func TestAttackOrgTokenSeesNoPlatformCounters(t *testing.T) {
 		t.Errorf("admin's status: %d %v, want auth_failures 1, live_calls 3 and the providers", code, got)
 	}
 }
+
+// A provider name, the one free-text name of a lease request (holders and
+// the other ids are A-Z a-z 0-9 . _ -), refuses invisible format and
+// bidirectional control characters, naming the field and the byte: "vox\u200b"
+// would show as the configured "vox" while being counted as another.
+func TestAttackInvisibleCharactersInProviderRefused(t *testing.T) {
+	t.Parallel()
+	b := httpSetup(t, httpapi.Options{}, false)
+	for _, c := range []struct{ path, body, field, at string }{
+		{"/v1/leases", `{"provider":"vox\u200b","kind":"stt","holder":"h","lane":"live"}`, "provider", "U+200B at byte 3"},
+		{"/v1/leases", `{"provider":"\u202evox","kind":"stt","holder":"h","lane":"live"}`, "provider", "U+202E at byte 0"},
+		{"/v1/leases/release", `{"lease":{"id":"x","provider":"v\u2066ox","kind":"stt"}}`, "lease.provider", "U+2066 at byte 1"},
+	} {
+		code, got, _ := b.do(t, "POST", c.path, c.body)
+		msg, _ := errField(got, "message").(string)
+		if code != 400 || errField(got, "field") != c.field || !strings.Contains(msg, c.at) {
+			t.Errorf("%s %s: %d %v, want 400 naming %s and %s", c.path, c.body, code, got, c.field, c.at)
+		}
+	}
+}

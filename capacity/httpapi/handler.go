@@ -135,7 +135,7 @@ type Options struct {
 //	POST /v1/calls:start               {org, campaign, timeout_ms}    → 200 {started, waited_ms} | 429 rate_limited
 //	POST /v1/gate/enter                {timeout_ms}                   → 200 {ticket, expires_at} | 429 gate_full | 503 busy
 //	POST /v1/gate/leave                {ticket}                       → 204 | 404 unknown_ticket
-//	GET  /v1/status                                                   → 200 {providers, live_calls}
+//	GET  /v1/status                                                   → 200 {providers, live_calls, auth_failures} (admin) | 200 {org, live_calls} (organisation)
 //	POST /v1/caller-ids:acquire        {org, call_id}                 → 200 {number, token, org, call_id, busy_since} | 409 no_caller_id | 503 caller_ids_unavailable
 //	POST /v1/caller-ids:release        {org, number, token}           → 204
 //	GET  /v1/caller-ids?org=ORG                                       → 200 {org, free, busy, stale, numbers}
@@ -157,8 +157,14 @@ type Options struct {
 // reads (/v1/status, a timeline, the dial queue) answer 503 without Redis.
 // The dial queue and timelines live in Redis, so any number of serve
 // processes behind a load balancer answer alike. Request bodies must be Content-Type
-// application/json, which also keeps browsers from posting to the API
-// cross-origin without a preflight.
+// application/json exactly (a charset only utf-8; application/jsonp,
+// application/json-seq, text/json: 415), which also keeps browsers from
+// posting to the API cross-origin without a preflight. Keys match their
+// fields exactly, case included; an unknown key, a key twice in one
+// object, invalid UTF-8 or trailing data gets 400 naming the key by its
+// path (internal/strictjson). GET /v1/status is scoped to the caller: an
+// organisation's token sees its own live calls only, not the vendor
+// leases of every organisation nor auth_failures.
 //
 // POST /v1/calls:start takes a start token of the campaign's start rate
 // (live.RateLimiter; 429 with Retry-After when none frees up within

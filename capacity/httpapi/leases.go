@@ -8,6 +8,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/internal/idtext"
 )
 
 // leaseJSON is a lease on the wire. Counted is what the server needs back
@@ -51,6 +52,9 @@ func checkProviderKind(provider, kind, prefix string) error {
 	}
 	if strings.ContainsAny(provider, "{}") {
 		return fieldError(prefix+"provider", "must not contain braces")
+	}
+	if p := idtext.Problem(provider); p != "" {
+		return fieldError(prefix+"provider", p)
 	}
 	if kind != capacity.KindSTT && kind != capacity.KindTTS {
 		return fieldError(prefix+"kind", fmt.Sprintf("must be %q or %q", capacity.KindSTT, capacity.KindTTS))
