@@ -399,3 +399,46 @@ func (p *stallProxy) forward(t *testing.T, c net.Conn, network, addr string) {
 		}
 	}
 }
+
+// Issue 23, finding 11, for waits on call slots (the start rate and the
+// admission gate wait through the same waitCtx): a slot request waiting
+// when the shutdown begins answers 503 shutting_down at once.
+func TestAttackSlotWaitAnsweredOnShutdown(t *testing.T) {
+	t.Parallel()
+	shutdown := make(chan struct{})
+	b := httpSetup(t, httpapi.Options{MaxSlotWaiters: 1, Shutdown: shutdown}, true)
+	for range 3 { // acme's cap
+		if code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme"}`); code != 200 {
+			t.Fatalf("slot: %d %v", code, got)
+		}
+	}
+	type answer struct {
+		code int
+		got  map[string]any
+		took time.Duration
+	}
+	done := make(chan answer, 1)
+	go func() {
+		for { // a probe below may hold the only place for a moment: retry
+			start := time.Now()
+			code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme","timeout_ms":60000}`)
+			if code != 503 || errType(got) != "busy" {
+				done <- answer{code, got, time.Since(start)}
+				return
+			}
+		}
+	}()
+	for { // the wait is in once a second one is refused busy (cap 1)
+		code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme","timeout_ms":50}`)
+		if code == 503 && errType(got) == "busy" {
+			break
+		}
+		if code != 409 {
+			t.Fatalf("probe: %d %v", code, got)
+		}
+	}
+	close(shutdown)
+	if a := <-done; a.code != 503 || errType(a.got) != "shutting_down" || a.took >= 50*time.Second {
+		t.Fatalf("the slot wait at shutdown: %d %v after %s, want 503 shutting_down at once", a.code, a.got, a.took)
+	}
+}
