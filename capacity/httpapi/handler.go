@@ -116,22 +116,22 @@ type Options struct {
 //
 // Routes (all bodies JSON; errors are {"error":{"type","message",...}}):
 //
-//	POST /v1/leases                    {provider, kind, holder, lane} → 200 {granted, lease, in_use, limit, uncounted}
-//	POST /v1/leases/refresh            {leases:[lease...]}            → 200 {refreshed, lost, failed}
-//	POST /v1/leases/release            {lease}                        → 204
+//	POST /v1/leases                    {provider, kind, holder, lane} → 200 {granted, lease, in_use, limit, uncounted, org_in_use, org_quota, over_quota}
+//	POST /v1/leases/refresh            {leases:[lease...]}            → 200 {refreshed, lost, failed} | 404 not_found
+//	POST /v1/leases/release            {lease}                        → 204 | 404 not_found
 //	POST /v1/slots                     {org, campaign, timeout_ms, retry_ms} → 200 {slot} | 409 no_slot | 503 busy
 //	POST /v1/slots/bind                {slot, call_id}                → 204 | 409 already_bound | 409 slot_not_held
 //	POST /v1/slots/release             {slot}                         → 204
 //	POST /v1/calls/{call_id}/release   {org}                          → 204 | 404 not_found
 //	POST /v1/calls/{call_id}/transcriber {agent}                      → 200 {provider, lease, over_limit, fell_back}
 //	POST /v1/calls/{call_id}/voice/start {agent}                      → 200 {provider, lease, fell_back, over_limit, waited_ms}
-//	POST /v1/calls/{call_id}/voice/done  {lease}                      → 204
+//	POST /v1/calls/{call_id}/voice/done  {lease}                      → 204 | 404 not_found
 //	POST /v1/calls/{call_id}/dial        {agent}                      → 200 {state:"reserved", transcriber, voice} | 202 {state:"queued", waiting_for, position, queued_at}
-//	GET  /v1/calls/{call_id}/dial?wait_ms=                            → 200 reserved/answered | 202 queued | 404 not_found
+//	GET  /v1/calls/{call_id}/dial?wait_ms=                            → 200 reserved/answered | 202 queued | 404 not_found | 429 too_many_waiters | 503 busy
 //	POST /v1/calls/{call_id}/answered                                 → 200 {transcriber} | 409 not_reserved | 404 not_found
 //	POST /v1/calls/{call_id}/ended                                    → 204
-//	GET  /v1/calls/{call_id}/timeline                                 → 200 {call_id, events:[{at, kind, provider, detail}]}
-//	GET  /v1/dial-queue                                               → 200 {calls:[{call_id, agent, queued_at, waiting_for, position}]}
+//	GET  /v1/calls/{call_id}/timeline                                 → 200 {call_id, events:[{at, kind, provider, detail}]} | 404 not_found
+//	GET  /v1/dial-queue                                               → 200 {calls:[{org, call_id, agent, queued_at, waiting_for, position}]} (admin)
 //	POST /v1/calls:start               {org, campaign, timeout_ms}    → 200 {started, waited_ms} | 429 rate_limited
 //	POST /v1/gate/enter                {timeout_ms}                   → 200 {ticket, expires_at} | 429 gate_full | 503 busy
 //	POST /v1/gate/leave                {ticket}                       → 204 | 404 unknown_ticket
@@ -165,6 +165,32 @@ type Options struct {
 // path (internal/strictjson). GET /v1/status is scoped to the caller: an
 // organisation's token sees its own live calls only, not the vendor
 // leases of every organisation nor auth_failures.
+//
+// Live calls and leases belong to an organisation. With an
+// organisation's token, every /v1/calls/{call_id}/… route reaches that
+// organisation's call of the id: in Redis the call is "org/call_id" (its
+// dial state, queue entry, timeline, and the holder and id of every lease
+// taken for it), so another organisation's call of the same id is another
+// call, and naming it answers 404 and touches nothing (POST …/ended, which
+// also serves inbound calls the dial queue never knew, answers 204 for
+// any id and ends only the caller's own). An admin token (or no
+// authentication) reaches the calls of the organisation named by the org
+// query parameter, or, without one, the calls of no organisation. A lease
+// taken with an organisation's token is named for it (holder
+// "org/holder", id "org/holder#…"); refreshing or releasing a lease not
+// named for the caller's organisation answers 404. One organisation holds
+// at most ceil(limit × Options.OrgLeaseShare) leases of a provider/kind
+// through POST /v1/leases (granted false, over_quota true beyond it).
+//
+// A GET dial with wait_ms > 0 long-polls: at most Options.MaxDialWaiters
+// wait at once per process (429 too_many_waiters with Retry-After: 1
+// beyond it). A read of the call's state that times out while this
+// process's other reads succeed is load, not an outage: it answers 503
+// busy with Retry-After: 1 and the call keeps its place; the read fails
+// open (reserved, uncounted) only when Redis refuses connections or no
+// read has succeeded for 2 s. When the server begins to shut down
+// (Options.Shutdown), a long-poll answers the state it last read, and a
+// slot, start or gate wait answers 503 shutting_down, at once.
 //
 // POST /v1/calls:start takes a start token of the campaign's start rate
 // (live.RateLimiter; 429 with Retry-After when none frees up within
