@@ -8,9 +8,23 @@
 // fetches DataPath every few seconds and replaces the page's sections, so
 // the page refreshes without a full reload.
 //
-// What it shows is a Snapshot, a plain struct: the package reads nothing
-// itself, so it is tested without a database. Access is an admin's: a
-// bearer token on each request, or a session cookie from signing in once
-// at LoginPath (see Sessions). The checks themselves are the caller's
-// (Config.IsAdmin, Config.SignIn, Config.StillValid).
+// What it shows is a Snapshot, a plain struct: the package reads none of
+// it itself. Access is an admin's: a bearer token on each request, or a
+// session cookie from signing in once at LoginPath. The checks of a token
+// are the caller's (Config.IsAdmin, Config.SignIn, Config.StillValid).
+//
+// Sessions (see Sessions) are kept in PostgreSQL, table
+// statuspage_sessions: the cookie holds a random 32-byte session id, the
+// table its SHA-256 with the admin token's id and the expiry (12 h). So
+// every serve process behind a load balancer knows every session, a
+// restart signs no one out, and signing out at LogoutPath deletes the
+// row: a copy of the cookie is refused from then on, everywhere. The
+// token is looked up on every request too, so revoking it ends its
+// sessions. Expired rows are deleted at each sign-in (by the database's
+// clock), which bounds the table by the sign-ins of one session lifetime.
+// The runtime role reads and inserts rows and deletes them only through
+// two functions (one session by its hash; the expired ones).
+//
+// The cookie is HttpOnly and SameSite=Strict, and Secure when the request
+// came over TLS.
 package statuspage

@@ -37,7 +37,7 @@ type Config struct {
 	// with is still valid (not revoked), on every request of the session.
 	// Required.
 	StillValid func(ctx context.Context, tokenID int64) (bool, error)
-	// Sessions signs the session cookies. Required.
+	// Sessions keeps the sessions of signed-in browsers. Required.
 	Sessions *Sessions
 	// RefreshEvery: how often the page refreshes. Default
 	// RefreshEveryDefault.
@@ -80,17 +80,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == LoginPath && r.Method == http.MethodGet:
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 	case r.URL.Path == LogoutPath && r.Method == http.MethodPost:
-		http.SetCookie(w, h.cfg.Sessions.Clear(r.TLS != nil))
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		h.logout(w, r)
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-// authorised: a valid session whose token is still valid, or an admin's
-// bearer token.
+// authorised: a recorded session whose token is still valid, or an
+// admin's bearer token.
 func (h *Handler) authorised(r *http.Request) (bool, error) {
-	if id, ok := h.cfg.Sessions.Verify(r); ok {
+	id, ok, err := h.cfg.Sessions.Verify(r)
+	if err != nil {
+		return false, err
+	}
+	if ok {
 		valid, err := h.cfg.StillValid(r.Context(), id)
 		if err != nil || valid {
 			return valid, err
@@ -98,6 +101,9 @@ func (h *Handler) authorised(r *http.Request) (bool, error) {
 	}
 	return h.cfg.IsAdmin(r)
 }
+
+// secure reports whether r's cookies are Secure: r came over TLS.
+func (h *Handler) secure(r *http.Request) bool { return r.TLS != nil }
 
 func (h *Handler) page(w http.ResponseWriter, r *http.Request, sections bool) {
 	ok, err := h.authorised(r)
@@ -153,10 +159,40 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.cfg.Logger.Info("status page: sign-in refused")
 		h.writeLogin(w, http.StatusUnauthorized, "That is not a valid admin token.")
 	default:
+		c, err := h.cfg.Sessions.Start(r.Context(), id, h.secure(r))
+		if err != nil {
+			h.cfg.Logger.Warn("status page: sign-in could not record the session", slog.String("error", err.Error()))
+			w.Header().Set("Retry-After", "1")
+			h.writeLogin(w, http.StatusServiceUnavailable, "The session could not be recorded now; try again.")
+			return
+		}
+		// The browser's previous session, if any, ends with this one's start.
+		if _, err := h.cfg.Sessions.End(r.Context(), r); err != nil {
+			h.cfg.Logger.Warn("status page: sign-in could not end the previous session", slog.String("error", err.Error()))
+		}
 		h.cfg.Logger.Info("status page: signed in", slog.Int64("token_id", id))
-		http.SetCookie(w, h.cfg.Sessions.Cookie(id, r.TLS != nil))
+		http.SetCookie(w, c)
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 	}
+}
+
+// logout ends the session server-side, then clears the browser's cookie.
+// When the session cannot be ended now the cookie is kept and the answer
+// is 503: a cleared cookie whose session lives on would be a sign-out in
+// appearance only.
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	ended, err := h.cfg.Sessions.End(r.Context(), r)
+	if err != nil {
+		h.cfg.Logger.Warn("status page: sign-out could not end the session", slog.String("error", err.Error()))
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the session could not be ended now; retry", http.StatusServiceUnavailable)
+		return
+	}
+	if ended {
+		h.cfg.Logger.Info("status page: signed out")
+	}
+	http.SetCookie(w, h.cfg.Sessions.Clear(h.secure(r)))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (h *Handler) writeLogin(w http.ResponseWriter, status int, msg string) {

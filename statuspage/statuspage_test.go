@@ -12,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/statuspage"
 )
 
@@ -115,17 +119,35 @@ func TestChartIsCappedToTheLatestMinutes(t *testing.T) {
 
 const adminToken = "the-admin-token"
 
+// bundle is a status page on a real database: its sessions are kept by
+// the runtime role, as serve's are.
 type bundle struct {
 	srv     *httptest.Server
 	clock   *clock.Stub
+	owner   *pgxpool.Pool // the database's owner, to look at the table
+	runtime *pgxpool.Pool // what the page's sessions act as
 	revoked map[int64]bool
 	checkFn func() error
 }
 
-func setup(t *testing.T) *bundle {
+// pageOpts: how setup makes the page.
+type pageOpts struct {
+	// owner and runtime: another process on the same database; nil: a
+	// database of its own.
+	owner, runtime *pgxpool.Pool
+}
+
+func setup(t *testing.T) *bundle { return setupWith(t, pageOpts{}) }
+
+func setupWith(t *testing.T, o pageOpts) *bundle {
 	t.Helper()
-	b := &bundle{clock: clock.NewStub(t0), revoked: map[int64]bool{}, checkFn: func() error { return nil }}
-	sessions, err := statuspage.NewSessions(time.Hour, b.clock)
+	b := &bundle{clock: clock.NewStub(time.Now().UTC().Truncate(time.Second)), revoked: map[int64]bool{},
+		checkFn: func() error { return nil }, owner: o.owner, runtime: o.runtime}
+	if b.owner == nil {
+		b.owner = testdb.New(t)
+		b.runtime = testdb.AsRuntime(t, b.owner)
+	}
+	sessions, err := statuspage.NewSessions(b.runtime, time.Hour, b.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +183,7 @@ func (b *bundle) get(t *testing.T, path, bearer string, cookie *http.Cookie) (in
 	if cookie != nil {
 		req.AddCookie(cookie)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := b.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +192,22 @@ func (b *bundle) get(t *testing.T, path, bearer string, cookie *http.Cookie) (in
 	return resp.StatusCode, string(body)
 }
 
-func (b *bundle) login(t *testing.T, token string) (int, *http.Cookie) {
+// post POSTs form to path with cookie (nil: none) and headers (name,
+// value, ...) and returns the status and the session cookie it set, if
+// any.
+func (b *bundle) post(t *testing.T, path string, form url.Values, cookie *http.Cookie, headers ...string) (int, *http.Cookie) {
 	t.Helper()
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.PostForm(b.srv.URL+statuspage.LoginPath, url.Values{"token": {token}})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.srv.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	if cookie != nil {
+		req.AddCookie(cookie)
+	}
+	client := *b.srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +218,26 @@ func (b *bundle) login(t *testing.T, token string) (int, *http.Cookie) {
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+func (b *bundle) login(t *testing.T, token string, headers ...string) (int, *http.Cookie) {
+	t.Helper()
+	return b.post(t, statuspage.LoginPath, url.Values{"token": {token}}, nil, headers...)
+}
+
+func (b *bundle) logout(t *testing.T, cookie *http.Cookie, headers ...string) (int, *http.Cookie) {
+	t.Helper()
+	return b.post(t, statuspage.LogoutPath, nil, cookie, headers...)
+}
+
+// sessions counts the rows of statuspage_sessions.
+func (b *bundle) sessions(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := b.owner.QueryRow(t.Context(), `SELECT count(*) FROM statuspage_sessions`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestAccess(t *testing.T) {
@@ -209,8 +263,8 @@ func TestAccess(t *testing.T) {
 	if code != http.StatusSeeOther || c == nil {
 		t.Fatalf("sign in: %d, cookie %v", code, c)
 	}
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || strings.Contains(c.Value, adminToken) {
-		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, without the token", c)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || strings.Contains(c.Value, adminToken) {
+		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, not Secure over plain HTTP, without the token", c)
 	}
 	if code, body := b.get(t, statuspage.DataPath, "", c); code != 200 || !strings.Contains(body, `id="recordings"`) || strings.Contains(body, "<html") {
 		t.Fatalf("GET %s with the session: %d\n%s", statuspage.DataPath, code, body)
@@ -218,7 +272,11 @@ func TestAccess(t *testing.T) {
 
 	// A forged or altered cookie is refused.
 	forged := *c
-	forged.Value = strings.Replace(c.Value, "v1.42.", "v1.43.", 1)
+	last := "A"
+	if strings.HasSuffix(c.Value, last) {
+		last = "B"
+	}
+	forged.Value = c.Value[:len(c.Value)-1] + last
 	if code, _ := b.get(t, statuspage.DataPath, "", &forged); code != 401 {
 		t.Fatalf("altered cookie: %d, want 401", code)
 	}
@@ -238,5 +296,115 @@ func TestAccess(t *testing.T) {
 	b.clock.Advance(time.Hour)
 	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 401 {
 		t.Fatalf("expired session: %d, want 401", code)
+	}
+	// The sessions' database down: 503, not a sign-out, and a sign-out
+	// that cannot be recorded keeps the cookie.
+	b.clock.Advance(-time.Hour)
+	b.runtime.Close()
+	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 503 {
+		t.Fatalf("sessions' database down: %d, want 503", code)
+	}
+	if code, cleared := b.logout(t, c); code != 503 || cleared != nil {
+		t.Fatalf("sign-out with the sessions' database down: %d, cookie %v; want 503 and the cookie kept", code, cleared)
+	}
+}
+
+// A copy of the session cookie (stolen, or left in another browser) is
+// refused once its session signed out: the sign-out ends the session on
+// the server, not only in the browser that sent it.
+func TestAttackSignOutEndsCopiedSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	code, c := b.login(t, adminToken)
+	if code != http.StatusSeeOther || c == nil {
+		t.Fatalf("sign in: %d, cookie %v", code, c)
+	}
+	copied := *c
+	if code, _ := b.get(t, statuspage.DataPath, "", &copied); code != 200 {
+		t.Fatalf("the copied cookie before sign-out: %d, want 200", code)
+	}
+	code, cleared := b.logout(t, c, "Origin", b.srv.URL, "Sec-Fetch-Site", "same-origin")
+	if code != http.StatusSeeOther || cleared == nil || cleared.MaxAge >= 0 {
+		t.Fatalf("sign out: %d, cookie %+v; want 303 clearing the cookie", code, cleared)
+	}
+	if code, body := b.get(t, "/", "", &copied); code != 401 || !strings.Contains(body, `action="/status/login"`) {
+		t.Fatalf("GET / with the copied cookie after sign-out: %d, want 401 with the sign-in form", code)
+	}
+	if code, _ := b.get(t, statuspage.DataPath, "", &copied); code != 401 {
+		t.Fatalf("GET %s with the copied cookie after sign-out: %d, want 401", statuspage.DataPath, code)
+	}
+	if n := b.sessions(t); n != 0 {
+		t.Fatalf("%d sessions recorded after the only one signed out, want 0", n)
+	}
+}
+
+// Sessions are the database's, not a process's: a browser signed in
+// through one serve process is signed in at every other, and signing out
+// at one signs it out at all.
+func TestSessionsAreSharedByProcesses(t *testing.T) {
+	t.Parallel()
+	a := setup(t)
+	b := setupWith(t, pageOpts{owner: a.owner, runtime: a.runtime})
+	_, c := a.login(t, adminToken)
+	if c == nil {
+		t.Fatal("no session cookie")
+	}
+	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 200 {
+		t.Fatalf("the session at another process: %d, want 200", code)
+	}
+	if code, _ := b.logout(t, c); code != http.StatusSeeOther {
+		t.Fatalf("sign out at the other process: %d", code)
+	}
+	if code, _ := a.get(t, statuspage.DataPath, "", c); code != 401 {
+		t.Fatalf("the session where it began, after signing out at another process: %d, want 401", code)
+	}
+}
+
+// The runtime role records and reads sessions but cannot delete or change
+// one itself; it deletes through the two functions only, and the prune
+// takes the database's clock, so no caller can make it end a live session.
+func TestAttackRuntimeCannotRewriteSessions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	_, c := b.login(t, adminToken)
+	if c == nil {
+		t.Fatal("no session cookie")
+	}
+	for _, stmt := range []string{
+		`DELETE FROM statuspage_sessions`,
+		`UPDATE statuspage_sessions SET expires_at = expires_at + interval '1 year'`,
+		`UPDATE statuspage_sessions SET token_id = 0`,
+		`TRUNCATE statuspage_sessions`,
+	} {
+		_, err := b.runtime.Exec(ctx, stmt)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Errorf("as the runtime role, %s: %v, want 42501", stmt, err)
+		}
+	}
+	var n int
+	if err := b.runtime.QueryRow(ctx, `SELECT statuspage_sessions_prune()`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("prune with a live session: %d deleted, %v; want 0", n, err)
+	}
+	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 200 {
+		t.Fatalf("the session after the attempts: %d, want 200", code)
+	}
+}
+
+// Expired sessions are deleted at the next sign-in, by the database's
+// clock: the table stays bounded by the sign-ins of one TTL.
+func TestExpiredSessionsArePruned(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.owner.Exec(t.Context(), `INSERT INTO statuspage_sessions (id_sha256, token_id, created_at, expires_at)
+		SELECT sha256(i::text::bytea), 42, now() - interval '2 days', now() - interval '1 day' FROM generate_series(1, 50) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := b.login(t, adminToken); c == nil {
+		t.Fatal("no session cookie")
+	}
+	if n := b.sessions(t); n != 1 {
+		t.Fatalf("%d sessions after a sign-in over 50 expired ones, want 1", n)
 	}
 }

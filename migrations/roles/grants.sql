@@ -93,3 +93,18 @@ BEGIN
     END;
 END
 $$;
+
+-- Added by migration 00015 (status page sessions): the runtime role reads
+-- and records sessions; it deletes them only through the two functions,
+-- one session by its id's hash (sign-out) or the expired ones.
+DO $$
+BEGIN
+    IF to_regclass('statuspage_sessions') IS NOT NULL THEN
+        REVOKE ALL ON statuspage_sessions FROM callscribe_runtime, callscribe_purge;
+        GRANT SELECT, INSERT ON statuspage_sessions TO callscribe_runtime;
+        REVOKE ALL ON FUNCTION statuspage_session_end(bytea) FROM PUBLIC;
+        REVOKE ALL ON FUNCTION statuspage_sessions_prune() FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION statuspage_session_end(bytea), statuspage_sessions_prune() TO callscribe_runtime;
+    END IF;
+END
+$$;

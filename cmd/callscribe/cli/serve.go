@@ -181,7 +181,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				defer stopUI()
 				mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, adminCheck(token, opts.Authenticate)))
 				// The status page at the root (the capacity API keeps the rest of "/").
-				page, err := a.statusPage(statusSources{ledger: e.ledger, outbox: e.outbox, leases: leases,
+				page, err := a.statusPage(statusSources{pool: pool, ledger: e.ledger, outbox: e.outbox, leases: leases,
 					windows: caps.windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, opts.Authenticate)
 				if err != nil {
 					return err

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/ledger"
@@ -27,8 +29,11 @@ const (
 	statusCallEvents     = 30
 )
 
-// statusSources are what the status page reads; any but ledger may be nil.
+// statusSources are what the status page reads; any but ledger and pool
+// may be nil.
 type statusSources struct {
+	// pool keeps the page's sessions (table statuspage_sessions).
+	pool    *pgxpool.Pool
 	ledger  *ledger.Ledger
 	outbox  *outbox.Outbox
 	leases  *capacity.Leases
@@ -41,12 +46,14 @@ type statusSources struct {
 
 // statusPage returns the status page's handler for serve: admins only,
 // by the bearer token (token: EnvAPIToken's value, or an admin token of
-// store) or by a session signed in with one. A session's token is looked
-// up on every request, so revoking it ends the session at once.
+// store) or by a session signed in with one. Sessions are kept in
+// PostgreSQL (src.pool), so every serve process knows them and signing out
+// ends one everywhere; a session's token is looked up on every request, so
+// revoking it ends the session at once.
 func (a *app) statusPage(src statusSources, store *tokens.Store, token string,
 	authenticate func(ctx context.Context, bearer string) (string, bool, bool, error),
 ) (http.Handler, error) {
-	sessions, err := statuspage.NewSessions(statuspage.SessionTTLDefault, nil)
+	sessions, err := statuspage.NewSessions(src.pool, statuspage.SessionTTLDefault, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/callscribe/callscribe/internal/headless"
 	"github.com/callscribe/callscribe/statuspage"
@@ -29,7 +32,7 @@ func main() {
 func run(out string) error {
 	now := time.Now().UTC().Truncate(time.Second)
 	snap := demo(now)
-	sessions, err := statuspage.NewSessions(0, nil)
+	sessions, err := statuspage.NewSessions(noSessions{}, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -65,6 +68,22 @@ func run(out string) error {
 	fmt.Println("wrote", out)
 	return nil
 }
+
+// noSessions is the screenshot's session store: it has no database and
+// no one signs in (IsAdmin lets the browser in).
+type noSessions struct{}
+
+var errNoSessions = errors.New("screenshot: no sessions")
+
+func (noSessions) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errNoSessions
+}
+
+func (noSessions) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{} }
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errNoSessions }
 
 // demo is a plausible afternoon: two tenants, one scope cooling down after
 // a 429, a provider whose limit was learned lower, a dead delivery.

@@ -17,3 +17,10 @@ type ApiToken struct {
 	CreatedAt    time.Time
 	RevokedAt    *time.Time
 }
+
+type StatuspageSession struct {
+	IDSha256  []byte
+	TokenID   int64
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
