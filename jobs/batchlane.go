@@ -277,6 +277,7 @@ type manifestStep struct {
 // window, vendor slot; its recordings moved to submitted first, then the
 // request), poll, and its items' outcomes, until every item is settled.
 func (p *Pipeline) driveManifest(ctx context.Context, jobID int64, id uuid.UUID) error {
+	p.adoptFormerScopes(ctx)
 	for range maxSteps {
 		m, items, err := p.ledger.Manifest(ctx, id)
 		if errors.Is(err, ledger.ErrNotFound) {
@@ -296,7 +297,7 @@ func (p *Pipeline) driveManifest(ctx context.Context, jobID int64, id uuid.UUID)
 		ms := &manifestStep{m: m, items: items, prov: prov, s: &stepCtx{jobID: jobID, tenant: t, prov: prov,
 			rec: ledger.Recording{ID: m.ID, TenantID: m.TenantID, Lane: ledger.LaneBatch, State: ledger.StateEligible,
 				Deadline: m.CreatedAt.Add(p.cfg.BatchCompletionBound)},
-			observeOnly: p.observeOnly(t.Scope) || p.rollout.observed(ctx, p.ledger, t.Cohort),
+			observeOnly: p.observeOnly(t) || p.rollout.observed(ctx, p.ledger, t.Cohort),
 			log:         p.log.With(slog.String("manifest", m.ID.String()))}}
 		var o outcome
 		switch m.State {

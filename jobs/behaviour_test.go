@@ -29,7 +29,7 @@ import (
 
 // simTenant is the tenant setup configures when given none, pointed at url.
 func simTenant(url string) map[string]jobs.TenantConfig {
-	return map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: url, APIKey: "sim-key", Model: "general"}}
+	return map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: url, APIKey: "sim-key", Account: "sim", Model: "general"}}
 }
 
 // throttledFirst returns a simulator Rand whose first draw is below share:
@@ -68,7 +68,8 @@ func allRecordings(t *testing.T, l *ledger.Ledger) []ledger.Recording {
 // admitted after offers that enforcement would have honoured.
 func TestObserveOnlyScopeRecordsOffersAndDefersNothing(t *testing.T) {
 	t.Parallel()
-	// The scope setup's tenant derives (the base URL is no part of it).
+	// The scope setup's tenant derives (its account is named "sim", so the
+	// simulator's URL is no part of it).
 	scope := jobs.Config{Tenants: simTenant("")}.WithDefaults().Tenants["t1"].Scope
 	// The first 429 says "Retry-After: 1" (FormMixed starts with seconds)
 	// for a 1s cooldown: the recording it throttled backs off alone

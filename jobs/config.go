@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/callscribe/callscribe/clock"
@@ -73,10 +75,18 @@ type TenantConfig struct {
 	APIKey string `yaml:"api_key"`
 	// Model asked for when a recording names none. Default "": the adapter's.
 	Model string `yaml:"model"`
+	// Account labels the vendor account APIKey belongs to, for the
+	// throttling scope's name: 1-64 bytes of A-Z a-z 0-9 . _ -. Tenants
+	// that share a key share an account. Default "": the host of BaseURL
+	// (of the vendor's public API when BaseURL is empty), so that tenants
+	// with different keys of one vendor must each be given an account
+	// (Validate refuses them otherwise: they would share one scope).
+	Account string `yaml:"account"`
 	// Scope names the throttling scope (vendor account + model class).
-	// Default "": <provider>:<first 8 hex of sha256(api key)>:<model>, the
-	// model being the adapter's default when Model is empty, so tenants
-	// that share a key and a model share a scope.
+	// Default "": <provider>:<account>:<model>, the model being the
+	// adapter's default when Model is empty, so tenants that share an
+	// account and a model share a scope. The name shows in recordings'
+	// events, metrics and logs: it is never derived from the key.
 	Scope string `yaml:"scope"`
 	// ImmediateDeadline and BatchDeadline override the lane defaults.
 	ImmediateDeadline time.Duration `yaml:"immediate_deadline"`
@@ -100,6 +110,12 @@ type TenantConfig struct {
 	// KeepAudio: the retention purge leaves the audio objects in the
 	// recordings root (and records that it did). Default false: removed.
 	KeepAudio bool `yaml:"keep_audio"`
+
+	// formerScope is the name WithDefaults derived before accounts, from a
+	// hash of the key (<provider>:<first 8 hex of sha256(api key)>:<model>),
+	// when it derived Scope: AdoptFormerScopes carries that scope's
+	// deferral over to Scope. It is never shown; "" when Scope was set.
+	formerScope string
 }
 
 // Config configures the pipeline.
@@ -248,8 +264,14 @@ func (c Config) WithDefaults() Config {
 			t.Cohort = CohortDefault
 		}
 		if t.Scope == "" {
+			account := t.Account
+			if account == "" {
+				account = defaultAccount(t)
+			}
+			t.Scope = t.Provider + ":" + account + ":" + modelSent(t)
+			// Only to find the state kept under the old name.
 			h := sha256.Sum256([]byte(t.APIKey))
-			t.Scope = t.Provider + ":" + hex.EncodeToString(h[:4]) + ":" + modelSent(t)
+			t.formerScope = t.Provider + ":" + hex.EncodeToString(h[:4]) + ":" + modelSent(t)
 		}
 		tenants[id] = t
 	}
@@ -310,7 +332,11 @@ func (c Config) Validate() error {
 		if t.Retention < 0 {
 			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.retention: %s must be positive (no tenant is kept forever)", id, t.Retention))
 		}
+		if t.Account != "" && !validAccount(t.Account) {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.account: %q must be 1-64 bytes of A-Z a-z 0-9 . _ -", id, t.Account))
+		}
 	}
+	errs = append(errs, sharedDefaultScopes(c.Tenants, ids)...)
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("ledger.retention: %s must be positive", c.Retention))
 	}
@@ -318,6 +344,64 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retry_after: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// defaultAccount is t's account when it names none: the host of its
+// vendor's endpoint, or "default" when that does not parse.
+func defaultAccount(t TenantConfig) string {
+	base := t.BaseURL
+	if base == "" {
+		switch t.Provider {
+		case stt.KindOpenAI:
+			base = stt.OpenAIBaseURLDefault
+		case stt.KindDeepgram:
+			base = stt.DeepgramBaseURLDefault
+		case stt.KindAssemblyAI:
+			base = stt.AssemblyAIBaseURLDefault
+		}
+	}
+	if u, err := url.Parse(base); err == nil && u.Host != "" {
+		return strings.ToLower(u.Host)
+	}
+	return "default"
+}
+
+func validAccount(a string) bool {
+	if len(a) > 64 {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return a != ""
+}
+
+// sharedDefaultScopes refuses tenants whose derived scope is one but whose
+// keys differ: different vendor accounts would hold each other back (or
+// one account's throttling would not hold back its own requests). Each
+// must name its account. The keys are compared here and never printed.
+func sharedDefaultScopes(tenants map[string]TenantConfig, ids []string) []error {
+	first := map[string]string{} // scope -> the first tenant deriving it
+	var errs []error
+	for _, id := range ids {
+		t := tenants[id]
+		if t.formerScope == "" || t.Account != "" {
+			continue
+		}
+		prev, ok := first[t.Scope]
+		if !ok {
+			first[t.Scope] = id
+			continue
+		}
+		if tenants[prev].APIKey != t.APIKey {
+			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.account: tenants %s and %s use different %s keys and would share the throttling scope %q: give each key's tenants an account label (pipeline.tenants.<id>.account)",
+				id, prev, id, t.Provider, t.Scope))
+		}
+	}
+	return errs
 }
 
 // modelSent is the model t's requests ask for when a recording names

@@ -1,8 +1,6 @@
 package jobs_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -13,35 +11,55 @@ import (
 
 // The derived throttling scope names the vendor account and the model the
 // requests really ask for: a tenant that names no model uses its adapter's
-// default, so it shares the scope of a tenant on the same key that names
-// that model. Otherwise one tenant's 429 would not hold back the other's
-// submissions to the same vendor quota.
+// default, so it shares the scope of a tenant on the same account that
+// names that model. Otherwise one tenant's 429 would not hold back the
+// other's submissions to the same vendor quota. The account is the
+// tenant's account label, else the host of its vendor's endpoint.
 func TestDerivedScopeNamesTheModelSent(t *testing.T) {
 	t.Parallel()
-	sum := sha256.Sum256([]byte("sk-shared"))
-	account := hex.EncodeToString(sum[:])[:8]
 	cfg := jobs.Config{Tenants: map[string]jobs.TenantConfig{
 		"implicit": {Provider: stt.KindOpenAI, APIKey: "sk-shared"},
 		"explicit": {Provider: stt.KindOpenAI, APIKey: "sk-shared", Model: stt.OpenAIModelDefault},
 		"other":    {Provider: stt.KindOpenAI, APIKey: "sk-shared", Model: "gpt-4o-transcribe"},
-		"own-key":  {Provider: stt.KindOpenAI, APIKey: "sk-other"},
-		"generic":  {Provider: stt.KindGenericHTTP, BaseURL: "http://stt.internal", APIKey: "sk-shared"},
+		"own-key":  {Provider: stt.KindOpenAI, APIKey: "sk-other", Account: "second-account"},
+		"generic":  {Provider: stt.KindGenericHTTP, BaseURL: "http://STT.internal:8080/v1", APIKey: "sk-shared"},
 		"named":    {Provider: stt.KindOpenAI, APIKey: "sk-shared", Scope: "openai-main"},
 	}}.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	scope := func(id string) string { return cfg.Tenants[id].Scope }
 	for id, want := range map[string]string{
-		"implicit": "openai:" + account + ":" + stt.OpenAIModelDefault,
-		"explicit": "openai:" + account + ":" + stt.OpenAIModelDefault,
-		"other":    "openai:" + account + ":gpt-4o-transcribe",
-		"generic":  "generic-http:" + account + ":" + stt.GenericHTTPModelDefault,
+		"implicit": "openai:api.openai.com:" + stt.OpenAIModelDefault,
+		"explicit": "openai:api.openai.com:" + stt.OpenAIModelDefault,
+		"other":    "openai:api.openai.com:gpt-4o-transcribe",
+		"own-key":  "openai:second-account:" + stt.OpenAIModelDefault,
+		"generic":  "generic-http:stt.internal:8080:" + stt.GenericHTTPModelDefault,
 		"named":    "openai-main",
 	} {
 		if got := scope(id); got != want {
 			t.Errorf("tenant %s: scope %q, want %q", id, got, want)
 		}
 	}
-	if scope("own-key") == scope("implicit") {
-		t.Errorf("tenants with different keys share scope %q", scope("own-key"))
+}
+
+// Tenants with different keys of one vendor would derive one scope unless
+// they name their accounts: Validate refuses them, naming the key to set,
+// and never the keys. A bad account label is refused too.
+func TestDifferentKeysMustNameTheirAccounts(t *testing.T) {
+	t.Parallel()
+	cfg := jobs.Config{Tenants: map[string]jobs.TenantConfig{
+		"acme":  {Provider: stt.KindOpenAI, APIKey: "sk-acme-secret"},
+		"rival": {Provider: stt.KindOpenAI, APIKey: "sk-rival-secret"},
+		"same":  {Provider: stt.KindOpenAI, APIKey: "sk-acme-secret"},
+		"bad":   {Provider: stt.KindDeepgram, APIKey: "k", Account: "a:b"},
+	}}.WithDefaults()
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "pipeline.tenants.rival.account") || !strings.Contains(err.Error(), "pipeline.tenants.bad.account") {
+		t.Fatalf("Validate() = %v, want errors naming pipeline.tenants.rival.account and pipeline.tenants.bad.account", err)
+	}
+	if strings.Contains(err.Error(), "pipeline.tenants.same.") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("Validate() = %v: it refuses a tenant sharing acme's key, or prints a key", err)
 	}
 }
 

@@ -92,6 +92,7 @@ type stepCtx struct {
 // tenantHint (the job's TenantID) naming a configured tenant, the
 // recording and its scope's deferral are read in one statement.
 func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHint string) (*stepCtx, error) {
+	p.adoptFormerScopes(ctx)
 	var rec ledger.Recording
 	var read *ledger.ScopeRead
 	var err error
@@ -118,7 +119,7 @@ func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHi
 	if rec.TenantID == tenantHint && rec.State == ledger.StateEligible {
 		s.scopeRead = read
 	}
-	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t.Scope) || p.rollout.observed(ctx, p.ledger, t.Cohort)
+	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t) || p.rollout.observed(ctx, p.ledger, t.Cohort)
 	return s, nil
 }
 
@@ -228,9 +229,11 @@ func (p *Pipeline) expire(ctx context.Context, rec ledger.Recording, reason stri
 	return err
 }
 
-func (p *Pipeline) observeOnly(scope string) bool {
+// observeOnly reports whether pipeline.observe_only_scopes lists t's scope,
+// by its name or by the name it had before scopes were named by account.
+func (p *Pipeline) observeOnly(t TenantConfig) bool {
 	for _, s := range p.cfg.ObserveOnlyScopes {
-		if s == scope {
+		if s == t.Scope || (t.formerScope != "" && s == t.formerScope) {
 			return true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,9 @@ type Pipeline struct {
 	zones sync.Map
 	// unbatched: scopes whose vendor answered that it offers no batches.
 	unbatched unbatchedScopes
+	// adopted: AdoptFormerScopes has carried every renamed scope over.
+	adopted atomic.Bool
+	adoptMu sync.Mutex
 }
 
 // Metrics records what the pipeline did, for operators (metrics.Metrics in

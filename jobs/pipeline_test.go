@@ -121,7 +121,7 @@ func setupWith(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int, deps 
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	if cfg.Tenants == nil {
-		cfg.Tenants = map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key", Model: "general"}}
+		cfg.Tenants = map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key", Account: "sim", Model: "general"}}
 	}
 	if cfg.RetryAfter.BaseBackoff == 0 {
 		cfg.RetryAfter.BaseBackoff = 20 * time.Millisecond

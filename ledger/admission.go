@@ -309,6 +309,27 @@ func (l *Ledger) ScopeResume(ctx context.Context, scope string) error {
 	return nil
 }
 
+// ScopeAdopt carries scope former's admission state (its deadline, whether
+// the next request must be a probe, a pause) over to scope, once: when
+// scope has no row yet and former has one. It reports whether it did.
+// former's row and offers are left as they are, to be read. It serves a
+// scope renamed by configuration (jobs names scopes by an account label
+// where it once named them by a hash of the vendor key), so that a
+// cooldown or a pause in force is not lost with the old name.
+func (l *Ledger) ScopeAdopt(ctx context.Context, former, scope string) (bool, error) {
+	if former == "" || scope == "" || former == scope {
+		return false, &InvalidError{Field: "scope", Reason: "both names are required, and they must differ"}
+	}
+	_, err := l.queries.ScopeDeferralAdopt(ctx, l.pool, dbsqlc.ScopeDeferralAdoptParams{NewScope: scope, At: l.now(), FormerScope: former})
+	if err = translate(err); errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("carrying scope %s over to %s: %w", former, scope, err)
+	}
+	return true, nil
+}
+
 // ScopeDeferralObserve records an offer for a scope in observe-only mode:
 // kept with the others (ObserveOnly), but the deadline does not move.
 func (l *Ledger) ScopeDeferralObserve(ctx context.Context, e Extension) error {

@@ -161,7 +161,7 @@ func TestConfigDocumented(t *testing.T) {
 		"audio.root", "audio.max_bytes", "pipeline.tenants.<id>.provider", "pipeline.tenants.<id>.crm.kind",
 		"pipeline.tenants.<id>.time_zone", "pipeline.tenants.<id>.crm.delivery_deadline", "crm_targets.<name>", "pipeline.observe_only_scopes", "pipeline.sweep_interval",
 		"capacity.limits.<provider>/<kind>", "capacity.orgs.<org>", "capacity.agents.<agent>",
-		"pipeline.tenants.<id>.api_key_file", "pipeline.tenants.<id>.allow_insecure_http",
+		"pipeline.tenants.<id>.api_key_file", "pipeline.tenants.<id>.allow_insecure_http", "pipeline.tenants.<id>.account",
 		"pipeline.tenants.<id>.crm.token_file", "pipeline.tenants.<id>.crm.allow_insecure_http",
 		"metrics.max_tenant_labels", "pipeline.fetch_cooldown", "capacity.org_limit", cli.EnvDefaultOrgLimit,
 		"capacity.start_rate.default", "capacity.start_rate.campaigns.<org>.<campaign>", "capacity.gate.size", "capacity.gate.timeout",

@@ -193,9 +193,9 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	a.config.Audio.Root = recRoot
 	pc := a.config.Pipeline
 	pc.Tenants = map[string]TenantConfig{
-		"northline": {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", TimeZone: "America/Chicago"}, CRM: crmCfg},
-		"harbor":    {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", TimeZone: "America/Los_Angeles"}, CRM: crmCfg},
-		"ridgeway":  {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b", TimeZone: "America/New_York"}, CRM: crmCfg},
+		"northline": {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", Account: "demo-a", TimeZone: "America/Chicago"}, CRM: crmCfg},
+		"harbor":    {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", Account: "demo-a", TimeZone: "America/Los_Angeles"}, CRM: crmCfg},
+		"ridgeway":  {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b", Account: "demo-b", TimeZone: "America/New_York"}, CRM: crmCfg},
 	}
 	pc.PollInterval = cmpDur(pc.PollInterval, 200*time.Millisecond)
 	pc.ProbeWait = cmpDur(pc.ProbeWait, 200*time.Millisecond)

@@ -37,8 +37,8 @@ func TestRolloutCohorts(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 300ms}\n" +
 		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
-		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: key-early, cohort: early}\n" +
-		"    ridgeway: {provider: generic-http, base_url: '" + stt.URL + "', api_key: key-late, cohort: late}\n"
+		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: key-early, account: early, cohort: early}\n" +
+		"    ridgeway: {provider: generic-http, base_url: '" + stt.URL + "', api_key: key-late, account: late, cohort: late}\n"
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -509,9 +509,9 @@ func (c *chaos) startDoubles(ctx context.Context) error {
 	return nil
 }
 
-// tenants of the run: northline and harbor share an API key (one scope),
-// ridgeway has its own.
-var tenants = []struct{ id, key string }{{"northline", keyA}, {"harbor", keyA}, {"ridgeway", keyB}}
+// tenants of the run: northline and harbor share an API key and its account
+// label (one scope), ridgeway has its own.
+var tenants = []struct{ id, key, account string }{{"northline", keyA, "chaos-a"}, {"harbor", keyA, "chaos-a"}, {"ridgeway", keyB, "chaos-b"}}
 
 // writeRecordings writes the WAVs and the manifest.
 func (c *chaos) writeRecordings() (string, error) {
@@ -582,8 +582,8 @@ func (c *chaos) writeConfig() error {
 	b.WriteString("pipeline:\n  poll_interval: 200ms\n  probe_timeout: 10s\n  probe_wait: 100ms\n" +
 		"  step_timeout: 15s\n  rescue_after: 20s\n  sweep_interval: 10s\n  shutdown_grace: 5s\n  tenants:\n")
 	for _, t := range tenants {
-		fmt.Fprintf(&b, "    %s: {provider: generic-http, base_url: %q, api_key: %s,\n      crm: {kind: webhook, base_url: %q, token: %s}}\n",
-			t.id, c.sttURL, t.key, c.crmURL, crmToken)
+		fmt.Fprintf(&b, "    %s: {provider: generic-http, base_url: %q, api_key: %s, account: %s,\n      crm: {kind: webhook, base_url: %q, token: %s}}\n",
+			t.id, c.sttURL, t.key, t.account, c.crmURL, crmToken)
 	}
 	c.config = filepath.Join(c.work, "callscribe.yaml")
 	return os.WriteFile(c.config, []byte(b.String()), 0o600)

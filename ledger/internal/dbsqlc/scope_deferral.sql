@@ -98,6 +98,18 @@ SET paused = false, paused_reason = '', paused_at = NULL, updated_at = @at::time
 WHERE scope = @scope AND paused
 RETURNING scope;
 
+-- name: ScopeDeferralAdopt :one
+-- A renamed scope takes over its former name's admission state, once: the
+-- deadline, whether the next request must be a probe, a pause. Nothing is
+-- written when the new name already has a row (taken over, or used,
+-- before) or the former one has none. The former name's row and offers
+-- stay as they are, to be read.
+INSERT INTO scope_deferrals (scope, not_before, updated_at, needs_probe, paused, paused_reason, paused_at)
+SELECT @new_scope::text, f.not_before, @at::timestamptz, f.needs_probe, f.paused, f.paused_reason, f.paused_at
+FROM scope_deferrals f WHERE f.scope = @former_scope::text
+ON CONFLICT (scope) DO NOTHING
+RETURNING scope;
+
 -- name: RecordingGetWithScope :one
 -- A step's one read: the recording and, when the scope has its row, the
 -- scope's deferral FOR SHARE (as ScopeDeferralGetForAdmission: it waits

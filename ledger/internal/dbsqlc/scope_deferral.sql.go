@@ -100,6 +100,32 @@ func (q *Queries) RecordingGetWithScope(ctx context.Context, db DBTX, arg Record
 	return i, err
 }
 
+const scopeDeferralAdopt = `-- name: ScopeDeferralAdopt :one
+INSERT INTO scope_deferrals (scope, not_before, updated_at, needs_probe, paused, paused_reason, paused_at)
+SELECT $1::text, f.not_before, $2::timestamptz, f.needs_probe, f.paused, f.paused_reason, f.paused_at
+FROM scope_deferrals f WHERE f.scope = $3::text
+ON CONFLICT (scope) DO NOTHING
+RETURNING scope
+`
+
+type ScopeDeferralAdoptParams struct {
+	NewScope    string
+	At          time.Time
+	FormerScope string
+}
+
+// A renamed scope takes over its former name's admission state, once: the
+// deadline, whether the next request must be a probe, a pause. Nothing is
+// written when the new name already has a row (taken over, or used,
+// before) or the former one has none. The former name's row and offers
+// stay as they are, to be read.
+func (q *Queries) ScopeDeferralAdopt(ctx context.Context, db DBTX, arg ScopeDeferralAdoptParams) (string, error) {
+	row := db.QueryRow(ctx, scopeDeferralAdopt, arg.NewScope, arg.At, arg.FormerScope)
+	var scope string
+	err := row.Scan(&scope)
+	return scope, err
+}
+
 const scopeDeferralEnsure = `-- name: ScopeDeferralEnsure :exec
 INSERT INTO scope_deferrals (scope, not_before, updated_at)
 VALUES ($1, 'epoch', $2)
