@@ -25,6 +25,12 @@
 // The runtime role reads and inserts rows and deletes them only through
 // two functions (one session by its hash; the expired ones).
 //
-// The cookie is HttpOnly and SameSite=Strict, and Secure when the request
-// came over TLS.
+// The cookie is HttpOnly and SameSite=Strict; it is Secure per
+// Config.SecureCookies: SecureAuto when the request reached the process
+// over TLS (forwarded headers are not trusted), SecureAlways behind a
+// proxy that ends TLS, SecureNever. A request other than GET and HEAD
+// (sign-in, sign-out) is refused with 403 when its Origin, if sent, is not
+// the page's own (scheme://host of the request; https when it came over
+// TLS or with SecureAlways), or its Sec-Fetch-Site, if sent, is neither
+// same-origin nor none. Without either header (curl) it is allowed.
 package statuspage

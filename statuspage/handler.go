@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -39,6 +42,9 @@ type Config struct {
 	StillValid func(ctx context.Context, tokenID int64) (bool, error)
 	// Sessions keeps the sessions of signed-in browsers. Required.
 	Sessions *Sessions
+	// SecureCookies: when the session cookie is Secure, and whether the
+	// page's own origin is https behind a proxy. Default SecureAuto.
+	SecureCookies SecureCookies
 	// RefreshEvery: how often the page refreshes. Default
 	// RefreshEveryDefault.
 	RefreshEvery time.Duration
@@ -56,6 +62,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Snapshot == nil || cfg.IsAdmin == nil || cfg.SignIn == nil || cfg.StillValid == nil || cfg.Sessions == nil {
 		return nil, errors.New("statuspage: Config needs Snapshot, IsAdmin, SignIn, StillValid and Sessions")
 	}
+	secure, err := ParseSecureCookies(string(cfg.SecureCookies))
+	if err != nil {
+		return nil, fmt.Errorf("statuspage: SecureCookies: %w", err)
+	}
+	cfg.SecureCookies = secure
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -63,13 +74,26 @@ func New(cfg Config) (*Handler, error) {
 	return &Handler{cfg: cfg}, nil
 }
 
-// ServeHTTP serves "/", DataPath, LoginPath and LogoutPath.
+// ServeHTTP serves "/", DataPath, LoginPath and LogoutPath. A request
+// other than GET and HEAD from another origin is refused with 403 (see
+// crossOrigin).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("Content-Security-Policy", contentSecurityPolicy)
 	hdr.Set("X-Content-Type-Options", "nosniff")
-	hdr.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer a browser sends
+	// "Origin: null" with the page's own forms, which crossOrigin refuses.
+	// Nothing is sent to another origin either way.
+	hdr.Set("Referrer-Policy", "same-origin")
 	hdr.Set("Cache-Control", "no-store")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if why := h.crossOrigin(r); why != "" {
+			h.cfg.Logger.Warn("status page: cross-origin request refused", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.String("why", why))
+			http.Error(w, why, http.StatusForbidden)
+			return
+		}
+	}
 	switch {
 	case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		h.page(w, r, false)
@@ -102,8 +126,68 @@ func (h *Handler) authorised(r *http.Request) (bool, error) {
 	return h.cfg.IsAdmin(r)
 }
 
-// secure reports whether r's cookies are Secure: r came over TLS.
-func (h *Handler) secure(r *http.Request) bool { return r.TLS != nil }
+// secure reports whether r's cookies are Secure (Config.SecureCookies).
+func (h *Handler) secure(r *http.Request) bool {
+	switch h.cfg.SecureCookies {
+	case SecureAlways:
+		return true
+	case SecureNever:
+		return false
+	}
+	return r.TLS != nil
+}
+
+// crossOrigin returns why r, a request that may change state, is refused
+// as another site's, or "" when it is not: Sec-Fetch-Site, when sent, must
+// be same-origin or none (typed by the user), and Origin, when sent, must
+// be the page's own origin (ownOrigin). A request with neither header
+// (curl, an old client) is not a browser's cross-site request: allowed.
+func (h *Handler) crossOrigin(r *http.Request) string {
+	if site := r.Header.Values("Sec-Fetch-Site"); len(site) > 0 {
+		if len(site) > 1 || (site[0] != "same-origin" && site[0] != "none") {
+			return "cross-site request refused (Sec-Fetch-Site: " + strings.Join(site, ", ") + ")"
+		}
+	}
+	if origin := r.Header.Values("Origin"); len(origin) > 0 {
+		if len(origin) > 1 || !sameOrigin(origin[0], h.ownOrigin(r)) {
+			return "cross-origin request refused (Origin is not this page's)"
+		}
+	}
+	return ""
+}
+
+// ownOrigin is the page's origin as r's browser would write it: https
+// when r came over TLS or cookies are always Secure (a TLS proxy in
+// front), else http; and r's Host.
+func (h *Handler) ownOrigin(r *http.Request) *url.URL {
+	scheme := "http"
+	if r.TLS != nil || h.cfg.SecureCookies == SecureAlways {
+		scheme = "https"
+	}
+	return &url.URL{Scheme: scheme, Host: r.Host}
+}
+
+// sameOrigin reports whether the Origin header value origin is own:
+// scheme and host alike (case aside), a default port written or not.
+func sameOrigin(origin string, own *url.URL) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+		return false // "null" and other opaque origins too
+	}
+	return strings.EqualFold(u.Scheme, own.Scheme) && originHost(u.Scheme, u.Host) == originHost(own.Scheme, own.Host)
+}
+
+// originHost is host in lower case without its scheme's default port.
+func originHost(scheme, host string) string {
+	host = strings.ToLower(host)
+	switch strings.ToLower(scheme) {
+	case "http":
+		host = strings.TrimSuffix(host, ":80")
+	case "https":
+		host = strings.TrimSuffix(host, ":443")
+	}
+	return host
+}
 
 func (h *Handler) page(w http.ResponseWriter, r *http.Request, sections bool) {
 	ok, err := h.authorised(r)

@@ -27,6 +27,33 @@ const (
 	sessionIDBytes = 32
 )
 
+// SecureCookies says when the session cookie is marked Secure (sent back
+// by the browser over HTTPS only).
+type SecureCookies string
+
+const (
+	// SecureAuto: when the request reached this process over TLS. Headers
+	// such as X-Forwarded-Proto are not trusted: behind a proxy that ends
+	// TLS, use SecureAlways.
+	SecureAuto SecureCookies = "auto"
+	// SecureAlways: always; the page's own origin is then https.
+	SecureAlways SecureCookies = "always"
+	// SecureNever: never (plain HTTP beyond the loopback address only for
+	// trials).
+	SecureNever SecureCookies = "never"
+)
+
+// ParseSecureCookies returns the setting named s ("" is SecureAuto).
+func ParseSecureCookies(s string) (SecureCookies, error) {
+	switch v := SecureCookies(s); v {
+	case "":
+		return SecureAuto, nil
+	case SecureAuto, SecureAlways, SecureNever:
+		return v, nil
+	}
+	return "", fmt.Errorf("%q is not one of auto, always, never", s)
+}
+
 // DB is what Sessions needs of PostgreSQL: a *pgxpool.Pool on a migrated
 // database (table statuspage_sessions), acting as the runtime role.
 type DB interface {

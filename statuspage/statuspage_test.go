@@ -132,6 +132,8 @@ type bundle struct {
 
 // pageOpts: how setup makes the page.
 type pageOpts struct {
+	secure statuspage.SecureCookies
+	tls    bool
 	// owner and runtime: another process on the same database; nil: a
 	// database of its own.
 	owner, runtime *pgxpool.Pool
@@ -159,8 +161,9 @@ func setupWith(t *testing.T, o pageOpts) *bundle {
 		SignIn: func(_ context.Context, tok string) (int64, bool, error) {
 			return 42, tok == adminToken, b.checkFn()
 		},
-		StillValid: func(_ context.Context, id int64) (bool, error) { return !b.revoked[id], b.checkFn() },
-		Sessions:   sessions,
+		StillValid:    func(_ context.Context, id int64) (bool, error) { return !b.revoked[id], b.checkFn() },
+		Sessions:      sessions,
+		SecureCookies: o.secure,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +172,11 @@ func setupWith(t *testing.T, o pageOpts) *bundle {
 	mux.Handle("GET /{$}", h)
 	mux.Handle("/status/", h)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "catch-all") })
-	b.srv = httptest.NewServer(mux)
+	if o.tls {
+		b.srv = httptest.NewTLSServer(mux)
+	} else {
+		b.srv = httptest.NewServer(mux)
+	}
 	t.Cleanup(b.srv.Close)
 	return b
 }
@@ -246,6 +253,16 @@ func TestAccess(t *testing.T) {
 	if code, body := b.get(t, "/", "", nil); code != 401 || !strings.Contains(body, `action="/status/login"`) {
 		t.Fatalf("GET / signed out: %d, want 401 with the sign-in form\n%s", code, body)
 	}
+	// The sign-in form's POST carries the page's Origin only under a
+	// Referrer-Policy other than no-referrer (which sends "Origin: null").
+	resp, err := b.srv.Client().Get(b.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if p := resp.Header.Get("Referrer-Policy"); p != "same-origin" {
+		t.Fatalf("Referrer-Policy %q, want same-origin", p)
+	}
 	if code, _ := b.get(t, statuspage.DataPath, "wrong", nil); code != 401 {
 		t.Fatalf("GET %s with a wrong token: %d", statuspage.DataPath, code)
 	}
@@ -264,7 +281,7 @@ func TestAccess(t *testing.T) {
 		t.Fatalf("sign in: %d, cookie %v", code, c)
 	}
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || strings.Contains(c.Value, adminToken) {
-		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, not Secure over plain HTTP, without the token", c)
+		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, not Secure over plain HTTP (auto), without the token", c)
 	}
 	if code, body := b.get(t, statuspage.DataPath, "", c); code != 200 || !strings.Contains(body, `id="recordings"`) || strings.Contains(body, "<html") {
 		t.Fatalf("GET %s with the session: %d\n%s", statuspage.DataPath, code, body)
@@ -357,6 +374,110 @@ func TestSessionsAreSharedByProcesses(t *testing.T) {
 	}
 	if code, _ := a.get(t, statuspage.DataPath, "", c); code != 401 {
 		t.Fatalf("the session where it began, after signing out at another process: %d, want 401", code)
+	}
+}
+
+// The Secure attribute follows status_page.secure_cookies: always marks
+// the cookie Secure even on plain HTTP (serve behind a proxy that ends
+// TLS), never leaves it off even over TLS, auto follows the connection's
+// own TLS state and ignores X-Forwarded-Proto.
+func TestAttackSecureCookiesSetting(t *testing.T) {
+	t.Parallel()
+	owner := testdb.New(t)
+	runtime := testdb.AsRuntime(t, owner)
+	for _, tc := range []struct {
+		secure  statuspage.SecureCookies
+		tls     bool
+		headers []string
+		want    bool
+	}{
+		{secure: statuspage.SecureAlways, want: true},
+		{secure: statuspage.SecureNever, want: false},
+		{secure: statuspage.SecureNever, tls: true, want: false},
+		{secure: statuspage.SecureAuto, tls: true, want: true},
+		{secure: statuspage.SecureAuto, want: false},
+		{secure: statuspage.SecureAuto, headers: []string{"X-Forwarded-Proto", "https"}, want: false},
+	} {
+		b := setupWith(t, pageOpts{secure: tc.secure, tls: tc.tls, owner: owner, runtime: runtime})
+		code, c := b.login(t, adminToken, tc.headers...)
+		if code != http.StatusSeeOther || c == nil {
+			t.Fatalf("%s (TLS %v): sign in: %d, cookie %v", tc.secure, tc.tls, code, c)
+		}
+		if c.Secure != tc.want {
+			t.Errorf("%s (TLS %v, %v): the session cookie's Secure is %v, want %v", tc.secure, tc.tls, tc.headers, c.Secure, tc.want)
+		}
+		code, cleared := b.logout(t, c, tc.headers...)
+		if code != http.StatusSeeOther || cleared == nil || cleared.Secure != tc.want {
+			t.Errorf("%s (TLS %v): sign out: %d, cookie %+v; want Secure %v", tc.secure, tc.tls, code, cleared, tc.want)
+		}
+	}
+	if _, err := statuspage.New(statuspage.Config{
+		Snapshot:   func(context.Context) (statuspage.Snapshot, error) { return demo(), nil },
+		IsAdmin:    func(*http.Request) (bool, error) { return false, nil },
+		SignIn:     func(context.Context, string) (int64, bool, error) { return 0, false, nil },
+		StillValid: func(context.Context, int64) (bool, error) { return false, nil },
+		Sessions:   &statuspage.Sessions{}, SecureCookies: "sometimes",
+	}); err == nil {
+		t.Error("SecureCookies \"sometimes\" accepted")
+	}
+}
+
+// Another site cannot sign a browser in (to a session of its choosing) or
+// out: a sign-in or sign-out whose Origin is not the page's, or whose
+// Sec-Fetch-Site is neither same-origin nor none, is refused with 403 and
+// changes nothing. A request with neither header (curl) is allowed.
+func TestAttackCrossOriginSignInAndSignOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, h := range [][]string{
+		{"Origin", "https://evil.example"},
+		{"Origin", "null"},
+		{"Origin", "https://" + b.srv.Listener.Addr().String()}, // the page is http here
+		{"Origin", b.srv.URL + "/status/login"},
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Sec-Fetch-Site", "same-site"},
+		{"Origin", b.srv.URL, "Sec-Fetch-Site", "cross-site"},
+	} {
+		if code, c := b.login(t, adminToken, h...); code != http.StatusForbidden || c != nil {
+			t.Errorf("sign in with %v: %d, cookie %v; want 403 and no cookie", h, code, c)
+		}
+	}
+	if n := b.sessions(t); n != 0 {
+		t.Fatalf("%d sessions recorded by refused sign-ins, want 0", n)
+	}
+
+	code, c := b.login(t, adminToken, "Origin", b.srv.URL, "Sec-Fetch-Site", "same-origin")
+	if code != http.StatusSeeOther || c == nil {
+		t.Fatalf("same-origin sign in: %d, cookie %v", code, c)
+	}
+	for _, h := range [][]string{{"Origin", "https://evil.example"}, {"Sec-Fetch-Site", "cross-site"}} {
+		if code, cleared := b.logout(t, c, h...); code != http.StatusForbidden || cleared != nil {
+			t.Errorf("sign out with %v: %d, cookie %v; want 403 and the cookie untouched", h, code, cleared)
+		}
+	}
+	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 200 {
+		t.Fatalf("after the refused sign-outs: %d, want 200 (still signed in)", code)
+	}
+	// Typed into the address bar, or without either header: allowed.
+	if code, c := b.login(t, adminToken, "Sec-Fetch-Site", "none"); code != http.StatusSeeOther || c == nil {
+		t.Fatalf("sign in with Sec-Fetch-Site: none: %d, cookie %v", code, c)
+	}
+	if code, _ := b.logout(t, c); code != http.StatusSeeOther {
+		t.Fatalf("sign out without Origin or Sec-Fetch-Site: %d", code)
+	}
+	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 401 {
+		t.Fatalf("after signing out: %d, want 401", code)
+	}
+
+	// Behind a proxy that ends TLS (secure_cookies: always), the page's
+	// origin is https.
+	p := setupWith(t, pageOpts{secure: statuspage.SecureAlways, owner: b.owner, runtime: b.runtime})
+	host := p.srv.Listener.Addr().String()
+	if code, c := p.login(t, adminToken, "Origin", "http://"+host); code != http.StatusForbidden || c != nil {
+		t.Errorf("secure_cookies always, Origin http://: %d, cookie %v; want 403", code, c)
+	}
+	if code, c := p.login(t, adminToken, "Origin", "https://"+host, "Sec-Fetch-Site", "same-origin"); code != http.StatusSeeOther || c == nil {
+		t.Errorf("secure_cookies always, Origin https://: %d, cookie %v; want 303 and a session", code, c)
 	}
 }
 

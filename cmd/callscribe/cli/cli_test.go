@@ -167,11 +167,32 @@ func TestConfigDocumented(t *testing.T) {
 		"capacity.start_rate.default", "capacity.start_rate.campaigns.<org>.<campaign>", "capacity.gate.size", "capacity.gate.timeout",
 		"capacity.gate.ticket_ttl", "capacity.alerts.webhook_url", "pipeline.batch_completion_bound", "pipeline.batch.manifests",
 		"pipeline.batch.max_items", "pipeline.batch.max_audio_seconds", "pipeline.batch.max_wait", "pipeline.batch.form_every",
-		"pipeline.batch.poll_interval", "pipeline.admission_max_age",
+		"pipeline.batch.poll_interval", "pipeline.admission_max_age", "status_page.secure_cookies",
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
 			t.Errorf("README.md does not document `%s`", key)
 		}
+	}
+}
+
+// status_page.secure_cookies: auto by default; auto, always or never, else
+// an error naming the key.
+func TestStatusPageSecureCookiesConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c, err := cli.LoadConfig("", envOf(nil))
+	if err != nil || c.StatusPage.SecureCookies != "auto" {
+		t.Fatalf("default: %q, %v; want auto", c.StatusPage.SecureCookies, err)
+	}
+	for _, v := range []string{"auto", "always", "never"} {
+		path := writeFile(t, dir, v+".yaml", "status_page:\n  secure_cookies: "+v+"\n", 0o600)
+		if c, err := cli.LoadConfig(path, envOf(nil)); err != nil || c.StatusPage.SecureCookies != v {
+			t.Errorf("%s: %q, %v", v, c.StatusPage.SecureCookies, err)
+		}
+	}
+	path := writeFile(t, dir, "bad.yaml", "status_page:\n  secure_cookies: sometimes\n", 0o600)
+	if _, err := cli.LoadConfig(path, envOf(nil)); err == nil || !strings.Contains(err.Error(), "status_page.secure_cookies") {
+		t.Fatalf("secure_cookies: sometimes: %v, want an error naming the key", err)
 	}
 }
 

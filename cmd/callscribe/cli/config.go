@@ -24,6 +24,7 @@ import (
 	"github.com/callscribe/callscribe/internal/vendorhttp"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger/retryafter"
+	"github.com/callscribe/callscribe/statuspage"
 )
 
 // Defaults of the configuration keys. README.md's configuration table lists
@@ -73,6 +74,8 @@ type Config struct {
 	CRMTargets map[string]CRMConfig `yaml:"crm_targets"`
 	// Metrics: the Prometheus metrics at /metrics.
 	Metrics MetricsConfig `yaml:"metrics"`
+	// StatusPage: serve's status page at /.
+	StatusPage StatusPageConfig `yaml:"status_page"`
 
 	// exposed is set when the file holds a secret inline and others can
 	// read it (see LogWarnings).
@@ -85,6 +88,15 @@ type MetricsConfig struct {
 	// tenant label, the rest being "other". Default 0:
 	// metrics.MaxTenantLabelsDefault (20); negative: every tenant "other".
 	MaxTenantLabels int `yaml:"max_tenant_labels"`
+}
+
+// StatusPageConfig is the status_page section.
+type StatusPageConfig struct {
+	// SecureCookies: when the session cookie is marked Secure. auto: when
+	// the request reached serve over TLS (X-Forwarded-Proto is not
+	// trusted); always: always, for serve behind a proxy that ends TLS
+	// (the page's own origin is then https); never: never. Default "auto".
+	SecureCookies string `yaml:"secure_cookies"`
 }
 
 // exposedSecrets: a configuration file readable by group or others that
@@ -348,6 +360,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.Log.Level, LogLevelDefault)
 	def(&c.Log.Format, LogFormatDefault)
 	def(&c.EmbeddedPostgres.RunAsUser, RunAsUserDefault)
+	def(&c.StatusPage.SecureCookies, string(statuspage.SecureAuto))
 	defD(&c.Ledger.Retention, RetentionDefault)
 	defD(&c.RetryAfter.BaseBackoff, RetryBaseBackoffDefault)
 	defD(&c.RetryAfter.MaxBackoff, RetryMaxBackoffDefault)
@@ -364,6 +377,9 @@ func (c Config) validate() error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
+	}
+	if _, err := statuspage.ParseSecureCookies(c.StatusPage.SecureCookies); err != nil {
+		errs = append(errs, fmt.Errorf("status_page.secure_cookies: %w", err))
 	}
 	positive := map[string]time.Duration{
 		"ledger.retention":         c.Ledger.Retention,

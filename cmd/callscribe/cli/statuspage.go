@@ -86,8 +86,9 @@ func (a *app) statusPage(src statusSources, store *tokens.Store, token string,
 			}
 			return t.Admin && t.RevokedAt == nil, nil
 		},
-		Sessions: sessions,
-		Logger:   a.logger.With(slog.String("component", "statuspage")),
+		Sessions:      sessions,
+		SecureCookies: statuspage.SecureCookies(a.config.StatusPage.SecureCookies),
+		Logger:        a.logger.With(slog.String("component", "statuspage")),
 	})
 }
 
