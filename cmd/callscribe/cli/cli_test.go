@@ -163,7 +163,7 @@ func TestConfigDocumented(t *testing.T) {
 		"capacity.limits.<provider>/<kind>", "capacity.orgs.<org>", "capacity.agents.<agent>",
 		"pipeline.tenants.<id>.api_key_file", "pipeline.tenants.<id>.allow_insecure_http", "pipeline.tenants.<id>.account",
 		"pipeline.tenants.<id>.crm.token_file", "pipeline.tenants.<id>.crm.allow_insecure_http",
-		"metrics.max_tenant_labels", "pipeline.fetch_cooldown", "capacity.org_limit", cli.EnvDefaultOrgLimit,
+		"metrics.max_tenant_labels", "pipeline.fetch_cooldown", "capacity.org_limit", cli.EnvDefaultOrgLimit, "capacity.org_lease_share", "capacity.max_dial_waiters",
 		"capacity.start_rate.default", "capacity.start_rate.campaigns.<org>.<campaign>", "capacity.gate.size", "capacity.gate.timeout",
 		"capacity.gate.ticket_ttl", "capacity.alerts.webhook_url", "pipeline.batch_completion_bound", "pipeline.batch.manifests",
 		"pipeline.batch.max_items", "pipeline.batch.max_audio_seconds", "pipeline.batch.max_wait", "pipeline.batch.form_every",

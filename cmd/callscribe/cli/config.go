@@ -166,6 +166,13 @@ type CapacityConfig struct {
 	// used only when this key is not set. Default 0: 10
 	// (capacity.OrgLimitDefault). Must be positive when set.
 	OrgLimit int `yaml:"org_limit"`
+	// OrgLeaseShare: the share of each provider/kind's limit one
+	// organisation's token may hold at once through POST /v1/leases, in
+	// (0, 1]. Default 0: 0.5 (httpapi.OrgLeaseShareDefault).
+	OrgLeaseShare float64 `yaml:"org_lease_share"`
+	// MaxDialWaiters: dial long-polls that may wait at once in a serve
+	// process; more get 429. Default 0: 128 (httpapi.DialWaitersDefault).
+	MaxDialWaiters int `yaml:"max_dial_waiters"`
 	// Orgs: per-organisation call caps of the call slots `callscribe serve`
 	// hands out. Default none: every organisation gets OrgLimit concurrent
 	// calls and every campaign 5 (lowered to its organisation's cap).
@@ -405,6 +412,12 @@ func (c Config) validate() error {
 	}
 	if u := c.Capacity.Alerts.WebhookURL; u != "" {
 		errs = append(errs, checkWebhookURL("capacity.alerts.webhook_url", u))
+	}
+	if c.Capacity.OrgLeaseShare < 0 || c.Capacity.OrgLeaseShare > 1 {
+		errs = append(errs, fmt.Errorf("capacity.org_lease_share: %v must be above 0 and at most 1 (unset: 0.5)", c.Capacity.OrgLeaseShare))
+	}
+	if c.Capacity.MaxDialWaiters < 0 {
+		errs = append(errs, fmt.Errorf("capacity.max_dial_waiters: %d must be positive (unset: 128)", c.Capacity.MaxDialWaiters))
 	}
 	if c.Capacity.OrgLimit < 0 {
 		errs = append(errs, fmt.Errorf("capacity.org_limit: %d must be positive (0 or unset: %s, else 10)", c.Capacity.OrgLimit, EnvDefaultOrgLimit))

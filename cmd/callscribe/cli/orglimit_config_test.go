@@ -65,6 +65,9 @@ func TestCapacityLiveConfigErrors(t *testing.T) {
 		{"capacity:\n  gate:\n    ceilings: {db_pool: 40}\n", "capacity.gate"},
 		{"capacity:\n  alerts:\n    webhook_url: http://alerts.example.com/hook\n", "capacity.alerts.webhook_url"},
 		{"capacity:\n  alerts:\n    webhook_url: hooks\n", "capacity.alerts.webhook_url"},
+		{"capacity:\n  org_lease_share: 1.5\n", "capacity.org_lease_share: 1.5"},
+		{"capacity:\n  org_lease_share: -0.1\n", "capacity.org_lease_share"},
+		{"capacity:\n  max_dial_waiters: -1\n", "capacity.max_dial_waiters"},
 	} {
 		_, err := cli.LoadConfig(writeFile(t, dir, "c.yaml", c.body, 0o600), envOf(nil))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -97,6 +97,9 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				return err
 			}
 			defer stopAlerts()
+			// Closed when the HTTP server begins to shut down: waiting
+			// requests (dial long-polls, slot waits) answer at once.
+			shuttingDown := make(chan struct{})
 			orgs := make(map[string]capacity.OrgSlots, len(a.config.Capacity.Orgs))
 			for name, o := range a.config.Capacity.Orgs {
 				orgs[name] = capacity.OrgSlots{Limit: o.Limit, Campaigns: o.Campaigns}
@@ -133,7 +136,9 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				return err
 			}
 			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline,
-				Starts: starts, GateTicketTTL: a.config.Capacity.Gate.TicketTTL, CallerIDs: callerIDs}
+				Starts: starts, GateTicketTTL: a.config.Capacity.Gate.TicketTTL, CallerIDs: callerIDs,
+				OrgLeaseShare: a.config.Capacity.OrgLeaseShare, MaxDialWaiters: a.config.Capacity.MaxDialWaiters,
+				Shutdown: shuttingDown}
 			if a.config.Capacity.Gate.Size > 0 {
 				// This process's gate: its tickets live here, not in Redis.
 				if opts.Gate, err = live.NewGate(a.config.Capacity.gateConfig()); err != nil {
@@ -206,7 +211,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			})
 			mux.HandleFunc("GET /readyz", a.readyz(e, rdb))
 			mux.Handle("/", httpapi.NewHandler(leases, slots, opts))
-			err = a.serveHTTP(ctx, addr, mux, auth)
+			err = a.serveHTTP(ctx, addr, mux, auth, shuttingDown)
 			if workers {
 				cfg := e.pipeline.Config()
 				a.logger.Info("stopping the workers: no new work is fetched; running steps get the shutdown grace", slog.Duration("grace", cfg.ShutdownGrace))
@@ -259,8 +264,9 @@ func (a *app) readyz(e *pipelineEnv, rdb *redis.Client) http.HandlerFunc {
 }
 
 // serveHTTP listens on addr, prints the bound address and serves handler
-// until ctx ends, then shuts down gracefully.
-func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, auth bool) error {
+// until ctx ends, then shuts down gracefully: shuttingDown is closed as
+// the shutdown begins, so that requests waiting on it answer at once.
+func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, auth bool, shuttingDown chan struct{}) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -275,6 +281,7 @@ func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, 
 		IdleTimeout:  2 * time.Minute,
 		ErrorLog:     slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(func() { close(shuttingDown) })
 	bound := ln.Addr().String()
 	fmt.Fprintf(a.env.Stdout, "callscribe serve listening on http://%s\n", bound)
 	a.logger.Info("serve listening", slog.String("addr", bound), slog.Bool("token_required", auth))
