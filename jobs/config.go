@@ -371,8 +371,9 @@ func validAccount(a string) bool {
 		return false
 	}
 	for i := 0; i < len(a); i++ {
-		c := a[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+		switch c := a[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
 			return false
 		}
 	}

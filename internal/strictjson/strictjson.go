@@ -69,12 +69,10 @@ type Error struct {
 
 // Error names the problem, the key and where it is.
 func (e *Error) Error() string {
-	switch {
-	case e.Pointer == "":
+	if e.Pointer == "" {
 		return e.Detail
-	default:
-		return e.Detail + " at " + e.Pointer
 	}
+	return e.Detail + " at " + e.Pointer
 }
 
 // Field is Pointer as a field path for an API's answer: object members
@@ -131,7 +129,7 @@ func Unmarshal(data []byte, v any) error {
 		return syntaxError(err)
 	}
 	ptr := string(se.JSONPointer)
-	if se.Err == json.ErrUnknownName {
+	if errors.Is(se.Err, json.ErrUnknownName) {
 		key := se.JSONPointer.LastToken()
 		detail := fmt.Sprintf("unknown key %q", key)
 		if want := foldMatch(reflect.TypeOf(v), se.JSONPointer, key); want != "" {
