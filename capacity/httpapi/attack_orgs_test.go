@@ -442,3 +442,46 @@ func TestAttackSlotWaitAnsweredOnShutdown(t *testing.T) {
 		t.Fatalf("the slot wait at shutdown: %d %v after %s, want 503 shutting_down at once", a.code, a.got, a.took)
 	}
 }
+
+// Long-polls of one call in one process share their reads of its state:
+// 40 of them for 1 s make about one read per poll interval, not one each.
+// Counted on Redis's own per-command counter (HGETALL: one per read).
+func TestDialLongPollsShareReads(t *testing.T) {
+	t.Parallel()
+	rdb := testredis.Client(t)
+	b := orgsServe(t, rdb, testredis.Prefix(t, rdb, "httpapi"), httpapi.Options{})
+	b.fillVox(t)
+	calls := func() int64 {
+		t.Helper()
+		info, err := rdb.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// cmdstat_hgetall:calls=N,... : the dial state's read (one per read).
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_hgetall:calls="); ok {
+				var n int64
+				_, _ = fmt.Sscanf(rest, "%d", &n)
+				return n
+			}
+		}
+		return 0
+	}
+	before := calls()
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			if code, got, _ := b.n.do(t, "GET", "/v1/calls/q-1/dial?wait_ms=1000", ""); code != 202 {
+				t.Errorf("long-poll: %d %v", code, got)
+			}
+		})
+	}
+	wg.Wait()
+	reads := calls() - before
+	// 40 polls × ~10 reads each unshared would be ~400; shared, ~10–20.
+	// Other tests share this Redis, so the bound is wide: well under the
+	// unshared count, never near it.
+	if reads >= 200 {
+		t.Fatalf("40 long-polls of one call for 1 s made %d dial state reads, want them shared (unshared: ~400)", reads)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -184,7 +185,8 @@ type Options struct {
 //
 // A GET dial with wait_ms > 0 long-polls: at most Options.MaxDialWaiters
 // wait at once per process (429 too_many_waiters with Retry-After: 1
-// beyond it). A read of the call's state that times out while this
+// beyond it); the long-polls of one call in one process share one read
+// of its state per poll interval. A read of the call's state that times out while this
 // process's other reads succeed is load, not an outage: it answers 503
 // busy with Retry-After: 1 and the call keeps its place; the read fails
 // open (reserved, uncounted) only when Redis refuses connections or no
@@ -228,7 +230,7 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 		opts.MaxDialWaiters = DialWaitersDefault
 	}
 	h := &httpAPI{leases: leases, slots: slots, opts: opts, waiters: make(chan struct{}, opts.MaxSlotWaiters),
-		dialWaiters: make(chan struct{}, opts.MaxDialWaiters)}
+		dialWaiters: make(chan struct{}, opts.MaxDialWaiters), dialReads: map[string]*dialRead{}}
 	if opts.Gate != nil {
 		h.tickets = &gateTickets{gate: opts.Gate, ttl: opts.GateTicketTTL, held: map[string]*gateTicket{}}
 	}
@@ -277,6 +279,10 @@ type httpAPI struct {
 	// nanoseconds): a read that times out while others succeed is load,
 	// not an outage, and never becomes a grant.
 	redisReadOK atomic.Int64
+	// dialReads: the latest read of each long-polled call's dial state,
+	// shared by the long-polls of that call (sharedDialState).
+	dialReadsMu sync.Mutex
+	dialReads   map[string]*dialRead
 	// tickets: the admission gate's tickets; nil without Options.Gate.
 	tickets *gateTickets
 	// authFailures counts the requests refused with 401.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -233,6 +234,7 @@ func (h *httpAPI) dialStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := h.opts.Dialer.Dial(r.Context(), c, nil)
+	h.forgetDialState(c.ID)
 	writeDial(w, st)
 }
 
@@ -274,7 +276,7 @@ func (h *httpAPI) dialState(w http.ResponseWriter, r *http.Request) {
 	defer poll.Stop()
 	<-poll.C
 	for {
-		st, err := h.opts.Dialer.State(r.Context(), id)
+		st, err := h.readDialState(r.Context(), id, wait > 0)
 		switch {
 		case errors.Is(err, live.ErrUnknownCall):
 			writeError(w, http.StatusNotFound, "not_found", "no dial state for call "+localID(id)+" (never dialled, ended, or expired)", nil)
@@ -307,6 +309,74 @@ func (h *httpAPI) dialState(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// dialRead is one read of a call's dial state: done is closed when st and
+// err are set, at is when.
+type dialRead struct {
+	done chan struct{}
+	at   time.Time
+	st   live.DialState
+	err  error
+}
+
+// readDialState reads the call's dial state for a GET dial: shared with
+// the other long-polls of the call when shared, else fresh.
+func (h *httpAPI) readDialState(ctx context.Context, id string, shared bool) (live.DialState, error) {
+	if shared {
+		return h.sharedDialState(ctx, id)
+	}
+	return h.opts.Dialer.State(ctx, id)
+}
+
+// forgetDialState drops the call's shared read: this process changed the
+// call's state (dialled, answered, ended it), so no long-poll may be
+// answered with the state before.
+func (h *httpAPI) forgetDialState(id string) {
+	h.dialReadsMu.Lock()
+	delete(h.dialReads, id)
+	h.dialReadsMu.Unlock()
+}
+
+// sharedDialState reads the call's dial state for a GET dial, sharing the
+// read among the requests of the same call in this process: a read in
+// flight is waited for, and one finished less than half a poll interval
+// ago is answered again, so N long-polls of one call cost one read per
+// interval instead of N.
+func (h *httpAPI) sharedDialState(ctx context.Context, id string) (live.DialState, error) {
+	h.dialReadsMu.Lock()
+	if rd, ok := h.dialReads[id]; ok {
+		select {
+		case <-rd.done:
+			if time.Since(rd.at) < dialPollEvery/2 {
+				h.dialReadsMu.Unlock()
+				return rd.st, rd.err
+			}
+		default: // in flight: wait for it
+			h.dialReadsMu.Unlock()
+			select {
+			case <-rd.done:
+				return rd.st, rd.err
+			case <-ctx.Done():
+				return live.DialState{}, ctx.Err()
+			}
+		}
+	}
+	rd := &dialRead{done: make(chan struct{})}
+	h.dialReads[id] = rd
+	h.dialReadsMu.Unlock()
+	rd.st, rd.err = h.opts.Dialer.State(ctx, id)
+	rd.at = time.Now()
+	close(rd.done)
+	// Forgotten once stale, unless a newer read took its place.
+	time.AfterFunc(dialPollEvery, func() {
+		h.dialReadsMu.Lock()
+		if h.dialReads[id] == rd {
+			delete(h.dialReads, id)
+		}
+		h.dialReadsMu.Unlock()
+	})
+	return rd.st, rd.err
+}
+
 // dialOutageAfter: a dial state read that times out fails open only when
 // no read of this process has succeeded for this long.
 const dialOutageAfter = 2 * time.Second
@@ -330,7 +400,9 @@ func (h *httpAPI) callAnswered(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if slot, ok := h.opts.Dialer.Answered(r.Context(), id); ok {
+	slot, ok := h.opts.Dialer.Answered(r.Context(), id)
+	h.forgetDialState(id)
+	if ok {
 		writeJSON(w, http.StatusOK, map[string]any{"call_id": localID(id), "state": live.DialAnswered, "transcriber": toTranscriberJSON(slot)})
 		return
 	}
@@ -353,6 +425,7 @@ func (h *httpAPI) callEnded(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.opts.Dialer.CallEnded(r.Context(), id)
+	h.forgetDialState(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
