@@ -303,39 +303,62 @@ func TestAttackLongPollsAnsweredOnShutdown(t *testing.T) {
 	shutdown := make(chan struct{})
 	b := orgsServe(t, rdb, testredis.Prefix(t, rdb, "httpapi"), httpapi.Options{MaxDialWaiters: 1, Shutdown: shutdown})
 	b.fillVox(t)
-	type answer struct {
-		code int
-		got  map[string]any
-		took time.Duration
-	}
-	done := make(chan answer, 1)
-	go func() {
-		for { // a probe below may hold the only place for a moment: retry
-			start := time.Now()
-			code, got, _ := b.n.do(t, "GET", "/v1/calls/q-1/dial?wait_ms=30000", "")
-			if code != 429 {
-				done <- answer{code, got, time.Since(start)}
-				return
-			}
-		}
-	}()
+	done := waitInPlace(func() (int, map[string]any) {
+		code, got, _ := b.n.do(t, "GET", "/v1/calls/q-1/dial?wait_ms=30000", "")
+		return code, got
+	}, func(code int, _ map[string]any) bool { return code == 429 })
 	// The long-poll is waiting once a second one is refused (cap 1).
-	for {
+	untilRefused(t, func() (int, map[string]any) {
 		code, got, _ := b.n.do(t, "GET", "/v1/calls/q-1/dial?wait_ms=50", "")
-		if code == 429 {
-			break
-		}
-		if code != 202 {
-			t.Fatalf("probe: %d %v", code, got)
-		}
-	}
+		return code, got
+	}, func(code int, _ map[string]any) bool { return code == 429 }, 202)
 	close(shutdown)
 	a := <-done
 	if a.code != 202 || a.got["state"] != "queued" || a.got["call_id"] != "q-1" || a.took >= 25*time.Second {
 		t.Fatalf("the long-poll at shutdown: %d %v after %s, want 202 queued at once", a.code, a.got, a.took)
 	}
-	// A slot-style wait (the admission gate's enter, the start rate, a
-	// slot) started now ends at once too: see TestAttackServeLongPollAnsweredOnShutdown.
+	// Slot, start and gate waits: TestAttackSlotWaitAnsweredOnShutdown;
+	// the real serve command: TestAttackServeLongPollAnsweredOnShutdown.
+}
+
+// answer is a waiting request's answer and how long it took.
+type answer struct {
+	code int
+	got  map[string]any
+	took time.Duration
+}
+
+// waitInPlace sends ask in a goroutine, again whenever refused says a
+// probe held the only place for a moment, and delivers its first other
+// answer.
+func waitInPlace(ask func() (int, map[string]any), refused func(int, map[string]any) bool) <-chan answer {
+	done := make(chan answer, 1)
+	go func() {
+		for {
+			start := time.Now()
+			code, got := ask()
+			if !refused(code, got) {
+				done <- answer{code, got, time.Since(start)}
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// untilRefused probes until refused says the cap is full, so that the
+// request of waitInPlace is waiting; any answer but refused or want fails.
+func untilRefused(t *testing.T, probe func() (int, map[string]any), refused func(int, map[string]any) bool, want int) {
+	t.Helper()
+	for {
+		code, got := probe()
+		if refused(code, got) {
+			return
+		}
+		if code != want {
+			t.Fatalf("probe: %d %v, want %d until refused", code, got, want)
+		}
+	}
 }
 
 // stallProxy forwards to a Redis server (over TCP or a Unix socket) until
@@ -412,31 +435,16 @@ func TestAttackSlotWaitAnsweredOnShutdown(t *testing.T) {
 			t.Fatalf("slot: %d %v", code, got)
 		}
 	}
-	type answer struct {
-		code int
-		got  map[string]any
-		took time.Duration
-	}
-	done := make(chan answer, 1)
-	go func() {
-		for { // a probe below may hold the only place for a moment: retry
-			start := time.Now()
-			code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme","timeout_ms":60000}`)
-			if code != 503 || errType(got) != "busy" {
-				done <- answer{code, got, time.Since(start)}
-				return
-			}
-		}
-	}()
-	for { // the wait is in once a second one is refused busy (cap 1)
+	busy := func(code int, got map[string]any) bool { return code == 503 && errType(got) == "busy" }
+	done := waitInPlace(func() (int, map[string]any) {
+		code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme","timeout_ms":60000}`)
+		return code, got
+	}, busy)
+	// The wait is in once a second one is refused busy (cap 1).
+	untilRefused(t, func() (int, map[string]any) {
 		code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme","timeout_ms":50}`)
-		if code == 503 && errType(got) == "busy" {
-			break
-		}
-		if code != 409 {
-			t.Fatalf("probe: %d %v", code, got)
-		}
-	}
+		return code, got
+	}, busy, 409)
 	close(shutdown)
 	if a := <-done; a.code != 503 || errType(a.got) != "shutting_down" || a.took >= 50*time.Second {
 		t.Fatalf("the slot wait at shutdown: %d %v after %s, want 503 shutting_down at once", a.code, a.got, a.took)

@@ -440,12 +440,8 @@ func localID(id string) string {
 // of that id: an admin token (or no authentication) any lease; an
 // organisation's token only those taken for it (ownedID's prefix).
 func ownsLease(r *http.Request, id string) bool {
-	own := orgOf(r)
 	c, authed := r.Context().Value(callerKey{}).(caller)
-	if !authed || c.admin {
-		return true
-	}
-	return own != "" && strings.HasPrefix(id, own+"/")
+	return !authed || c.admin || c.org != "" && strings.HasPrefix(id, c.org+"/")
 }
 
 // notYours answers a request for another organisation's slot or call as
