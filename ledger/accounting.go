@@ -179,3 +179,50 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(sorted))+0.999999) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
+
+// Send is one request sent to a scope and recorded outside the ledger (a
+// replay delivery's try): the admission it went on (Admission.Seq and
+// Admission.At) and when it was sent.
+type Send struct {
+	AdmittedSeq int64
+	AdmittedAt  time.Time
+	SentAt      time.Time
+}
+
+// SendCounts is what SendChecks found.
+type SendCounts struct {
+	Sends int `json:"sends"`
+	// IgnoredKnownCooldown: sends whose admission knew of a deferral that
+	// still held: 0 in an enforced scope, always.
+	IgnoredKnownCooldown int `json:"ignored_known_cooldown"`
+	// InFlight: sends on their way when a deferral recorded after their
+	// admission was announced: allowed, counted apart.
+	InFlight int `json:"in_flight"`
+}
+
+// SendChecks judges sends to one enforced scope by SubmissionChecks' exact
+// rule and counts them.
+func (l *Ledger) SendChecks(ctx context.Context, scope string, sends []Send) (SendCounts, error) {
+	c := SendCounts{Sends: len(sends)}
+	if len(sends) == 0 {
+		return c, nil
+	}
+	p := dbsqlc.SendChecksParams{Scope: scope, AdmittedSeqs: make([]int64, len(sends)), AdmittedAts: make([]time.Time, len(sends)),
+		SentAts: make([]time.Time, len(sends))}
+	for i, s := range sends {
+		p.AdmittedSeqs[i], p.AdmittedAts[i], p.SentAts[i] = s.AdmittedSeq, dbTime(s.AdmittedAt), dbTime(s.SentAt)
+	}
+	rows, err := l.queries.SendChecks(ctx, l.pool, p)
+	if err != nil {
+		return c, fmt.Errorf("judging sends to %s against its cooldowns: %w", scope, translate(err))
+	}
+	for _, r := range rows {
+		switch {
+		case r.Ignored:
+			c.IgnoredKnownCooldown++
+		case r.InFlight:
+			c.InFlight++
+		}
+	}
+	return c, nil
+}

@@ -367,6 +367,9 @@ type PageFilter struct {
 	State    State  // "" = any
 	TenantID string // "" = any
 	Lane     Lane   // "" = any
+	// From and To bound the ingest time (created_at), To exclusive; zero:
+	// unbounded.
+	From, To time.Time
 	// After is the cursor: the recordings after it in (created_at, id)
 	// order. Zero: from the first.
 	After PageCursor
@@ -389,7 +392,8 @@ func (l *Ledger) RecordingPage(ctx context.Context, f PageFilter) ([]Recording, 
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	p := dbsqlc.RecordingPageParams{State: string(f.State), TenantID: f.TenantID, Lane: string(f.Lane), MaxRows: int64(f.Limit) + 1}
+	p := dbsqlc.RecordingPageParams{State: string(f.State), TenantID: f.TenantID, Lane: string(f.Lane), MaxRows: int64(f.Limit) + 1,
+		CreatedFrom: dbTimeOrNil(f.From), CreatedTo: dbTimeOrNil(f.To)}
 	if !f.After.IsZero() {
 		at, id := dbTime(f.After.CreatedAt), f.After.ID
 		p.AfterCreated, p.AfterID = &at, &id

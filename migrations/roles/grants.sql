@@ -108,3 +108,20 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Added by migration 00016 (replay runs): the runtime role records runs,
+-- their deliveries and tries, and moves only the columns their state
+-- machines move; it deletes none of them.
+DO $$
+BEGIN
+    IF to_regclass('replay_runs') IS NOT NULL THEN
+        REVOKE ALL ON replay_runs, replay_deliveries, replay_tries FROM callscribe_runtime, callscribe_purge;
+        GRANT SELECT, INSERT ON replay_runs, replay_deliveries, replay_tries TO callscribe_runtime;
+        GRANT UPDATE (state, rate_tat, cursor_created_at, cursor_id, enumerated, recordings, reason, updated_at, finished_at)
+            ON replay_runs TO callscribe_runtime;
+        GRANT UPDATE (state, attempts, throttled, transient, outcome, last_class, crm_id, reason, not_before, updated_at)
+            ON replay_deliveries TO callscribe_runtime;
+        GRANT UPDATE (answered_at, outcome, response_class, http_status) ON replay_tries TO callscribe_runtime;
+    END IF;
+END
+$$;

@@ -53,3 +53,23 @@ LEFT JOIN LATERAL (
     ORDER BY x.seq LIMIT 1
 ) f ON true
 ORDER BY s.admitted_at, s.recording_id, s.seq;
+
+-- name: SendChecks :many
+-- SubmissionChecks' exact rule for sends recorded outside the ledger (replay
+-- deliveries' tries), all of one enforced scope: for each send i (1-based) of
+-- the arrays (admitted_seq, admitted_at, sent_at), whether an offer it knew
+-- of at admission deferred the scope past its admission (ignored), and
+-- whether an offer recorded after its admission and before it was sent
+-- covered its sending (in flight).
+SELECT t.i::bigint AS i,
+       EXISTS (SELECT 1 FROM scope_deferral_extensions x
+               WHERE x.scope = @scope AND x.seq <= (@admitted_seqs::bigint[])[t.i]
+                 AND x.offered_not_before > (@admitted_ats::timestamptz[])[t.i]
+                 AND NOT x.observe_only)::boolean AS ignored,
+       EXISTS (SELECT 1 FROM scope_deferral_extensions x
+               WHERE x.scope = @scope AND x.seq > (@admitted_seqs::bigint[])[t.i]
+                 AND x.recorded_at < (@sent_ats::timestamptz[])[t.i]
+                 AND x.offered_not_before > (@sent_ats::timestamptz[])[t.i]
+                 AND NOT x.observe_only)::boolean AS in_flight
+FROM generate_subscripts(@admitted_seqs::bigint[], 1) AS t(i)
+ORDER BY t.i;

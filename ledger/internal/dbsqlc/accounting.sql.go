@@ -12,6 +12,65 @@ import (
 	"github.com/google/uuid"
 )
 
+const sendChecks = `-- name: SendChecks :many
+SELECT t.i::bigint AS i,
+       EXISTS (SELECT 1 FROM scope_deferral_extensions x
+               WHERE x.scope = $1 AND x.seq <= ($2::bigint[])[t.i]
+                 AND x.offered_not_before > ($3::timestamptz[])[t.i]
+                 AND NOT x.observe_only)::boolean AS ignored,
+       EXISTS (SELECT 1 FROM scope_deferral_extensions x
+               WHERE x.scope = $1 AND x.seq > ($2::bigint[])[t.i]
+                 AND x.recorded_at < ($4::timestamptz[])[t.i]
+                 AND x.offered_not_before > ($4::timestamptz[])[t.i]
+                 AND NOT x.observe_only)::boolean AS in_flight
+FROM generate_subscripts($2::bigint[], 1) AS t(i)
+ORDER BY t.i
+`
+
+type SendChecksParams struct {
+	Scope        string
+	AdmittedSeqs []int64
+	AdmittedAts  []time.Time
+	SentAts      []time.Time
+}
+
+type SendChecksRow struct {
+	I        int64
+	Ignored  bool
+	InFlight bool
+}
+
+// SubmissionChecks' exact rule for sends recorded outside the ledger (replay
+// deliveries' tries), all of one enforced scope: for each send i (1-based) of
+// the arrays (admitted_seq, admitted_at, sent_at), whether an offer it knew
+// of at admission deferred the scope past its admission (ignored), and
+// whether an offer recorded after its admission and before it was sent
+// covered its sending (in flight).
+func (q *Queries) SendChecks(ctx context.Context, db DBTX, arg SendChecksParams) ([]SendChecksRow, error) {
+	rows, err := db.Query(ctx, sendChecks,
+		arg.Scope,
+		arg.AdmittedSeqs,
+		arg.AdmittedAts,
+		arg.SentAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SendChecksRow
+	for rows.Next() {
+		var i SendChecksRow
+		if err := rows.Scan(&i.I, &i.Ignored, &i.InFlight); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const submissionChecks = `-- name: SubmissionChecks :many
 
 WITH subs AS (

@@ -183,6 +183,8 @@ SELECT * FROM recordings
 WHERE (@state::text = '' OR state = @state::text)
   AND (@tenant_id::text = '' OR tenant_id = @tenant_id::text)
   AND (@lane::text = '' OR lane = @lane::text)
+  AND (sqlc.narg(created_from)::timestamptz IS NULL OR created_at >= sqlc.narg(created_from)::timestamptz)
+  AND (sqlc.narg(created_to)::timestamptz IS NULL OR created_at < sqlc.narg(created_to)::timestamptz)
   AND (sqlc.narg(after_created)::timestamptz IS NULL
        OR (created_at, id) > (sqlc.narg(after_created)::timestamptz, sqlc.narg(after_id)::uuid))
 ORDER BY created_at, id

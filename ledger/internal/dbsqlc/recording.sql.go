@@ -911,16 +911,20 @@ SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane,
 WHERE ($1::text = '' OR state = $1::text)
   AND ($2::text = '' OR tenant_id = $2::text)
   AND ($3::text = '' OR lane = $3::text)
-  AND ($4::timestamptz IS NULL
-       OR (created_at, id) > ($4::timestamptz, $5::uuid))
+  AND ($4::timestamptz IS NULL OR created_at >= $4::timestamptz)
+  AND ($5::timestamptz IS NULL OR created_at < $5::timestamptz)
+  AND ($6::timestamptz IS NULL
+       OR (created_at, id) > ($6::timestamptz, $7::uuid))
 ORDER BY created_at, id
-LIMIT $6::bigint
+LIMIT $8::bigint
 `
 
 type RecordingPageParams struct {
 	State        string
 	TenantID     string
 	Lane         string
+	CreatedFrom  *time.Time
+	CreatedTo    *time.Time
 	AfterCreated *time.Time
 	AfterID      *uuid.UUID
 	MaxRows      int64
@@ -932,6 +936,8 @@ func (q *Queries) RecordingPage(ctx context.Context, db DBTX, arg RecordingPageP
 		arg.State,
 		arg.TenantID,
 		arg.Lane,
+		arg.CreatedFrom,
+		arg.CreatedTo,
 		arg.AfterCreated,
 		arg.AfterID,
 		arg.MaxRows,

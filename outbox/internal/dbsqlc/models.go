@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type ActionSet struct {
@@ -56,4 +57,60 @@ type OutboxEvent struct {
 	CrmID         string
 	RetryAfterRaw *string
 	Reason        string
+}
+
+type ReplayDelivery struct {
+	RunID       int64
+	ActionSetID int64
+	State       string
+	Attempts    int32
+	Throttled   int32
+	Transient   int32
+	Outcome     string
+	LastClass   string
+	CrmID       string
+	Reason      string
+	NotBefore   *time.Time
+	Deadline    time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+type ReplayRun struct {
+	ID               int64
+	Target           string
+	Scope            string
+	TenantID         string
+	RecordingState   string
+	WindowFrom       time.Time
+	WindowTo         time.Time
+	StartedBy        string
+	MaxRate          float64
+	RateTat          *time.Time
+	DeliveryDeadline pgtype.Interval
+	State            string
+	CursorCreatedAt  *time.Time
+	CursorID         *uuid.UUID
+	Enumerated       int64
+	Recordings       int64
+	Reason           string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+}
+
+type ReplayTry struct {
+	ID            int64
+	RunID         int64
+	ActionSetID   int64
+	Attempt       int32
+	Scope         string
+	AdmittedSeq   int64
+	AdmittedAt    time.Time
+	RateSlot      *time.Time
+	SentAt        time.Time
+	AnsweredAt    *time.Time
+	Outcome       *string
+	ResponseClass *string
+	HttpStatus    pgtype.Int4
 }
