@@ -39,7 +39,7 @@ CREATE TABLE replay_runs (
     cursor_id         uuid,
     -- Recordings enqueued (chunks) and re-driven (their job done).
     enumerated        bigint NOT NULL DEFAULT 0 CHECK (enumerated >= 0),
-    recordings        bigint NOT NULL DEFAULT 0 CHECK (recordings >= 0),
+    redriven          bigint NOT NULL DEFAULT 0 CHECK (redriven >= 0),
     reason            text NOT NULL DEFAULT '',
     created_at        timestamptz NOT NULL,
     updated_at        timestamptz NOT NULL,

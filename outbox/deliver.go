@@ -275,17 +275,9 @@ func (o *Outbox) settled(ctx context.Context, r Row, state string) {
 	o.metrics.CRMSettled(r.Target, state, since)
 }
 
-// deliver is one try: admission to the CRM's scope and a slot of its
-// window (Config.Window), the call holding no transaction or connection,
-// the slot given back with what the CRM answered, and the outcome
-// recorded.
-//
-// A try that the CRM answers costs three transactions: the read of the
-// row with its action set and its scope's deferral (deliveryByID, one
-// round trip), the try counted before the call (OutboxTry, durable before
-// the CRM sees the set), and the settle (outcome, event and the CRM's
-// gauges together); besides them, for a probe or a throttle, the scope's
-// update, and for a scope without its row yet, the admission's own read.
+// deliver is one try of outbox row id (try), the row read with its
+// action set and, with scope (the job's DeliverArgs.Scope) set, its
+// scope's deferral in one round trip (deliveryByID).
 func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) error {
 	r, stored, read, err := o.deliveryByID(ctx, id, scope)
 	if errors.Is(err, ErrNotFound) {
@@ -294,23 +286,46 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 	if err != nil {
 		return err
 	}
+	s := &subject{Row: r, set: stored, holder: holderOf(r.ID), lane: capacity.Immediate, logAttr: slog.Int64("outbox", r.ID)}
+	s.store = &rowStore{o: o, s: s}
+	if dest, ok := o.cfg.Destinations[r.TenantID]; ok && dest.Target != nil {
+		s.target = dest.Target
+	} else {
+		s.noTarget = fmt.Sprintf("tenant %s has no CRM target configured", r.TenantID)
+	}
+	return o.try(ctx, jobID, s, read)
+}
+
+// try is one try of s (an outbox row or a replay delivery): admission to
+// the CRM's scope and a slot of its window (Config.Window), the call
+// holding no transaction or connection, the slot given back with what the
+// CRM answered, and the outcome recorded through s.store.
+//
+// A try of an outbox row that the CRM answers costs three transactions:
+// the read of the row with its action set and its scope's deferral
+// (deliveryByID, one round trip), the try counted before the call
+// (OutboxTry, durable before the CRM sees the set), and the settle
+// (outcome, event and the CRM's gauges together); besides them, for a
+// probe or a throttle, the scope's update, and for a scope without its row
+// yet, the admission's own read. read is the scope's deferral read with
+// the delivery, or nil.
+func (o *Outbox) try(ctx context.Context, jobID int64, s *subject, read *ledger.ScopeRead) error {
+	r := s.Row
 	if r.State != StatePending {
 		return nil
 	}
 	now := o.cfg.Clock.Now()
 	if !now.Before(r.Deadline) {
 		// Due at or after its deadline: no more tries; the job ends.
-		_, err := o.expire(ctx, r, now, "")
-		return err
+		return s.store.expire(ctx, now)
 	}
 	if wait := r.NotBefore.Sub(now); wait > 0 {
 		return river.JobSnooze(untilDeadline(r, now, wait))
 	}
-	dest, ok := o.cfg.Destinations[r.TenantID]
-	if !ok || dest.Target == nil {
-		return o.settle(ctx, r, StateDead, connector.Result{Outcome: connector.OutcomeDead, Class: "config"}, nil,
-			fmt.Sprintf("tenant %s has no CRM target configured", r.TenantID))
+	if s.target == nil {
+		return s.store.settle(ctx, StateDead, "", connector.Result{Outcome: connector.OutcomeDead, Class: "config"}, nil, s.noTarget)
 	}
+	var err error
 	policy := ledger.AdmitPolicy{ProbeTimeout: o.cfg.ProbeTimeout, ProbeWait: o.cfg.ProbeWait, Clock: o.cfg.Clock}
 	var adm ledger.Admission
 	if read != nil {
@@ -322,9 +337,15 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 		return err
 	}
 	if !adm.Admitted() {
-		return river.JobSnooze(untilDeadline(r, now, o.waitInLine(ctx, r, jobID, adm)))
+		return river.JobSnooze(untilDeadline(r, now, o.waitInLine(ctx, s, jobID, adm)))
 	}
-	if ok, wait := o.takeWindow(ctx, r, jobID, adm.Verdict == ledger.VerdictProbe); !ok {
+	if wait, err := s.store.ready(ctx); err != nil || wait > 0 {
+		if err != nil {
+			return err
+		}
+		return river.JobSnooze(untilDeadline(r, now, wait))
+	}
+	if ok, wait := o.takeWindow(ctx, s, jobID, adm.Verdict == ledger.VerdictProbe); !ok {
 		return river.JobSnooze(untilDeadline(r, now, wait))
 	}
 	// Whatever ends this try before its slot is settled (an error, a row
@@ -333,21 +354,20 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 	answer, why, settled := capacity.Neutral, "", false
 	defer func() {
 		if !settled {
-			o.release(ctx, r, answer, why)
+			o.release(ctx, s, answer, why)
 		}
 	}()
-	set, err := actionSetFrom(stored)
+	set, err := actionSetFrom(s.set)
 	if err != nil {
 		return err
 	}
-	tries, err := o.queries.OutboxTry(ctx, o.pool, dbsqlc.OutboxTryParams{ID: r.ID, At: dbTime(now)})
+	attempt, err := s.store.try(ctx, now, adm)
 	if err != nil {
-		if err = translate(err); errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
 		return err
 	}
-	attempt := int(tries)
 	// The window's wait and the try's write may have taken a while: a
 	// delivery is not sent on an admission older than AdmissionMaxAge.
 	if adm.Age(o.cfg.Clock.Now()) > o.cfg.AdmissionMaxAge {
@@ -359,20 +379,20 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 			return river.JobSnooze(untilDeadline(r, now, max(again.Wait, time.Millisecond)))
 		}
 	}
-	res, err := dest.Target.Deliver(ctx, connector.Delivery{Set: set.ActionSet, Attempt: attempt})
+	res, err := s.target.Deliver(ctx, connector.Delivery{Set: set.ActionSet, Attempt: attempt})
 	if errors.Is(err, connector.ErrInvalidDelivery) {
 		// The connector refused the set before sending anything: no try
 		// will ever take it, so it goes dead now, reviewable, with why.
 		o.cfg.Logger.Warn("the CRM connector refused the action set as invalid: dead, reviewable (callscribe outbox list --state dead)",
-			slog.Int64("outbox", r.ID), slog.String("error", err.Error()))
-		return o.settleAs(ctx, r, StateDead, "invalid_delivery", connector.Result{Class: "invalid_delivery"}, nil, err.Error())
+			s.logAttr, slog.String("error", err.Error()))
+		return s.store.settle(ctx, StateDead, "invalid_delivery", connector.Result{Class: "invalid_delivery"}, nil, err.Error())
 	}
 	if err != nil {
-		return fmt.Errorf("delivering outbox row %d: %w", r.ID, err)
+		return fmt.Errorf("delivering %s: %w", s.logAttr.Value, err)
 	}
 	faultPoint("after_crm_applied")
 	answer, why = windowOutcome(res), "HTTP "+strconv.Itoa(res.HTTPStatus)+" "+res.Class
-	log := o.cfg.Logger.With(slog.Int64("outbox", r.ID), slog.String("class", res.Class), slog.Int("status", res.HTTPStatus), slog.Int("attempt", attempt))
+	log := o.cfg.Logger.With(s.logAttr, slog.String("class", res.Class), slog.Int("status", res.HTTPStatus), slog.Int("attempt", attempt))
 	real := res.Outcome != connector.OutcomeThrottled && res.Outcome != connector.OutcomeTransient
 	if adm.Verdict == ledger.VerdictProbe && real {
 		if err := o.ledger.ScopeProbeSucceeded(ctx, r.Scope, jobID); err != nil {
@@ -383,14 +403,14 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 		// Given back once the scope is open again after a probe, so that
 		// the waiters it wakes are admitted.
 		settled = true
-		o.release(ctx, r, answer, why)
+		o.release(ctx, s, answer, why)
 	}
 	switch res.Outcome {
 	case connector.OutcomeApplied, connector.OutcomeReplayed:
-		return o.settle(ctx, r, StateDelivered, res, nil, "delivered")
+		return s.store.settle(ctx, StateDelivered, "", res, nil, "delivered")
 	case connector.OutcomeDead:
 		log.Warn("CRM refused the action set: dead, reviewable (callscribe outbox list --state dead)")
-		return o.settle(ctx, r, StateDead, res, nil, "CRM refused it: "+res.Message)
+		return s.store.settle(ctx, StateDead, "", res, nil, "CRM refused it: "+res.Message)
 	case connector.OutcomeThrottled:
 		out, err := o.ledger.ScopeDeferralFromSignal(ctx, ledger.ThrottlePolicy{RetryAfter: o.cfg.RetryAfter}, throttleSignal(r.Scope, jobID, attempt, res))
 		if err != nil {
@@ -400,7 +420,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 		// Given back once the scope's deferral is recorded, so that the
 		// waiters it wakes are deferred too.
 		settled = true
-		o.release(ctx, r, answer, why)
+		o.release(ctx, s, answer, why)
 		if out.Scope.Moved {
 			o.metrics.CRMCooldown(r.Scope, out.NotBefore.Sub(o.cfg.Clock.Now()))
 		}
@@ -409,9 +429,9 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 		}
 		log.Info("CRM throttled; its scope is deferred", slog.String("scope", r.Scope), slog.Time("not_before", out.NotBefore))
 		if !out.NotBefore.Before(r.Deadline) {
-			return o.settleTooLate(ctx, r, res, out.NotBefore, log)
+			return s.store.tooLate(ctx, res, out.NotBefore, log)
 		}
-		if err := o.settle(ctx, r, StatePending, res, &out.NotBefore, "throttled: "+out.Decision.String()); err != nil {
+		if err := s.store.settle(ctx, StatePending, "", res, &out.NotBefore, "throttled: "+out.Decision.String()); err != nil {
 			return err
 		}
 		at := o.cfg.Clock.Now()
@@ -419,7 +439,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 	}
 	// Transient: this row backs off alone.
 	if attempt >= o.cfg.MaxAttempts {
-		return o.settle(ctx, r, StateDead, res, nil, fmt.Sprintf("gave up after %d tries", attempt))
+		return s.store.settle(ctx, StateDead, "", res, nil, fmt.Sprintf("gave up after %d tries", attempt))
 	}
 	d := o.cfg.RetryAfter.Decide("", false, attempt-1)
 	if res.RetryAfter != nil && res.HTTPStatus == 503 {
@@ -427,9 +447,9 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 	}
 	nb := d.NotBefore
 	if !nb.Before(r.Deadline) {
-		return o.settleTooLate(ctx, r, res, nb, log)
+		return s.store.tooLate(ctx, res, nb, log)
 	}
-	if err := o.settle(ctx, r, StatePending, res, &nb, "transient: backing off "+d.Delay.String()); err != nil {
+	if err := s.store.settle(ctx, StatePending, "", res, &nb, "transient: backing off "+d.Delay.String()); err != nil {
 		return err
 	}
 	return river.JobSnooze(untilDeadline(r, o.cfg.Clock.Now(), d.Delay))

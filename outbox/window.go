@@ -17,26 +17,27 @@ import (
 // row is granted its own slot again rather than a second one.
 func holderOf(id int64) string { return "outbox:" + strconv.FormatInt(id, 10) }
 
-// windowRequest asks for a slot of row r's scope for delivery job jobID:
-// every delivery is immediate work, and the earliest-dying goes first.
-func windowRequest(r Row, jobID int64) capacity.WindowRequest {
-	return capacity.WindowRequest{Scope: r.Scope, Holder: holderOf(r.ID), Lane: capacity.Immediate, Deadline: r.Deadline, JobID: jobID}
+// windowRequest asks for a slot of s's scope for delivery job jobID: every
+// outbox delivery is immediate work, a replay delivery batch work, and the
+// earliest-dying goes first.
+func windowRequest(s *subject, jobID int64) capacity.WindowRequest {
+	return capacity.WindowRequest{Scope: s.Scope, Holder: s.holder, Lane: s.lane, Deadline: s.Deadline, JobID: jobID}
 }
 
-// takeWindow asks the scope's window for a slot for row r (probe: the
+// takeWindow asks the scope's window for a slot for s (probe: the
 // try is the scope's probe, which always gets one). It reports whether the
 // try may go ahead; refused, wait is how long its place in line says
 // to snooze. Without a window every try goes ahead.
-func (o *Outbox) takeWindow(ctx context.Context, r Row, jobID int64, probe bool) (granted bool, wait time.Duration) {
+func (o *Outbox) takeWindow(ctx context.Context, s *subject, jobID int64, probe bool) (granted bool, wait time.Duration) {
 	if o.cfg.Window == nil {
 		return true, 0
 	}
-	req := windowRequest(r, jobID)
+	req := windowRequest(s, jobID)
 	req.Probe = probe
 	g := o.cfg.Window.Acquire(ctx, req)
 	o.wake(ctx, g.Wake)
 	if !g.Granted {
-		o.cfg.Logger.Debug("CRM scope window full: waiting in line", slog.Int64("outbox", r.ID), slog.String("scope", r.Scope),
+		o.cfg.Logger.Debug("CRM scope window full: waiting in line", s.logAttr, slog.String("scope", s.Scope),
 			slog.Int("window", g.Size), slog.Int("in_flight", g.InFlight), slog.Int("place", g.Rank), slog.Duration("wait", g.Wait))
 		return false, g.Wait
 	}
@@ -44,16 +45,16 @@ func (o *Outbox) takeWindow(ctx context.Context, r Row, jobID int64, probe bool)
 }
 
 // waitInLine is how long a try the scope refused (deferred, or a probe is
-// out) waits: with a window, the row takes its place in the scope's line
+// out) waits: with a window, the delivery takes its place in the scope's line
 // and comes back when its place says, after the admission's Until, so the
 // scope's deliveries wake in deadline order instead of all at once. A
 // paused scope, or a window that granted without Redis, leaves the
 // ledger's jittered wait.
-func (o *Outbox) waitInLine(ctx context.Context, r Row, jobID int64, a ledger.Admission) time.Duration {
+func (o *Outbox) waitInLine(ctx context.Context, s *subject, jobID int64, a ledger.Admission) time.Duration {
 	if o.cfg.Window == nil || a.Verdict == ledger.VerdictPaused || a.Until.IsZero() {
 		return a.Wait
 	}
-	req := windowRequest(r, jobID)
+	req := windowRequest(s, jobID)
 	req.NotBefore = a.Until
 	g := o.cfg.Window.Acquire(ctx, req)
 	if g.Granted || g.Uncounted {
@@ -78,18 +79,18 @@ func windowOutcome(res connector.Result) capacity.Outcome {
 	return capacity.Success
 }
 
-// release gives row r's slot back with what the CRM's answer said, and
+// release gives s's slot back with what the CRM's answer said, and
 // makes the River jobs of the waiters it calls to the freed slots
 // available now.
-func (o *Outbox) release(ctx context.Context, r Row, out capacity.Outcome, reason string) {
+func (o *Outbox) release(ctx context.Context, s *subject, out capacity.Outcome, reason string) {
 	if o.cfg.Window == nil {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	rel := o.cfg.Window.Release(ctx, r.Scope, holderOf(r.ID), out, reason, 0)
+	rel := o.cfg.Window.Release(ctx, s.Scope, s.holder, out, reason, 0)
 	o.wake(ctx, rel.Wake)
 	if rel.Released && rel.After != rel.Before {
-		o.cfg.Logger.Info("CRM scope window changed", slog.String("scope", r.Scope), slog.Int("from", rel.Before), slog.Int("to", rel.After),
+		o.cfg.Logger.Info("CRM scope window changed", slog.String("scope", s.Scope), slog.Int("from", rel.Before), slog.Int("to", rel.After),
 			slog.String("cause", out.String()))
 	}
 }

@@ -117,7 +117,7 @@ BEGIN
     IF to_regclass('replay_runs') IS NOT NULL THEN
         REVOKE ALL ON replay_runs, replay_deliveries, replay_tries FROM callscribe_runtime, callscribe_purge;
         GRANT SELECT, INSERT ON replay_runs, replay_deliveries, replay_tries TO callscribe_runtime;
-        GRANT UPDATE (state, rate_tat, cursor_created_at, cursor_id, enumerated, recordings, reason, updated_at, finished_at)
+        GRANT UPDATE (state, rate_tat, cursor_created_at, cursor_id, enumerated, redriven, reason, updated_at, finished_at)
             ON replay_runs TO callscribe_runtime;
         GRANT UPDATE (state, attempts, throttled, transient, outcome, last_class, crm_id, reason, not_before, updated_at)
             ON replay_deliveries TO callscribe_runtime;

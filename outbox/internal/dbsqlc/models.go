@@ -92,7 +92,7 @@ type ReplayRun struct {
 	CursorCreatedAt  *time.Time
 	CursorID         *uuid.UUID
 	Enumerated       int64
-	Recordings       int64
+	Redriven         int64
 	Reason           string
 	CreatedAt        time.Time
 	UpdatedAt        time.Time

@@ -10,7 +10,7 @@ RETURNING id;
 -- name: ReplayRunGet :one
 SELECT id, target, scope, tenant_id, recording_state, window_from, window_to, started_by, max_rate,
        extract(epoch FROM delivery_deadline)::double precision AS deadline_seconds, state,
-       cursor_created_at, cursor_id, enumerated, recordings, reason, created_at, updated_at, finished_at
+       cursor_created_at, cursor_id, enumerated, redriven, reason, created_at, updated_at, finished_at
 FROM replay_runs WHERE id = @id;
 
 -- name: ReplayRunList :many
@@ -40,13 +40,13 @@ RETURNING state;
 SELECT state FROM replay_runs WHERE id = @id FOR UPDATE;
 
 -- name: ReplayRunRecordingDone :exec
-UPDATE replay_runs SET recordings = recordings + 1, updated_at = @at WHERE id = @id;
+UPDATE replay_runs SET redriven = redriven + 1, updated_at = @at WHERE id = @id;
 
 -- name: ReplayRunFinish :one
--- Ends a running run whose recordings are all re-driven and whose
+-- Ends a running run whose recordings are all re-driven (redriven) and whose
 -- deliveries are all settled. No row: not yet (or not running).
 UPDATE replay_runs SET state = 'done', finished_at = @at, updated_at = @at
-WHERE id = @id AND state = 'running' AND recordings >= enumerated
+WHERE id = @id AND state = 'running' AND redriven >= enumerated
   AND NOT EXISTS (SELECT 1 FROM replay_deliveries d WHERE d.run_id = @id AND d.state = 'pending')
 RETURNING id;
 

@@ -353,7 +353,7 @@ func (q *Queries) ReplayRunCancel(ctx context.Context, db DBTX, arg ReplayRunCan
 
 const replayRunFinish = `-- name: ReplayRunFinish :one
 UPDATE replay_runs SET state = 'done', finished_at = $1, updated_at = $1
-WHERE id = $2 AND state = 'running' AND recordings >= enumerated
+WHERE id = $2 AND state = 'running' AND redriven >= enumerated
   AND NOT EXISTS (SELECT 1 FROM replay_deliveries d WHERE d.run_id = $2 AND d.state = 'pending')
 RETURNING id
 `
@@ -363,7 +363,7 @@ type ReplayRunFinishParams struct {
 	ID int64
 }
 
-// Ends a running run whose recordings are all re-driven and whose
+// Ends a running run whose recordings are all re-driven (redriven) and whose
 // deliveries are all settled. No row: not yet (or not running).
 func (q *Queries) ReplayRunFinish(ctx context.Context, db DBTX, arg ReplayRunFinishParams) (int64, error) {
 	row := db.QueryRow(ctx, replayRunFinish, arg.At, arg.ID)
@@ -375,7 +375,7 @@ func (q *Queries) ReplayRunFinish(ctx context.Context, db DBTX, arg ReplayRunFin
 const replayRunGet = `-- name: ReplayRunGet :one
 SELECT id, target, scope, tenant_id, recording_state, window_from, window_to, started_by, max_rate,
        extract(epoch FROM delivery_deadline)::double precision AS deadline_seconds, state,
-       cursor_created_at, cursor_id, enumerated, recordings, reason, created_at, updated_at, finished_at
+       cursor_created_at, cursor_id, enumerated, redriven, reason, created_at, updated_at, finished_at
 FROM replay_runs WHERE id = $1
 `
 
@@ -394,7 +394,7 @@ type ReplayRunGetRow struct {
 	CursorCreatedAt *time.Time
 	CursorID        *uuid.UUID
 	Enumerated      int64
-	Recordings      int64
+	Redriven        int64
 	Reason          string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
@@ -419,7 +419,7 @@ func (q *Queries) ReplayRunGet(ctx context.Context, db DBTX, id int64) (ReplayRu
 		&i.CursorCreatedAt,
 		&i.CursorID,
 		&i.Enumerated,
-		&i.Recordings,
+		&i.Redriven,
 		&i.Reason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -515,7 +515,7 @@ func (q *Queries) ReplayRunLock(ctx context.Context, db DBTX, id int64) (string,
 }
 
 const replayRunRecordingDone = `-- name: ReplayRunRecordingDone :exec
-UPDATE replay_runs SET recordings = recordings + 1, updated_at = $1 WHERE id = $2
+UPDATE replay_runs SET redriven = redriven + 1, updated_at = $1 WHERE id = $2
 `
 
 type ReplayRunRecordingDoneParams struct {

@@ -1,0 +1,85 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
+)
+
+// subject is what one delivery try (Outbox.try) works on: an outbox row,
+// or a replay delivery. Both take the same admission (the scope's
+// deferral, its window, the admission's age), the same retries and the
+// same deadline; they differ in where a try and its outcome are recorded
+// (store), the window holder and lane, and the target.
+type subject struct {
+	// Row: the fields a try reads (Scope, Target, State, NotBefore,
+	// Deadline, LastClass, CreatedAt, TenantID).
+	Row
+	set dbsqlc.ActionSet
+	// holder is the window holder: a retried try is granted its own slot
+	// again rather than a second one.
+	holder string
+	lane   capacity.WindowLane
+	// target delivers the set; nil: none configured, and noTarget says
+	// why (the delivery goes dead).
+	target   connector.Target
+	noTarget string
+	// logAttr names the delivery in logs and errors.
+	logAttr slog.Attr
+	store   tryStore
+}
+
+// tryStore records a subject's tries and outcomes.
+type tryStore interface {
+	// ready is how long the subject must wait before its next send (a
+	// replay run's rate ceiling); 0: send now, the wait consumed.
+	ready(ctx context.Context) (time.Duration, error)
+	// try counts one more try, durable before the CRM is called, made on
+	// admission adm; it returns the try's number (from 1). ErrNotFound:
+	// settled meanwhile.
+	try(ctx context.Context, now time.Time, adm ledger.Admission) (int, error)
+	// settle records the try's outcome and the delivery's new state;
+	// rowClass ("": the answer's class) is the delivery's last class.
+	// Settled meanwhile is not an error.
+	settle(ctx context.Context, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error
+	// expire moves the delivery, whose deadline has passed at now, to dead.
+	expire(ctx context.Context, now time.Time) error
+	// tooLate records answer res and the delivery's death: its next try
+	// could start no sooner than next, after its deadline.
+	tooLate(ctx context.Context, res connector.Result, next time.Time, log *slog.Logger) error
+}
+
+// rowStore records the tries of an outbox row in outbox and
+// outbox_events.
+type rowStore struct {
+	o *Outbox
+	s *subject
+}
+
+func (rowStore) ready(context.Context) (time.Duration, error) { return 0, nil }
+
+func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) (int, error) {
+	tries, err := st.o.queries.OutboxTry(ctx, st.o.pool, dbsqlc.OutboxTryParams{ID: st.s.ID, At: dbTime(now)})
+	if err != nil {
+		return 0, translate(err)
+	}
+	return int(tries), nil
+}
+
+func (st *rowStore) settle(ctx context.Context, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
+	return st.o.settleAs(ctx, st.s.Row, state, rowClass, res, notBefore, reason)
+}
+
+func (st *rowStore) expire(ctx context.Context, now time.Time) error {
+	_, err := st.o.expire(ctx, st.s.Row, now, "")
+	return err
+}
+
+func (st *rowStore) tooLate(ctx context.Context, res connector.Result, next time.Time, log *slog.Logger) error {
+	return st.o.settleTooLate(ctx, st.s.Row, res, next, log)
+}
