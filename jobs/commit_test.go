@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -198,71 +197,3 @@ func TestPipelineCommitsAndDelivers(t *testing.T) {
 	}
 }
 
-// Replaying a day of committed recordings into a CRM that already has their
-// action sets changes audit counters only; into an empty staging CRM it
-// creates each set once, and a second replay creates nothing.
-func TestReplayChangesAuditCountersNeverBusinessState(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	e := runToDelivered(t, 4, crmsim.Config{})
-	day := outbox.ReplayOptions{From: time.Now().Add(-24 * time.Hour), To: time.Now().Add(time.Hour),
-		Reingest: func(ctx context.Context, r ledger.Recording) error {
-			_, err := e.p.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI, Lane: r.Lane,
-				Model: r.Model, Language: r.Language, StartedAt: r.StartedAt})
-			return err
-		}}
-
-	prodTarget, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: "http://127.0.0.1:1", Token: "x"})
-	refused := day
-	refused.Target, refused.TargetName, refused.Production = prodTarget, "production", true
-	if _, err := e.outbox.Replay(ctx, refused); !errors.Is(err, outbox.ErrProductionTarget) {
-		t.Fatalf("replay into a production target without --allow-production: %v", err)
-	}
-
-	// Into the CRM that already holds them.
-	same, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: e.crmURL, Token: "crm-token"})
-	again := day
-	again.Target, again.TargetName = same, "same"
-	rep, err := e.outbox.Replay(ctx, again)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Recordings != 4 || rep.NewActionVersions != 0 || rep.CRMEffectsCreated != 0 || rep.CRMReplays != 4 || rep.AuditEventsAppended == 0 || len(rep.Problems) != 0 {
-		t.Fatalf("replay into the same CRM = %+v", rep)
-	}
-	if st := e.crm.Stats(); st.Applied != 4 {
-		t.Fatalf("the CRM holds %d sets after the replay, want 4", st.Applied)
-	}
-
-	// Into an empty staging CRM: created once, then never again.
-	staging, err := crmsim.New(crmsim.Config{Tokens: []string{"staging"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(staging.Handler())
-	defer srv.Close()
-	stgTarget, _ := connector.New(connector.Config{Kind: "webhook", BaseURL: srv.URL, Token: "staging"})
-	toStaging := day
-	toStaging.Target, toStaging.TargetName = stgTarget, "staging"
-	var progress int
-	toStaging.Progress = func(done, total int) { progress = done }
-	first, err := e.outbox.Replay(ctx, toStaging)
-	if err != nil || first.CRMEffectsCreated != 4 || first.NewActionVersions != 0 || progress != 4 {
-		t.Fatalf("first replay into staging = %+v, %v (progress %d)", first, err, progress)
-	}
-	second, err := e.outbox.Replay(ctx, toStaging)
-	if err != nil || second.CRMEffectsCreated != 0 || second.NewActionVersions != 0 || second.CRMReplays != 4 {
-		t.Fatalf("second replay into staging = %+v, %v", second, err)
-	}
-	for key, n := range staging.Stats().ApplyCount {
-		if n != 1 {
-			t.Fatalf("staging applied %s %d times", key, n)
-		}
-	}
-	// Nothing outside the window.
-	none := toStaging
-	none.From, none.To = time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour)
-	if rep, err := e.outbox.Replay(ctx, none); err != nil || rep.Recordings != 0 {
-		t.Fatalf("replay of an empty window = %+v, %v", rep, err)
-	}
-}

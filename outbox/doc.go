@@ -9,8 +9,10 @@
 // transaction with its other moves of the recording. The
 // dispatcher delivers the set through package crm/connector with the
 // idempotency key tenant_id:call_id:action_version and the try's number;
-// Redeliver sends committed sets again with their original keys for
-// replays into staging; Retry re-drives a dead row with a fresh deadline.
+// replay runs (ReplayStart, ReplayEnumerate) send committed sets again
+// with their original keys to a named staging target, as River jobs of
+// their own queue that take the same admission as every delivery; Retry
+// re-drives a dead row with a fresh deadline.
 //
 // # What it guarantees
 //

@@ -111,6 +111,20 @@ type Config struct {
 	// Metrics records what the dispatcher does (metrics.Metrics in
 	// callscribe). Default (nil): nothing is recorded.
 	Metrics Metrics
+
+	// ReplayTargets are the named CRM targets replay runs deliver to
+	// (ReplayStart), each with its own scope. A replay delivery whose
+	// target this process lacks is left to a process that has it.
+	ReplayTargets map[string]ReplayTarget
+	// ReplayWorkers: River MaxWorkers of the replay queue. Default 4.
+	ReplayWorkers int
+	// ReplayChunk: recordings a replay run enqueues per transaction.
+	// Default 500.
+	ReplayChunk int
+	// Reingest re-ingests an unfinished recording of a replay run by its
+	// business key, converging on its row (jobs.Pipeline.Ingest in
+	// callscribe). Default nil: unfinished recordings are not re-ingested.
+	Reingest func(ctx context.Context, rec ledger.Recording) error
 }
 
 // Metrics records the dispatcher's events, each once, by the try that
@@ -158,6 +172,22 @@ func (c Config) WithDefaults() Config {
 		}
 		c.Destinations = dests
 	}
+	if c.ReplayTargets != nil {
+		targets := make(map[string]ReplayTarget, len(c.ReplayTargets))
+		for name, t := range c.ReplayTargets {
+			if t.DeliveryDeadline == 0 {
+				t.DeliveryDeadline = DeliveryDeadlineDefault
+			}
+			targets[name] = t
+		}
+		c.ReplayTargets = targets
+	}
+	if c.ReplayWorkers == 0 {
+		c.ReplayWorkers = ReplayWorkersDefault
+	}
+	if c.ReplayChunk <= 0 {
+		c.ReplayChunk = ReplayChunkDefault
+	}
 	if c.ProbeTimeout == 0 {
 		c.ProbeTimeout = ledger.ProbeTimeoutDefault
 	}
@@ -204,6 +234,11 @@ func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) *Outbox {
 			panic(fmt.Sprintf("outbox.New: Destinations[%q].DeliveryDeadline is %s, want > 0", id, d.DeliveryDeadline))
 		}
 	}
+	for name, t := range cfg.ReplayTargets {
+		if t.DeliveryDeadline < 0 || t.Scope == "" {
+			panic(fmt.Sprintf("outbox.New: ReplayTargets[%q] has deadline %s and scope %q, want > 0 and a scope", name, t.DeliveryDeadline, t.Scope))
+		}
+	}
 	if cfg.SweepInterval < 0 || cfg.SweepGrace < 0 {
 		panic(fmt.Sprintf("outbox.New: SweepInterval %s and SweepGrace %s must not be negative", cfg.SweepInterval, cfg.SweepGrace))
 	}
@@ -217,15 +252,20 @@ func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) *Outbox {
 // Config returns the configuration, defaults applied.
 func (o *Outbox) Config() Config { return o.cfg }
 
-// AddWorkers registers the dispatcher and the deadline sweep.
+// AddWorkers registers the dispatcher, the deadline sweep and the replay
+// workers.
 func (o *Outbox) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &deliverWorker{o: o})
 	river.AddWorker(w, &sweepWorker{o: o})
+	river.AddWorker(w, &replayRecordingWorker{o: o})
+	river.AddWorker(w, &replayDeliverWorker{o: o})
 }
 
-// Queues is the dispatcher's River queue with its MaxWorkers (Workers).
+// Queues are the dispatcher's River queue with its MaxWorkers (Workers)
+// and the replay queue with its own (ReplayWorkers): replay work never
+// takes a worker of production's deliveries.
 func (o *Outbox) Queues() map[string]river.QueueConfig {
-	return map[string]river.QueueConfig{Queue: {MaxWorkers: o.cfg.Workers}}
+	return map[string]river.QueueConfig{Queue: {MaxWorkers: o.cfg.Workers}, ReplayQueue: {MaxWorkers: o.cfg.ReplayWorkers}}
 }
 
 // PeriodicJobs are the outbox's periodic jobs: the deadline sweep every

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -69,9 +70,12 @@ type Config struct {
 	// pipeline (needs a lasting Redis: redis_url).
 	Capacity CapacityConfig `yaml:"capacity"`
 	// CRMTargets are named CRM targets for `callscribe replay --target NAME`
-	// (a staging CRM, say). One marked production: true is refused unless
+	// (a staging CRM, say), each with its own throttling scope (default
+	// crm:replay:<name>). One marked production: true is refused unless
 	// --allow-production is given.
 	CRMTargets map[string]CRMConfig `yaml:"crm_targets"`
+	// Replay: the replay queue's workers and chunk size.
+	Replay ReplayConfig `yaml:"replay"`
 	// Metrics: the Prometheus metrics at /metrics.
 	Metrics MetricsConfig `yaml:"metrics"`
 	// StatusPage: serve's status page at /.
@@ -81,6 +85,19 @@ type Config struct {
 	// read it (see LogWarnings).
 	exposed *exposedSecrets
 }
+
+// ReplayConfig is the replay section.
+type ReplayConfig struct {
+	// Workers: River MaxWorkers of the replay queue in each process that
+	// works it (serve, worker, replay --wait). Default 4.
+	Workers int `yaml:"workers"`
+	// Chunk: recordings a replay run enqueues per transaction. Default
+	// 500.
+	Chunk int `yaml:"chunk"`
+}
+
+// replayTargetScope is the default scope of replay target name.
+func replayTargetScope(name string) string { return "crm:replay:" + name }
 
 // MetricsConfig is the metrics section.
 type MetricsConfig struct {
@@ -458,9 +475,18 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, connector.Kinds()))
 		}
 		errs = append(errs, plainHTTP("crm_targets."+name+".base_url", t.BaseURL, t.AllowInsecureHTTP))
-		if t.DeliveryDeadline != 0 {
-			errs = append(errs, fmt.Errorf("crm_targets.%s.delivery_deadline: replay targets take no delivery deadline (a tenant's crm does)", name))
+		if t.DeliveryDeadline < 0 {
+			errs = append(errs, fmt.Errorf("crm_targets.%s.delivery_deadline: %s must be positive", name, t.DeliveryDeadline))
 		}
+		scope := cmp.Or(t.Scope, replayTargetScope(name))
+		for id, crm := range c.tenantCRMs() {
+			if crm.Scope == scope {
+				errs = append(errs, fmt.Errorf("crm_targets.%s.scope: %q is tenant %s's CRM scope: a replay target needs a scope of its own, so that replay never waits on or takes production's deferral and window", name, scope, id))
+			}
+		}
+	}
+	if c.Replay.Workers < 0 || c.Replay.Chunk < 0 {
+		errs = append(errs, fmt.Errorf("replay.workers %d and replay.chunk %d: want 0 (default) or more", c.Replay.Workers, c.Replay.Chunk))
 	}
 	return errors.Join(errs...)
 }

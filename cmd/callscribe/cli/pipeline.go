@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,6 +52,10 @@ type pipelineCaps struct {
 	// metrics: what the pipeline and the outbox record (newMetrics); nil:
 	// nothing.
 	metrics *metrics.Metrics
+	// queues: the River queues this process works (nil: every queue of
+	// the pipeline and the outbox); `replay --wait` works the replay
+	// queue only.
+	queues []string
 }
 
 // openPipeline connects to the configured (lasting) database and builds
@@ -105,9 +111,21 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	// leaves a row alone for a job run's limit after its deadline, so that
 	// a try begun before it can record the CRM's answer.
 	timing := cfg.WithDefaults()
+	replayTargets, err := a.replayTargets()
+	if err != nil {
+		return nil, err
+	}
 	obCfg := outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
 		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.windows, AdmissionMaxAge: cfg.AdmissionMaxAge,
-		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout}
+		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout, ReplayTargets: replayTargets,
+		ReplayWorkers: a.config.Replay.Workers, ReplayChunk: a.config.Replay.Chunk,
+		// An unfinished recording of a replay run is re-ingested by its
+		// business key (converging on its row).
+		Reingest: func(ctx context.Context, r ledger.Recording) error {
+			_, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI,
+				Lane: r.Lane, Model: r.Model, Language: r.Language, StartedAt: r.StartedAt})
+			return err
+		}}
 	deps := jobs.Deps{Store: e.store, Slots: caps.slots, Window: caps.windows, PlanLimit: a.planLimit}
 	if caps.metrics != nil {
 		obCfg.Metrics, deps.Metrics = caps.metrics, caps.metrics
@@ -118,7 +136,7 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	if err != nil {
 		return nil, err
 	}
-	e.client, err = newRiverClient(pool, a.logger, e.pipeline, e.outbox)
+	e.client, err = newRiverClient(pool, a.logger, e.pipeline, e.outbox, caps.queues)
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +145,9 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 }
 
 // newRiverClient builds the one River client of a process: the queues,
-// workers and periodic jobs of the pipeline and of the outbox.
-func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *outbox.Outbox) (*river.Client[pgx.Tx], error) {
+// workers and periodic jobs of the pipeline and of the outbox; only (when
+// not nil) narrows the queues it works, without periodic jobs.
+func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *outbox.Outbox, only []string) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	p.AddWorkers(workers)
 	o.AddWorkers(workers)
@@ -136,11 +155,16 @@ func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 	for name, q := range o.Queues() {
 		queues[name] = q
 	}
+	periodic := append(p.PeriodicJobs(), o.PeriodicJobs()...)
+	if only != nil {
+		maps.DeleteFunc(queues, func(name string, _ river.QueueConfig) bool { return !slices.Contains(only, name) })
+		periodic = nil
+	}
 	cfg := p.Config()
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:       queues,
 		Workers:      workers,
-		PeriodicJobs: append(p.PeriodicJobs(), o.PeriodicJobs()...),
+		PeriodicJobs: periodic,
 		Logger:       slog.New(quietInfo{log.Handler()}),
 		// A queue with free workers and jobs waiting fetches again this
 		// soon after its last fetch (pipeline.fetch_cooldown; River's

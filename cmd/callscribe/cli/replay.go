@@ -1,115 +1,453 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"io"
+	"maps"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
-	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 )
 
+// replayPoll is how often `replay --wait` reads its run.
+const replayPoll = 250 * time.Millisecond
+
+// replayTargets are the configured crm_targets as the outbox takes them.
+func (a *app) replayTargets() (map[string]outbox.ReplayTarget, error) {
+	out := make(map[string]outbox.ReplayTarget, len(a.config.CRMTargets))
+	for _, name := range slices.Sorted(maps.Keys(a.config.CRMTargets)) {
+		tc := a.config.CRMTargets[name]
+		tgt, err := connector.New(tc.Config)
+		if err != nil {
+			return nil, fmt.Errorf("crm_targets.%s: %w", name, err)
+		}
+		out[name] = outbox.ReplayTarget{Target: tgt, Scope: cmp.Or(tc.Scope, replayTargetScope(name)),
+			DeliveryDeadline: tc.DeliveryDeadline, Production: tc.Production}
+	}
+	return out, nil
+}
+
+// replayOptions are the flags of `replay` and its subcommands.
+type replayOptions struct {
+	from, to, tenant, state, target string
+	allowProduction, wait, json     bool
+	maxRate                         float64
+}
+
+// Validate checks the flags of a new run, naming the flag at fault.
+func (o replayOptions) Validate(targets map[string]CRMConfig) (from, to time.Time, err error) {
+	if o.from == "" || o.to == "" || o.target == "" {
+		return from, to, errors.New("give --from, --to and --target")
+	}
+	if from, err = parseDay(o.from); err != nil {
+		return from, to, fmt.Errorf("--from: %w", err)
+	}
+	if to, err = parseDay(o.to); err != nil {
+		return from, to, fmt.Errorf("--to: %w", err)
+	}
+	if !to.After(from) {
+		return from, to, fmt.Errorf("--to %s is not after --from %s", o.to, o.from)
+	}
+	if _, ok := targets[o.target]; !ok {
+		names := slices.Sorted(maps.Keys(targets))
+		return from, to, fmt.Errorf("--target %q is not in crm_targets (configured: %s)", o.target, strings.Join(names, ", "))
+	}
+	if o.maxRate < 0 || o.maxRate > 10000 {
+		return from, to, fmt.Errorf("--max-rate %g: want 0 (no ceiling) to 10000 sends a second", o.maxRate)
+	}
+	if o.state != "" && !slices.Contains(ledger.States(), ledger.State(o.state)) {
+		return from, to, fmt.Errorf("--state %q is not one of %v", o.state, ledger.States())
+	}
+	return from, to, nil
+}
+
 func (a *app) replayCommand() *cobra.Command {
-	var from, to, tenant, state, targetName string
-	var allowProduction bool
+	var o replayOptions
 	cmd := &cobra.Command{
-		Use:   "replay --from DATE --to DATE --target NAME [--tenant T] [--state committed] [--allow-production]",
-		Short: "Re-drive historical recordings and re-deliver their action sets (original keys) to a named, non-production CRM target",
-		Long: `replay re-ingests each recording in the window by its business key (converging on
-its row), lets unfinished ones run through the pipeline, and delivers every
-committed action set again to the named target of crm_targets with its
-original idempotency key. It reports recordings replayed, audit events
-appended, new action versions created (must be 0) and CRM effects created
-(0 against a target that already has the sets). A target marked
-production: true is refused unless --allow-production is given.
-Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.`,
+		Use:   "replay --from DATE --to DATE --target NAME [--tenant T] [--state committed] [--max-rate N] [--wait] [--json]",
+		Short: "Replay historical recordings into a named, non-production CRM target as a durable, throttled, resumable run",
+		Long: `replay records a replay run and enqueues its work as River jobs of the replay
+queue, a chunk of recordings per transaction: each recording in the window
+is re-driven (an unfinished one re-ingested by its business key, so the
+pipeline runs it under its normal admission) and each of its committed
+action sets is delivered again to the named target of crm_targets with its
+original idempotency key, through the target's own scope (its deferral and
+window) exactly as the dispatcher delivers, retried on 429 and 5xx until
+the target's delivery deadline. A crash or Ctrl-C loses nothing: the run
+resumes where it stopped (replay resume RUN), and the workers of serve or
+worker carry on its jobs.
+
+With --wait (the default on a terminal) this process works the replay
+queue itself, follows the run with a progress bar and prints its report;
+without it, it prints the run's id once its work is enqueued.
+--max-rate caps the run's sends per second below what the target allows.
+A target marked production: true is refused unless --allow-production.
+Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.
+
+  callscribe replay status [RUN]   the run's figures (the newest runs without RUN)
+  callscribe replay resume RUN     finish enqueueing a stopped run, and follow it
+  callscribe replay cancel RUN     cancel a run's pending deliveries`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if from == "" || to == "" || targetName == "" {
-				return errors.New("give --from, --to and --target")
+			if !cmd.Flags().Changed("wait") {
+				o.wait = isTerminal(a.env.Stderr)
 			}
-			start, err := parseDay(from)
+			from, to, err := o.Validate(a.config.CRMTargets)
 			if err != nil {
-				return fmt.Errorf("--from: %w", err)
+				return err
 			}
-			end, err := parseDay(to)
+			ctx := cmd.Context()
+			e, stop, err := a.openReplay(ctx, o.wait)
 			if err != nil {
-				return fmt.Errorf("--to: %w", err)
+				return err
 			}
-			tc, ok := a.config.CRMTargets[targetName]
-			if !ok {
-				names := make([]string, 0, len(a.config.CRMTargets))
-				for n := range a.config.CRMTargets {
-					names = append(names, n)
+			defer stop()
+			id, err := e.outbox.ReplayStart(ctx, outbox.ReplayStartOptions{From: from, To: to, TenantID: o.tenant,
+				State: ledger.State(o.state), Target: o.target, AllowProduction: o.allowProduction, StartedBy: startedBy(),
+				MaxRate: o.maxRate})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.env.Stderr, "replay run %d to %s: %s .. %s (status: callscribe replay status %d; resume: callscribe replay resume %d)\n",
+				id, o.target, from.Format(time.RFC3339), to.Format(time.RFC3339), id, id)
+			return a.followReplay(ctx, cmd.OutOrStdout(), e, id, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.from, "from", "", "first ingest day (YYYY-MM-DD, UTC) or instant (RFC 3339)")
+	f.StringVar(&o.to, "to", "", "end of the window, exclusive")
+	f.StringVar(&o.tenant, "tenant", "", "only this tenant")
+	f.StringVar(&o.state, "state", string(ledger.StateCommitted), "only recordings in this state")
+	f.StringVar(&o.target, "target", "", "a name from crm_targets")
+	f.BoolVar(&o.allowProduction, "allow-production", false, "allow a target marked production")
+	f.Float64Var(&o.maxRate, "max-rate", 0, "at most this many sends a second to the target (0: only the target's own signals limit it)")
+	f.BoolVar(&o.wait, "wait", false, "work the replay queue in this process and follow the run to its end (default: on a terminal)")
+	f.BoolVar(&o.json, "json", false, "print the run as JSON")
+	cmd.AddCommand(a.replayStatusCommand(), a.replayResumeCommand(), a.replayCancelCommand())
+	return cmd
+}
+
+func (a *app) replayStatusCommand() *cobra.Command {
+	var asJSON bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "status [RUN]",
+		Short: "Show a replay run's state and figures, or the newest runs",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			out := cmd.OutOrStdout()
+			if len(args) == 0 {
+				runs, err := e.outbox.ReplayRuns(cmd.Context(), false, limit)
+				if err != nil {
+					return err
 				}
-				sort.Strings(names)
-				return fmt.Errorf("--target %q is not in crm_targets (configured: %s)", targetName, strings.Join(names, ", "))
+				if asJSON {
+					return writeReplayJSON(out, runs)
+				}
+				if len(runs) == 0 {
+					fmt.Fprintln(out, "no replay runs")
+				}
+				for _, r := range runs {
+					fmt.Fprintf(out, "run %d  %-11s  to %s  %s .. %s  recordings %d/%d  deliveries %d (pending %d, dead %d)\n",
+						r.ID, r.State, r.Target, r.From.Format(time.DateOnly), r.To.Format(time.DateOnly),
+						r.Report.RecordingsReplayed, r.Enumerated, r.Report.Deliveries, r.Report.Pending, r.Report.Dead)
+				}
+				return nil
 			}
-			tgt, err := connector.New(tc.Config)
+			id, err := runID(args[0])
 			if err != nil {
-				return fmt.Errorf("crm_targets.%s: %w", targetName, err)
+				return err
+			}
+			run, err := e.outbox.ReplayRunByID(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeReplayJSON(out, run)
+			}
+			printReplay(out, run)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().IntVar(&limit, "limit", 20, "how many runs to list without RUN")
+	return cmd
+}
+
+func (a *app) replayResumeCommand() *cobra.Command {
+	var o replayOptions
+	cmd := &cobra.Command{
+		Use:   "resume RUN [--wait] [--json]",
+		Short: "Finish enqueueing a stopped replay run (a crash, Ctrl-C) and, with --wait, follow it to its end",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("wait") {
+				o.wait = isTerminal(a.env.Stderr)
+			}
+			id, err := runID(args[0])
+			if err != nil {
+				return err
+			}
+			e, stop, err := a.openReplay(cmd.Context(), o.wait)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			run, err := e.outbox.ReplayRunByID(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if _, ok := a.config.CRMTargets[run.Target]; !ok {
+				return fmt.Errorf("replay run %d delivers to %q, which is not in this configuration's crm_targets", id, run.Target)
+			}
+			return a.followReplay(cmd.Context(), cmd.OutOrStdout(), e, id, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "work the replay queue in this process and follow the run to its end (default: on a terminal)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the run as JSON")
+	return cmd
+}
+
+func (a *app) replayCancelCommand() *cobra.Command {
+	var asJSON bool
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel RUN [--reason TEXT] [--json]",
+		Short: "Cancel a replay run: its pending deliveries are cancelled, its jobs end at their next turn",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := runID(args[0])
+			if err != nil {
+				return err
 			}
 			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			var bar progress
-			rep, err := e.outbox.Replay(cmd.Context(), outbox.ReplayOptions{
-				From: start, To: end, TenantID: tenant, State: ledger.State(state),
-				Target: tgt, TargetName: targetName, Production: tc.Production, AllowProduction: allowProduction,
-				Reingest: func(ctx context.Context, r ledger.Recording) error {
-					_, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI,
-						Lane: r.Lane, Model: r.Model, Language: r.Language, StartedAt: r.StartedAt})
-					return err
-				},
-				Progress: func(done, total int) {
-					if bar == nil {
-						bar = newProgress(a.env.Stderr, "replaying", int64(total), progressCount)
-					}
-					_ = bar.Set(done)
-				},
-			})
-			if bar != nil {
-				_ = bar.Finish()
-			}
+			n, err := e.outbox.ReplayCancel(cmd.Context(), id, cmp.Or(reason, "cancelled by "+startedBy()))
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "replay to %s, %s .. %s\n", targetName, start.Format(time.RFC3339), end.Format(time.RFC3339))
-			fmt.Fprintf(out, "  recordings replayed:          %d\n", rep.Recordings)
-			fmt.Fprintf(out, "  audit events appended:        %d\n", rep.AuditEventsAppended)
-			fmt.Fprintf(out, "  new action versions created:  %d (must be 0)\n", rep.NewActionVersions)
-			fmt.Fprintf(out, "  CRM effects created:          %d (0 against a target that already had them; %d answered as replays)\n",
-				rep.CRMEffectsCreated, rep.CRMReplays)
-			for _, p := range rep.Problems {
-				fmt.Fprintln(a.env.Stderr, "problem:", p)
+			if asJSON {
+				return writeReplayJSON(cmd.OutOrStdout(), map[string]any{"run": id, "state": outbox.RunCancelled, "deliveries_cancelled": n})
 			}
-			if rep.NewActionVersions != 0 {
-				return fmt.Errorf("replay created %d new action versions: business state changed", rep.NewActionVersions)
-			}
-			if len(rep.Problems) > 0 {
-				return fmt.Errorf("%d recordings or deliveries could not be replayed (listed above)", len(rep.Problems))
-			}
+			fmt.Fprintf(cmd.OutOrStdout(), "replay run %d cancelled: %d pending deliveries cancelled\n", id, n)
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&from, "from", "", "first ingest day (YYYY-MM-DD, UTC) or instant (RFC 3339)")
-	f.StringVar(&to, "to", "", "end of the window, exclusive")
-	f.StringVar(&tenant, "tenant", "", "only this tenant")
-	f.StringVar(&state, "state", string(ledger.StateCommitted), "only recordings in this state")
-	f.StringVar(&targetName, "target", "", "a name from crm_targets")
-	f.BoolVar(&allowProduction, "allow-production", false, "allow a target marked production")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the run)")
 	return cmd
+}
+
+// openReplay opens the pipeline for a replay command; with work, its River
+// client works the replay queue only, with the scopes' windows when a
+// Redis URL is configured. stop closes what it opened.
+func (a *app) openReplay(ctx context.Context, work bool) (*pipelineEnv, func(), error) {
+	if !work {
+		e, err := a.openPipeline(ctx, pipelineCaps{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return e, e.Close, nil
+	}
+	caps := pipelineCaps{queues: []string{outbox.ReplayQueue}}
+	var rdb *redis.Client
+	if a.config.RedisURL != "" {
+		opts, err := capacity.FailFastOptions(a.config.RedisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis_url %s: %w", redactURL(a.config.RedisURL), err)
+		}
+		rdb = redis.NewClient(opts)
+		if caps.windows, err = a.openWindows(rdb); err != nil {
+			_ = rdb.Close()
+			return nil, nil, err
+		}
+	} else {
+		a.logger.Warn("no Redis URL: the replay target's scope has no shared concurrency window (admission is the scope's deadline and probe only)")
+	}
+	e, err := a.openPipeline(ctx, caps)
+	if err != nil {
+		if rdb != nil {
+			_ = rdb.Close()
+		}
+		return nil, nil, err
+	}
+	return e, func() {
+		e.Close()
+		if rdb != nil {
+			_ = rdb.Close()
+		}
+	}, nil
+}
+
+// followReplay enumerates run id (a chunk per transaction; resumes after
+// the last one) and, with o.wait, works the replay queue in this process
+// until the run ends, showing its progress, then prints its report. An
+// interrupted follow leaves the run to `replay resume` and the workers.
+func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, id int64, o replayOptions) error {
+	if o.wait {
+		if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("starting the replay workers: %w", err)
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.pipeline.Config().ShutdownGrace)
+			defer cancel()
+			_ = e.client.Stop(stopCtx)
+		}()
+	}
+	if err := e.outbox.ReplayEnumerate(ctx, e.client, id, nil); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted while enqueueing replay run %d: what was enqueued stays; finish it with: callscribe replay resume %d", id, id)
+		}
+		return err
+	}
+	if !o.wait {
+		run, err := e.outbox.ReplayRunByID(ctx, id)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return writeReplayJSON(out, run)
+		}
+		fmt.Fprintf(out, "replay run %d enqueued: %d recordings; the workers of serve or worker deliver it (callscribe replay status %d)\n",
+			id, run.Enumerated, id)
+		return nil
+	}
+	var bar progress
+	tick := time.NewTicker(replayPoll)
+	defer tick.Stop()
+	for {
+		run, err := e.outbox.ReplayRunByID(ctx, id)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if err == nil {
+			if bar == nil && run.State != outbox.RunEnumerating && run.Report.RecordingsReplayed >= run.Enumerated && run.Report.Deliveries > 0 {
+				bar = newProgress(a.env.Stderr, "replaying", run.Report.Deliveries, progressCount)
+			}
+			if bar != nil {
+				_ = bar.Set64(run.Report.Deliveries - run.Report.Pending)
+			}
+			if !run.Active() {
+				if bar != nil {
+					_ = bar.Finish()
+				}
+				return a.replayReport(out, run, o.json)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if bar != nil {
+				_ = bar.Finish()
+			}
+			return fmt.Errorf("stopped following replay run %d; it is recorded and its jobs wait for a worker: callscribe replay status %d, callscribe replay resume %d", id, id, id)
+		case <-tick.C:
+		}
+	}
+}
+
+// replayReport prints a finished run's report and fails when it shows
+// business state changed or deliveries that died.
+func (a *app) replayReport(out io.Writer, run outbox.ReplayRun, asJSON bool) error {
+	if asJSON {
+		if err := writeReplayJSON(out, run); err != nil {
+			return err
+		}
+	} else {
+		printReplay(out, run)
+	}
+	rep := run.Report
+	switch {
+	case rep.NewActionVersions != 0:
+		return fmt.Errorf("replay run %d created %d new action versions: business state changed", run.ID, rep.NewActionVersions)
+	case rep.Sends.IgnoredKnownCooldown != 0:
+		return fmt.Errorf("replay run %d sent %d deliveries inside a cooldown it knew of", run.ID, rep.Sends.IgnoredKnownCooldown)
+	case rep.Dead != 0:
+		return fmt.Errorf("replay run %d: %d deliveries are dead (listed above with why)", run.ID, rep.Dead)
+	case run.State == outbox.RunCancelled:
+		return fmt.Errorf("replay run %d was cancelled: %s", run.ID, run.Reason)
+	}
+	return nil
+}
+
+// printReplay prints a run for people.
+func printReplay(w io.Writer, r outbox.ReplayRun) {
+	rep := r.Report
+	fmt.Fprintf(w, "replay run %d to %s (scope %s), %s .. %s, state %s\n", r.ID, r.Target, r.Scope,
+		r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), r.State)
+	fmt.Fprintf(w, "  started by %s at %s", r.StartedBy, r.CreatedAt.Format(time.RFC3339))
+	if r.FinishedAt != nil {
+		fmt.Fprintf(w, ", ended %s (%s)", r.FinishedAt.Format(time.RFC3339), r.FinishedAt.Sub(r.CreatedAt).Round(time.Millisecond))
+	}
+	fmt.Fprintln(w)
+	if r.MaxRate > 0 {
+		fmt.Fprintf(w, "  rate ceiling:                 %g sends/s\n", r.MaxRate)
+	}
+	fmt.Fprintf(w, "  recordings replayed:          %d of %d enumerated\n", rep.RecordingsReplayed, r.Enumerated)
+	fmt.Fprintf(w, "  audit events appended:        %d\n", rep.AuditEventsAppended)
+	fmt.Fprintf(w, "  new action versions created:  %d (must be 0)\n", rep.NewActionVersions)
+	fmt.Fprintf(w, "  deliveries:                   %d (%d pending)\n", rep.Deliveries, rep.Pending)
+	fmt.Fprintf(w, "  CRM effects created:          %d (%d answered as replays: the target already had them)\n", rep.CRMEffectsCreated, rep.AnsweredAsReplays)
+	fmt.Fprintf(w, "  throttled and retried:        %d (and %d transient failures retried)\n", rep.Throttled, rep.Transient)
+	fmt.Fprintf(w, "  sent inside a known cooldown: %d (must be 0; %d were in flight when one was announced)\n",
+		rep.Sends.IgnoredKnownCooldown, rep.Sends.InFlight)
+	fmt.Fprintf(w, "  dead:                         %d\n", rep.Dead)
+	if rep.Cancelled > 0 {
+		fmt.Fprintf(w, "  cancelled:                    %d (%s)\n", rep.Cancelled, r.Reason)
+	}
+	for _, d := range rep.DeadList {
+		fmt.Fprintf(w, "    dead %s (%s): %s\n", d.IdempotencyKey, d.LastClass, d.Reason)
+	}
+}
+
+func writeReplayJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// runID parses a run's id.
+func runID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("run %q: want a run's number (callscribe replay status lists them)", s)
+	}
+	return id, nil
+}
+
+// startedBy is who runs this command: user@host.
+func startedBy() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return name + "@" + host
 }
 
 func parseDay(s string) (time.Time, error) {

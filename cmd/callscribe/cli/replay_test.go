@@ -128,17 +128,30 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "production") {
 		t.Fatalf("replay into a production target: %d %q", code, stderr)
 	}
-	code, out, stderr := c("replay", "--from", from, "--to", to, "--target", "staging")
+	code, out, stderr := c("replay", "--from", from, "--to", to, "--target", "staging", "--wait")
 	if code != 0 || !strings.Contains(out, "CRM effects created:          3") || !strings.Contains(out, "new action versions created:  0") {
 		t.Fatalf("first replay to staging: %d\n%s\n%s", code, out, stderr)
 	}
-	code, out, _ = c("replay", "--from", from, "--to", to, "--target", "staging")
-	if code != 0 || !strings.Contains(out, "CRM effects created:          0") || !strings.Contains(out, "recordings replayed:          2") {
-		t.Fatalf("second replay to staging: %d\n%s", code, out)
+	code, out, stderr = c("replay", "--from", from, "--to", to, "--target", "staging", "--wait")
+	if code != 0 || !strings.Contains(out, "CRM effects created:          0 (3 answered as replays") ||
+		!strings.Contains(out, "recordings replayed:          2 of 2 enumerated") || !strings.Contains(out, "state done") {
+		t.Fatalf("second replay to staging: %d\n%s\n%s", code, out, stderr)
 	}
-	code, out, _ = c("replay", "--from", from, "--to", to, "--target", "live", "--allow-production")
+	code, out, _ = c("replay", "--from", from, "--to", to, "--target", "live", "--allow-production", "--wait")
 	if code != 0 || !strings.Contains(out, "CRM effects created:          0") {
 		t.Fatalf("replay into the tenant's own CRM: %d\n%s", code, out)
+	}
+	// The runs are listed, each with its figures.
+	code, out, _ = c("replay", "status", "--json")
+	var runs []struct {
+		ID     int64  `json:"id"`
+		State  string `json:"state"`
+		Report struct {
+			CRMEffectsCreated int64 `json:"crm_effects_created"`
+		} `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(out), &runs); code != 0 || err != nil || len(runs) != 3 || runs[2].Report.CRMEffectsCreated != 3 || runs[0].State != "done" {
+		t.Fatalf("replay status --json: %d %v\n%s", code, err, out)
 	}
 	if code, _, stderr := c("replay", "--from", from, "--to", to, "--target", "nope"); code == 0 || !strings.Contains(stderr, "staging") {
 		t.Fatalf("unknown target: %q", stderr)
