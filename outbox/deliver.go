@@ -375,6 +375,9 @@ func (o *Outbox) try(ctx context.Context, jobID int64, s *subject, read *ledger.
 		if err != nil {
 			return err
 		}
+		if err := s.store.readmit(ctx, attempt, again); err != nil {
+			return err
+		}
 		if !again.Admitted() {
 			return river.JobSnooze(untilDeadline(r, now, max(again.Wait, time.Millisecond)))
 		}

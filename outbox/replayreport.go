@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/callscribe/callscribe/ledger"
@@ -42,7 +43,7 @@ type ReplayReport struct {
 	// RecordingsReplayed: recordings re-driven (their committed sets
 	// turned into deliveries, unfinished ones re-ingested).
 	RecordingsReplayed int64 `json:"recordings_replayed"`
-	// AuditEventsAppended: the run's tries and the audit events its ended
+	// AuditEventsAppended: the run's tries (withdrawn ones too) and the audit events its ended
 	// deliveries appended to their sets' outbox rows.
 	AuditEventsAppended int64 `json:"audit_events_appended"`
 	// NewActionVersions: action sets committed since the run began for
@@ -64,8 +65,11 @@ type ReplayReport struct {
 	// Cancelled: pending deliveries of a cancelled run.
 	Dead      int64 `json:"dead"`
 	Cancelled int64 `json:"cancelled"`
-	// Tries: requests sent to the target.
-	Tries int64 `json:"tries"`
+	// Tries: requests sent to the target. Withdrawn: tries recorded, then
+	// not sent because the recheck of their aged admission found the
+	// scope deferred meanwhile.
+	Tries     int64 `json:"tries"`
+	Withdrawn int64 `json:"withdrawn"`
 	// Sends judges every try by the exact cooldown rule of the speech
 	// vendors (ledger.SendChecks): IgnoredKnownCooldown, sends inside a
 	// deferral of the target's scope known when they were admitted, is 0.
@@ -105,7 +109,7 @@ func (o *Outbox) ReplayRunByID(ctx context.Context, id int64) (ReplayRun, error)
 	}
 	run.Report = ReplayReport{RecordingsReplayed: r.Redriven, AuditEventsAppended: rep.AuditEvents, NewActionVersions: rep.NewActionVersions,
 		Deliveries: rep.Deliveries, Pending: rep.Pending, CRMEffectsCreated: rep.Applied, AnsweredAsReplays: rep.Replayed,
-		Throttled: rep.Throttled, Transient: rep.Transient, Dead: rep.Dead, Cancelled: rep.Cancelled, Tries: rep.Tries,
+		Throttled: rep.Throttled, Transient: rep.Transient, Dead: rep.Dead, Cancelled: rep.Cancelled, Tries: rep.Tries, Withdrawn: rep.Withdrawn,
 		DeadList: []ReplayDead{}}
 	sends, err := o.queries.ReplayTrySends(ctx, o.pool, id)
 	if err != nil {
@@ -150,8 +154,8 @@ func (o *Outbox) ReplayRuns(ctx context.Context, activeOnly bool, limit int) ([]
 	return out, nil
 }
 
-// ReplayRateSlots lists the rate ceiling's slots a run's tries took, in
-// order: consecutive slots are at least 1/MaxRate apart.
+// ReplayRateSlots lists the rate ceiling's slots a run's tries took,
+// earliest first: consecutive slots are at least 1/MaxRate apart.
 func (o *Outbox) ReplayRateSlots(ctx context.Context, id int64) ([]time.Time, error) {
 	sends, err := o.queries.ReplayTrySends(ctx, o.pool, id)
 	if err != nil {
@@ -163,5 +167,6 @@ func (o *Outbox) ReplayRateSlots(ctx context.Context, id int64) ([]time.Time, er
 			out = append(out, s.RateSlot.UTC())
 		}
 	}
+	slices.SortFunc(out, time.Time.Compare)
 	return out, nil
 }

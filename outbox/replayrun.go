@@ -390,6 +390,16 @@ func (st *replayStore) try(ctx context.Context, _ time.Time, adm ledger.Admissio
 	return int(n), nil
 }
 
+func (st *replayStore) readmit(ctx context.Context, attempt int, adm ledger.Admission) error {
+	p := dbsqlc.ReplayTryReadmitParams{RunID: st.run, ActionSetID: st.s.ActionSetID, Attempt: int32(attempt), Sent: adm.Admitted(),
+		AdmittedSeq: adm.Seq, AdmittedAt: dbTime(adm.At), At: dbTime(st.o.cfg.Clock.Now())}
+	if err := st.o.queries.ReplayTryReadmit(ctx, st.o.pool, p); err != nil {
+		return fmt.Errorf("recording the recheck of replay delivery %d:%d: %w", st.run, st.s.ActionSetID, translate(err))
+	}
+	st.tried = adm.Admitted()
+	return nil
+}
+
 func (st *replayStore) settle(ctx context.Context, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
 	outcome := string(res.Outcome)
 	if outcome == "" {

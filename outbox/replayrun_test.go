@@ -186,9 +186,10 @@ func TestReplayRunAgainstAThrottlingStagingCRM(t *testing.T) {
 		t.Fatalf("tries %d, throttled %d, transient %d; the CRM saw %d deliveries (%d dropped), answered %d 429s and %d 5xx",
 			rep.Tries, rep.Throttled, rep.Transient, st.Deliveries, st.Drops, st.RateLimited, st.ServerErrors)
 	}
-	// One audit event per try, and one per set on its outbox row.
-	if rep.AuditEventsAppended != rep.Tries+n {
-		t.Fatalf("audit events %d, want tries %d + %d", rep.AuditEventsAppended, rep.Tries, n)
+	// One audit event per try (withdrawn ones too), and one per set on
+	// its outbox row.
+	if rep.AuditEventsAppended != rep.Tries+rep.Withdrawn+n {
+		t.Fatalf("audit events %d, want tries %d + withdrawn %d + %d", rep.AuditEventsAppended, rep.Tries, rep.Withdrawn, n)
 	}
 	// Production: its CRM saw nothing, its scope was never deferred, its
 	// delivery rows are still pending (the replay queue's workers never

@@ -43,6 +43,10 @@ type tryStore interface {
 	// admission adm; it returns the try's number (from 1). ErrNotFound:
 	// settled meanwhile.
 	try(ctx context.Context, now time.Time, adm ledger.Admission) (int, error)
+	// readmit records the recheck of try attempt's aged admission: adm
+	// let it go (it is sent on adm) or refused it (it is withdrawn,
+	// unsent).
+	readmit(ctx context.Context, attempt int, adm ledger.Admission) error
 	// settle records the try's outcome and the delivery's new state;
 	// rowClass ("": the answer's class) is the delivery's last class.
 	// Settled meanwhile is not an error.
@@ -70,6 +74,8 @@ func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) 
 	}
 	return int(tries), nil
 }
+
+func (rowStore) readmit(context.Context, int, ledger.Admission) error { return nil }
 
 func (st *rowStore) settle(ctx context.Context, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
 	return st.o.settleAs(ctx, st.s.Row, state, rowClass, res, notBefore, reason)

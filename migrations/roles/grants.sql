@@ -121,7 +121,7 @@ BEGIN
             ON replay_runs TO callscribe_runtime;
         GRANT UPDATE (state, attempts, throttled, transient, outcome, last_class, crm_id, reason, not_before, updated_at)
             ON replay_deliveries TO callscribe_runtime;
-        GRANT UPDATE (answered_at, outcome, response_class, http_status) ON replay_tries TO callscribe_runtime;
+        GRANT UPDATE (admitted_seq, admitted_at, answered_at, outcome, response_class, http_status) ON replay_tries TO callscribe_runtime;
     END IF;
 END
 $$;

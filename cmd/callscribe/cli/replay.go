@@ -410,7 +410,7 @@ func printReplay(w io.Writer, r outbox.ReplayRun) {
 	fmt.Fprintf(w, "  new action versions created:  %d (must be 0)\n", rep.NewActionVersions)
 	fmt.Fprintf(w, "  deliveries:                   %d (%d pending)\n", rep.Deliveries, rep.Pending)
 	fmt.Fprintf(w, "  CRM effects created:          %d (%d answered as replays: the target already had them)\n", rep.CRMEffectsCreated, rep.AnsweredAsReplays)
-	fmt.Fprintf(w, "  throttled and retried:        %d (and %d transient failures retried)\n", rep.Throttled, rep.Transient)
+	fmt.Fprintf(w, "  throttled and retried:        %d (and %d transient failures retried; %d tries withdrawn unsent)\n", rep.Throttled, rep.Transient, rep.Withdrawn)
 	fmt.Fprintf(w, "  sent inside a known cooldown: %d (must be 0; %d were in flight when one was announced)\n",
 		rep.Sends.IgnoredKnownCooldown, rep.Sends.InFlight)
 	fmt.Fprintf(w, "  dead:                         %d\n", rep.Dead)

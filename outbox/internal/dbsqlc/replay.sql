@@ -113,6 +113,16 @@ SELECT d.run_id, d.action_set_id, d.attempts, @scope, @admitted_seq, @admitted_a
 FROM d
 RETURNING attempt;
 
+-- name: ReplayTryReadmit :exec
+-- The recheck of a try's aged admission: sent, the try goes on the new
+-- admission; refused, it is withdrawn unsent (not a send, not a try).
+UPDATE replay_tries
+SET admitted_seq = CASE WHEN @sent::boolean THEN @admitted_seq::bigint ELSE admitted_seq END,
+    admitted_at = CASE WHEN @sent::boolean THEN @admitted_at::timestamptz ELSE admitted_at END,
+    outcome = CASE WHEN @sent::boolean THEN outcome ELSE 'withdrawn' END,
+    answered_at = CASE WHEN @sent::boolean THEN answered_at ELSE @at::timestamptz END
+WHERE run_id = @run_id AND action_set_id = @action_set_id AND attempt = @attempt;
+
 -- name: ReplaySettle :one
 -- Settles a try: the delivery's new state (pending: back in line until
 -- not_before), its counters, the try's answer and, when the delivery ends,
@@ -144,7 +154,7 @@ WITH upd AS (
 SELECT upd.attempts FROM upd;
 
 -- name: ReplayReport :one
--- A run's figures. audit_events: its tries and the audit events its ended
+-- A run's figures. audit_events: its tries (withdrawn ones too) and the audit events its ended
 -- deliveries appended to their sets' outbox rows; new_action_versions:
 -- action sets committed since the run began for the calls it replays.
 SELECT
@@ -156,7 +166,8 @@ SELECT
     (SELECT count(*) FROM replay_deliveries d WHERE d.run_id = @id AND d.state = 'cancelled')::bigint AS cancelled,
     (SELECT coalesce(sum(d.throttled), 0) FROM replay_deliveries d WHERE d.run_id = @id)::bigint AS throttled,
     (SELECT coalesce(sum(d.transient), 0) FROM replay_deliveries d WHERE d.run_id = @id)::bigint AS transient,
-    (SELECT count(*) FROM replay_tries t WHERE t.run_id = @id)::bigint AS tries,
+    (SELECT count(*) FROM replay_tries t WHERE t.run_id = @id AND t.outcome IS DISTINCT FROM 'withdrawn')::bigint AS tries,
+    (SELECT count(*) FROM replay_tries t WHERE t.run_id = @id AND t.outcome = 'withdrawn')::bigint AS withdrawn,
     ((SELECT count(*) FROM replay_tries t WHERE t.run_id = @id)
      + (SELECT count(*) FROM replay_deliveries d JOIN outbox o ON o.action_set_id = d.action_set_id
         WHERE d.run_id = @id AND d.state IN ('delivered', 'dead')))::bigint AS audit_events,
@@ -166,8 +177,11 @@ SELECT
                    WHERE d.run_id = @id AND b.tenant_id = a.tenant_id AND b.call_id = a.call_id))::bigint AS new_action_versions;
 
 -- name: ReplayTrySends :many
--- A run's tries as sent: the admission each went on and when it was sent.
-SELECT scope, admitted_seq, admitted_at, sent_at, rate_slot FROM replay_tries WHERE run_id = @run_id ORDER BY id;
+-- A run's tries as sent (not withdrawn): the admission each went on and
+-- when it was sent.
+SELECT scope, admitted_seq, admitted_at, sent_at, rate_slot FROM replay_tries
+WHERE run_id = @run_id AND outcome IS DISTINCT FROM 'withdrawn'
+ORDER BY id;
 
 -- name: ReplayDeadList :many
 -- A run's dead deliveries with why, for the report.

@@ -231,7 +231,8 @@ SELECT
     (SELECT count(*) FROM replay_deliveries d WHERE d.run_id = $1 AND d.state = 'cancelled')::bigint AS cancelled,
     (SELECT coalesce(sum(d.throttled), 0) FROM replay_deliveries d WHERE d.run_id = $1)::bigint AS throttled,
     (SELECT coalesce(sum(d.transient), 0) FROM replay_deliveries d WHERE d.run_id = $1)::bigint AS transient,
-    (SELECT count(*) FROM replay_tries t WHERE t.run_id = $1)::bigint AS tries,
+    (SELECT count(*) FROM replay_tries t WHERE t.run_id = $1 AND t.outcome IS DISTINCT FROM 'withdrawn')::bigint AS tries,
+    (SELECT count(*) FROM replay_tries t WHERE t.run_id = $1 AND t.outcome = 'withdrawn')::bigint AS withdrawn,
     ((SELECT count(*) FROM replay_tries t WHERE t.run_id = $1)
      + (SELECT count(*) FROM replay_deliveries d JOIN outbox o ON o.action_set_id = d.action_set_id
         WHERE d.run_id = $1 AND d.state IN ('delivered', 'dead')))::bigint AS audit_events,
@@ -251,11 +252,12 @@ type ReplayReportRow struct {
 	Throttled         int64
 	Transient         int64
 	Tries             int64
+	Withdrawn         int64
 	AuditEvents       int64
 	NewActionVersions int64
 }
 
-// A run's figures. audit_events: its tries and the audit events its ended
+// A run's figures. audit_events: its tries (withdrawn ones too) and the audit events its ended
 // deliveries appended to their sets' outbox rows; new_action_versions:
 // action sets committed since the run began for the calls it replays.
 func (q *Queries) ReplayReport(ctx context.Context, db DBTX, id int64) (ReplayReportRow, error) {
@@ -271,6 +273,7 @@ func (q *Queries) ReplayReport(ctx context.Context, db DBTX, id int64) (ReplayRe
 		&i.Throttled,
 		&i.Transient,
 		&i.Tries,
+		&i.Withdrawn,
 		&i.AuditEvents,
 		&i.NewActionVersions,
 	)
@@ -637,8 +640,44 @@ func (q *Queries) ReplayTry(ctx context.Context, db DBTX, arg ReplayTryParams) (
 	return attempt, err
 }
 
+const replayTryReadmit = `-- name: ReplayTryReadmit :exec
+UPDATE replay_tries
+SET admitted_seq = CASE WHEN $1::boolean THEN $2::bigint ELSE admitted_seq END,
+    admitted_at = CASE WHEN $1::boolean THEN $3::timestamptz ELSE admitted_at END,
+    outcome = CASE WHEN $1::boolean THEN outcome ELSE 'withdrawn' END,
+    answered_at = CASE WHEN $1::boolean THEN answered_at ELSE $4::timestamptz END
+WHERE run_id = $5 AND action_set_id = $6 AND attempt = $7
+`
+
+type ReplayTryReadmitParams struct {
+	Sent        bool
+	AdmittedSeq int64
+	AdmittedAt  time.Time
+	At          time.Time
+	RunID       int64
+	ActionSetID int64
+	Attempt     int32
+}
+
+// The recheck of a try's aged admission: sent, the try goes on the new
+// admission; refused, it is withdrawn unsent (not a send, not a try).
+func (q *Queries) ReplayTryReadmit(ctx context.Context, db DBTX, arg ReplayTryReadmitParams) error {
+	_, err := db.Exec(ctx, replayTryReadmit,
+		arg.Sent,
+		arg.AdmittedSeq,
+		arg.AdmittedAt,
+		arg.At,
+		arg.RunID,
+		arg.ActionSetID,
+		arg.Attempt,
+	)
+	return err
+}
+
 const replayTrySends = `-- name: ReplayTrySends :many
-SELECT scope, admitted_seq, admitted_at, sent_at, rate_slot FROM replay_tries WHERE run_id = $1 ORDER BY id
+SELECT scope, admitted_seq, admitted_at, sent_at, rate_slot FROM replay_tries
+WHERE run_id = $1 AND outcome IS DISTINCT FROM 'withdrawn'
+ORDER BY id
 `
 
 type ReplayTrySendsRow struct {
@@ -649,7 +688,8 @@ type ReplayTrySendsRow struct {
 	RateSlot    *time.Time
 }
 
-// A run's tries as sent: the admission each went on and when it was sent.
+// A run's tries as sent (not withdrawn): the admission each went on and
+// when it was sent.
 func (q *Queries) ReplayTrySends(ctx context.Context, db DBTX, runID int64) ([]ReplayTrySendsRow, error) {
 	rows, err := db.Query(ctx, replayTrySends, runID)
 	if err != nil {
