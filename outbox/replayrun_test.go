@@ -18,6 +18,7 @@ import (
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/testredis"
 	"github.com/callscribe/callscribe/internal/testwait"
+	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 )
 
@@ -347,5 +348,42 @@ func TestReplayStartRefuses(t *testing.T) {
 	opts := outbox.ReplayStartOptions{Target: "live", AllowProduction: true, From: now.Add(-time.Hour), To: now.Add(time.Hour), StartedBy: "t@h"}
 	if _, err := rb.ob.ReplayStart(context.Background(), opts); err != nil {
 		t.Fatalf("production with AllowProduction: %v", err)
+	}
+}
+
+// A run over unfinished recordings re-ingests each once (the pipeline
+// then runs it under its normal admission) and counts it replayed.
+func TestReplayRunReingestsUnfinishedRecordings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var mu sync.Mutex
+	reingested := map[string]int{}
+	cfg := outbox.Config{Reingest: func(_ context.Context, rec ledger.Recording) error {
+		mu.Lock()
+		defer mu.Unlock()
+		reingested[rec.CallID]++
+		return nil
+	}}
+	rb := newReplayBed(t, 3, crmsim.Config{}, cfg) // 3 committed: not in the run
+	const unfinished = 5
+	for range unfinished {
+		rb.validated(t, "t1")
+	}
+	changes := testwait.Changes(t, rb.pool, "replay_runs", "replay_deliveries")
+	client := rb.work(t, rb.ob)
+	id := rb.start(t, outbox.ReplayStartOptions{State: ledger.StateValidated})
+	if err := rb.ob.ReplayEnumerate(ctx, client, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	run := rb.waitRun(t, id, time.Minute, changes)
+	mu.Lock()
+	defer mu.Unlock()
+	if run.State != outbox.RunDone || run.Report.RecordingsReplayed != unfinished || run.Report.Deliveries != 0 || len(reingested) != unfinished {
+		t.Fatalf("run %+v; re-ingested %v: want %d recordings re-ingested once each, no deliveries", run, reingested, unfinished)
+	}
+	for call, n := range reingested {
+		if n != 1 {
+			t.Fatalf("%s re-ingested %d times", call, n)
+		}
 	}
 }
