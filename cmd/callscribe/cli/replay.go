@@ -150,6 +150,13 @@ func (a *app) replayStatusCommand() *cobra.Command {
 		Short: "Show a replay run's state and figures, or the newest runs",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var id int64
+			if len(args) == 1 {
+				var err error
+				if id, err = runID(args[0]); err != nil {
+					return err
+				}
+			}
 			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
 			if err != nil {
 				return err
@@ -173,10 +180,6 @@ func (a *app) replayStatusCommand() *cobra.Command {
 						r.Report.RecordingsReplayed, r.Enumerated, r.Report.Deliveries, r.Report.Pending, r.Report.Dead)
 				}
 				return nil
-			}
-			id, err := runID(args[0])
-			if err != nil {
-				return err
 			}
 			run, err := e.outbox.ReplayRunByID(cmd.Context(), id)
 			if err != nil {
