@@ -95,6 +95,11 @@ func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- descIgnoredCooldown
 		ch <- descInFlightCooldown
 	}
+	if c.m.cfg.ReplayRuns != nil {
+		for _, d := range replayDescs {
+			ch <- d
+		}
+	}
 	if c.m.cfg.Capacity != nil {
 		for _, d := range []*prometheus.Desc{descCapInUse, descCapLimit, descCapEffective, descCapLearned, descCapLearnedLimit} {
 			ch <- d
@@ -117,6 +122,11 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			ch <- prometheus.MustNewConstMetric(descIgnoredCooldown, prometheus.GaugeValue, float64(ignored))
 			ch <- prometheus.MustNewConstMetric(descInFlightCooldown, prometheus.GaugeValue, float64(inFlight))
+		}
+	}
+	if c.m.cfg.ReplayRuns != nil {
+		if err := c.collectReplay(ctx, ch); err != nil {
+			c.m.scrapeErrors.WithLabelValues("database").Inc()
 		}
 	}
 	if c.m.cfg.Capacity != nil {

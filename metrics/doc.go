@@ -12,15 +12,19 @@
 //   - Label sets are bounded: no label carries a recording, a call or a
 //     job; tenant labels are limited to Config.MaxTenantLabels distinct
 //     tenants, the rest reported as "other" (TenantLabels); providers,
-//     scopes, CRM targets, lanes and queues come from configuration.
+//     scopes, CRM targets, lanes and queues come from configuration. The
+//     replay gauges' run label names a replay run (an operator's command,
+//     not a recording): only runs still active are exported, at most the
+//     bound of Config.ReplayRuns's source, and a run's series end with it.
 //   - Correct across several worker processes: the counters and
 //     histograms that the recording methods feed are per process, each
 //     event observed once by the process that made it happen (a committed
 //     transcript at its commit's success, a delivery at the statement
 //     that settled it), so Prometheus sums them over processes. The gauges
 //     read from the shared database and Redis (queue depths, backlogs,
-//     active cooldowns, capacity, duplicate-key conflicts) are global: only
-//     a Metrics given a Config.Pool (and Config.Capacity) exports them, and
+//     active cooldowns, capacity, duplicate-key conflicts, the figures of
+//     active replay runs) are global: only a Metrics given a Config.Pool
+//     (and Config.Capacity, Config.ReplayRuns) exports them, and
 //     one process should be so configured (`callscribe serve`); where
 //     several are, aggregate those series with max, not sum.
 //

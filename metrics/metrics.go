@@ -49,6 +49,12 @@ type Config struct {
 	// (ledger.Ledger.SubmissionAccounting). Global, like Pool's. Default
 	// nil: not exported.
 	Cooldowns func(ctx context.Context, since time.Time) (ignored, inFlight int, err error)
+	// ReplayRuns, when set, is read at each scrape for the figures of the
+	// replay runs still active (enumerating or running: outbox.Outbox's
+	// ReplayRuns), a gauge per figure and run labelled run and target,
+	// and callscribe_replay_runs_active. Global, like Pool's. Default nil:
+	// not exported.
+	ReplayRuns func(ctx context.Context) ([]ReplayRun, error)
 	// MaxTenantLabels: how many distinct tenants keep their name in a
 	// tenant label; the rest are "other". Default 0:
 	// MaxTenantLabelsDefault (20); negative: none (every tenant "other").
@@ -185,7 +191,7 @@ func New(cfg Config) *Metrics {
 			Help: "API requests refused for a missing, unknown, wrong or revoked token. Per process."},
 			func() float64 { return float64(f()) }))
 	}
-	if cfg.Pool != nil || cfg.Capacity != nil {
+	if cfg.Pool != nil || cfg.Capacity != nil || cfg.Cooldowns != nil || cfg.ReplayRuns != nil {
 		m.reg.MustRegister(&sharedCollector{m: m})
 	}
 	return m

@@ -1,7 +1,8 @@
 // Package statuspage renders the operator's status page of `callscribe
 // serve`: recordings by state and lane per tenant, active scope cooldowns,
 // capacity per provider with a chart of per-minute peaks against the limit,
-// the outbox's backlog and dead deliveries, and recent warnings.
+// the outbox's backlog and dead deliveries, the replay runs still active
+// with their figures, and recent warnings.
 //
 // The page is server-rendered HTML (html/template) with its CSS and a small
 // script inline: no external assets, so it works offline. The script

@@ -17,6 +17,9 @@ type Snapshot struct {
 	Outbox Outbox
 	// Batch is the batch lane's manifests at a glance.
 	Batch Batch
+	// ReplayRuns are the replay runs still active (enumerating or
+	// running), newest first; none when no run is active.
+	ReplayRuns []ReplayRun
 	// DialQueue is the outbound calls waiting to be dialled, oldest first
 	// (the first few); DialQueued counts them all.
 	DialQueue  []QueuedCall
@@ -112,6 +115,32 @@ type Manifest struct {
 	Items                             int
 	Resubmission                      bool
 	Created                           time.Time
+}
+
+// ReplayRun is an active replay run's progress: its figures as its report
+// counts them (outbox.ReplayRun).
+type ReplayRun struct {
+	ID     int64
+	Target string
+	// State: enumerating or running.
+	State     string
+	StartedBy string
+	Started   time.Time
+	// Replayed of Enumerated: recordings re-driven of those enqueued so
+	// far.
+	Replayed, Enumerated int64
+	// Settled of Deliveries: deliveries no longer pending of the run's
+	// action sets.
+	Settled, Deliveries int64
+	// CRMEffectsCreated: applied now (201); AnsweredAsReplays: the target
+	// already held them (200).
+	CRMEffectsCreated, AnsweredAsReplays int64
+	// Throttled and Transient answers put a delivery back in line; Dead
+	// deliveries ended unsent or refused.
+	Throttled, Transient, Dead int64
+	// SentInsideKnownCooldown: sends inside a deferral of the target's
+	// scope known when they were admitted; must be 0.
+	SentInsideKnownCooldown int64
 }
 
 // DeadDelivery is one delivery given up on.

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -9,6 +11,7 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/metrics"
+	"github.com/callscribe/callscribe/outbox"
 	"github.com/callscribe/callscribe/tokens"
 )
 
@@ -27,6 +30,10 @@ type metricsSources struct {
 	windows *capacity.Windows
 	// tokens: the process's token store, whose refusals are counted.
 	tokens *tokens.Store
+	// replays: with pool, the outbox whose active replay runs are
+	// exported (global, like pool's gauges). serve builds its metrics
+	// before its pipeline, so the outbox is set once that exists.
+	replays *lateOutbox
 }
 
 // newMetrics builds this process's metrics from src, with
@@ -36,7 +43,10 @@ type metricsSources struct {
 //
 // In `callscribe serve`:
 //
-//	m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots})
+//	replays := new(lateOutbox)
+//	m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, replays: replays})
+//	... // the pipeline env e, recording into m
+//	replays.set(e.outbox)
 //	mux.Handle("GET /metrics", m.Handler())
 //
 // and in a process running workers (caps being its pipelineCaps):
@@ -51,6 +61,9 @@ func (a *app) newMetrics(src metricsSources) *metrics.Metrics {
 	if src.pool != nil {
 		cfg.Pool = src.pool
 		cfg.Cooldowns = cooldownAccounting(src.pool)
+		if src.replays != nil {
+			cfg.ReplayRuns = src.replays.activeRuns
+		}
 		if src.leases != nil {
 			cfg.Capacity = src.leases
 		}
@@ -99,4 +112,47 @@ func cooldownAccounting(pool *pgxpool.Pool) func(ctx context.Context, since time
 		}
 		return ignored, inFlight, nil
 	}
+}
+
+// replayRunsRead bounds the active replay runs /metrics and the status
+// page read at once (newest first).
+const replayRunsRead = 20
+
+// lateOutbox is an outbox given to readers built before it: serve builds
+// its metrics first, then the pipeline whose outbox they read.
+type lateOutbox struct{ o atomic.Pointer[outbox.Outbox] }
+
+// set gives the outbox.
+func (l *lateOutbox) set(o *outbox.Outbox) { l.o.Store(o) }
+
+// activeRuns is metrics.Config.ReplayRuns: the figures of the replay runs
+// still active (the newest replayRunsRead), read from the database.
+func (l *lateOutbox) activeRuns(ctx context.Context) ([]metrics.ReplayRun, error) {
+	o := l.o.Load()
+	if o == nil {
+		return nil, errors.New("replay runs: the outbox is not set up yet")
+	}
+	runs, err := o.ReplayRuns(ctx, true, replayRunsRead)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metrics.ReplayRun, 0, len(runs))
+	for _, r := range runs {
+		if r.Active() { // ended between the list and its read
+			out = append(out, replayFigures(r))
+		}
+	}
+	return out, nil
+}
+
+// replayFigures is a run's figures as the replay gauges report them.
+func replayFigures(r outbox.ReplayRun) metrics.ReplayRun {
+	rep := r.Report
+	return metrics.ReplayRun{ID: r.ID, Target: r.Target,
+		RecordingsEnumerated: r.Enumerated, RecordingsReplayed: rep.RecordingsReplayed,
+		Deliveries: rep.Deliveries, DeliveriesPending: rep.Pending,
+		CRMEffectsCreated: rep.CRMEffectsCreated, AnsweredAsReplays: rep.AnsweredAsReplays,
+		Throttled: rep.Throttled, Transient: rep.Transient, Dead: rep.Dead,
+		AuditEventsAppended: rep.AuditEventsAppended, NewActionVersions: rep.NewActionVersions,
+		SentInsideKnownCooldown: int64(rep.Sends.IgnoredKnownCooldown), InFlightAtCooldown: int64(rep.Sends.InFlight)}
 }

@@ -166,13 +166,15 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				opts.Authenticate = storeAuthenticator(store)
 				// This process's metrics: its workers' counters, and the
 				// global gauges read from the database and Redis.
-				m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, windows: caps.windows, tokens: store})
+				replays := new(lateOutbox)
+				m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, windows: caps.windows, tokens: store, replays: replays})
 				caps.metrics = m
 				if e, err = a.pipelineOn(ctx, pool, caps); err != nil {
 					pool.Close()
 					return err
 				}
 				defer e.Close()
+				replays.set(e.outbox)
 				mux.Handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, opts.Authenticate)))
 				ingest := ingestapi.NewHandler(ingestapi.Config{Pipeline: e.pipeline, Ledger: e.ledger, Client: e.client,
 					Auth: store, Logger: a.logger})

@@ -141,6 +141,9 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 		if err := s.outboxState(ctx, &snap); err != nil {
 			problem("outbox", err)
 		}
+		if err := s.replayRuns(ctx, &snap); err != nil {
+			problem("replay runs", err)
+		}
 	}
 	if err := s.batchState(ctx, &snap); err != nil {
 		problem("batch lane", err)
@@ -332,6 +335,27 @@ func (s statusSources) outboxState(ctx context.Context, snap *statuspage.Snapsho
 	for _, r := range dead[:min(len(dead), statusRecentDead)] {
 		snap.Outbox.RecentDead = append(snap.Outbox.RecentDead, statuspage.DeadDelivery{ID: r.ID, Tenant: r.TenantID,
 			CallID: r.CallID, Target: r.Target, Class: r.LastClass, Updated: r.UpdatedAt})
+	}
+	return nil
+}
+
+// replayRuns: the replay runs still active (the newest replayRunsRead),
+// each with its figures.
+func (s statusSources) replayRuns(ctx context.Context, snap *statuspage.Snapshot) error {
+	runs, err := s.outbox.ReplayRuns(ctx, true, replayRunsRead)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if !r.Active() { // ended between the list and its read
+			continue
+		}
+		rep := r.Report
+		snap.ReplayRuns = append(snap.ReplayRuns, statuspage.ReplayRun{ID: r.ID, Target: r.Target, State: r.State,
+			StartedBy: r.StartedBy, Started: r.CreatedAt, Replayed: rep.RecordingsReplayed, Enumerated: r.Enumerated,
+			Settled: rep.Deliveries - rep.Pending, Deliveries: rep.Deliveries, CRMEffectsCreated: rep.CRMEffectsCreated,
+			AnsweredAsReplays: rep.AnsweredAsReplays, Throttled: rep.Throttled, Transient: rep.Transient, Dead: rep.Dead,
+			SentInsideKnownCooldown: int64(rep.Sends.IgnoredKnownCooldown)})
 	}
 	return nil
 }
