@@ -29,7 +29,7 @@ func TestJSONFieldNames(t *testing.T) {
 	jsonkeys.Check(t, outbox.ReplayReport{},
 		"recordings_replayed", "audit_events_appended", "new_action_versions", "deliveries", "pending",
 		"crm_effects_created", "answered_as_replays", "throttled", "transient", "dead", "cancelled", "tries",
-		"sends", "dead_list")
+		"withdrawn", "sends", "dead_list")
 	jsonkeys.Check(t, outbox.ReplayDead{}, "action_set_id", "idempotency_key", "last_class", "reason")
 	jsonkeys.Check(t, ledger.SendCounts{}, "sends", "ignored_known_cooldown", "in_flight")
 }

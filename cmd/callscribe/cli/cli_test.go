@@ -168,6 +168,7 @@ func TestConfigDocumented(t *testing.T) {
 		"capacity.gate.ticket_ttl", "capacity.alerts.webhook_url", "pipeline.batch_completion_bound", "pipeline.batch.manifests",
 		"pipeline.batch.max_items", "pipeline.batch.max_audio_seconds", "pipeline.batch.max_wait", "pipeline.batch.form_every",
 		"pipeline.batch.poll_interval", "pipeline.admission_max_age", "status_page.secure_cookies",
+		"crm_targets.<name>.scope", "crm_targets.<name>.delivery_deadline", "replay.workers", "replay.chunk",
 	} {
 		if !strings.Contains(string(readme), "`"+key+"`") {
 			t.Errorf("README.md does not document `%s`", key)
