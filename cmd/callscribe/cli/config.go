@@ -151,12 +151,14 @@ type TenantConfig struct {
 type CRMConfig struct {
 	connector.Config `yaml:",inline"`
 	// Scope of the CRM integration's throttling. Default
-	// crm:<tenant>:<kind> for a tenant's CRM.
+	// crm:<tenant>:<kind> for a tenant's CRM, crm:replay:<name> for a
+	// crm_targets entry (which may not use a tenant's).
 	Scope string `yaml:"scope"`
 	// DeliveryDeadline: a delivery to a tenant's CRM still pending this
 	// long after its commit (or after an operator's `outbox retry`) goes
-	// to dead. Default 0: outbox.DeliveryDeadlineDefault (24h). Must not
-	// be negative; crm_targets (replay) do not take it.
+	// to dead; a replay delivery to a crm_targets entry, this long after
+	// its run enqueued it. Default 0: outbox.DeliveryDeadlineDefault
+	// (24h). Must not be negative.
 	DeliveryDeadline time.Duration `yaml:"delivery_deadline"`
 	// TokenFile names a file holding the token (token), read at start,
 	// trailing line breaks removed; a relative path is relative to the

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,10 +31,11 @@ const poolSpare = 10
 
 // poolSize is the pool a process running the configured workers needs:
 // one connection per worker of each queue (immediate, batch, the CRM
-// dispatcher's) plus poolSpare, and never below PoolMaxConnsDefault.
+// dispatcher's, replay's) plus poolSpare, and never below PoolMaxConnsDefault.
 func (a *app) poolSize() int32 {
 	c := a.config.PipelineConfig().WithDefaults()
-	return int32(max(c.ImmediateWorkers+c.BatchWorkers+outbox.WorkersDefault+poolSpare, PoolMaxConnsDefault))
+	replay := cmp.Or(a.config.Replay.Workers, outbox.ReplayWorkersDefault)
+	return int32(max(c.ImmediateWorkers+c.BatchWorkers+outbox.WorkersDefault+replay+poolSpare, PoolMaxConnsDefault))
 }
 
 // connect opens a pool on url for the runtime and checks that the server
