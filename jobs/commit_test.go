@@ -196,4 +196,3 @@ func TestPipelineCommitsAndDelivers(t *testing.T) {
 		t.Fatalf("CRM throttling deferred the speech scope: %+v", d)
 	}
 }
-

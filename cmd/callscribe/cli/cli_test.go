@@ -314,7 +314,7 @@ crm_targets:
 		{"crmkind.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: fax}}\n", "pipeline.tenants.acme.crm.kind"},
 		{"tenantkey.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, mdl: x}\n", "field mdl not found"},
 		{"deadline.yaml", "pipeline:\n  tenants:\n    acme: {provider: generic-http, crm: {kind: webhook, delivery_deadline: -1h}}\n", "pipeline.tenants.acme.crm.delivery_deadline"},
-		{"targetdeadline.yaml", "crm_targets:\n  staging: {kind: webhook, delivery_deadline: 1h}\n", "crm_targets.staging.delivery_deadline"},
+		{"targetdeadline.yaml", "crm_targets:\n  staging: {kind: webhook, delivery_deadline: -1h}\n", "crm_targets.staging.delivery_deadline"},
 	} {
 		code, _, stderr := run(t, context.Background(), nil, "--config", write(tt.file, tt.body), "migrate", "status")
 		if code == 0 || !strings.Contains(stderr, tt.want) {
