@@ -47,7 +47,10 @@ type sweepWorker struct {
 }
 
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	_, err := w.o.Sweep(ctx)
+	if _, err := w.o.Sweep(ctx); err != nil {
+		return err
+	}
+	_, err := w.o.SweepReplays(ctx)
 	return err
 }
 

@@ -106,7 +106,9 @@ func (ReplayRecordingArgs) Kind() string { return "replay_recording" }
 
 // InsertOpts: the replay queue at the lowest priority, one active job per
 // run and recording.
-func (ReplayRecordingArgs) InsertOpts() river.InsertOpts { return replayInsertOpts(10) }
+// A re-drive that keeps failing (the database away) keeps trying, River's
+// backoff growing to days, rather than leave its run short of a recording.
+func (ReplayRecordingArgs) InsertOpts() river.InsertOpts { return replayInsertOpts(100) }
 
 // ReplayDeliverArgs delivers one action set of a replay run to the run's
 // target.
@@ -172,7 +174,10 @@ func (o *Outbox) ReplayStart(ctx context.Context, opts ReplayStartOptions) (int6
 // told the run's count of enumerated recordings after each chunk. It
 // resumes after the last committed chunk, and a second process
 // enumerating the same run at once enqueues nothing twice (the cursor is
-// compared and set). The run is then running: its jobs do the rest.
+// compared and set). The run is then running: its jobs do the rest. On a
+// run already running it enqueues again the delivery job of each pending
+// delivery whose job is gone (discarded, cancelled by an operator): an
+// active one is left as it is.
 func (o *Outbox) ReplayEnumerate(ctx context.Context, client *river.Client[pgx.Tx], runID int64, progress func(enumerated int64)) error {
 	for {
 		run, err := o.queries.ReplayRunGet(ctx, o.pool, runID)
@@ -180,6 +185,11 @@ func (o *Outbox) ReplayEnumerate(ctx context.Context, client *river.Client[pgx.T
 			return fmt.Errorf("reading replay run %d: %w", runID, translate(err))
 		}
 		if run.State != RunEnumerating {
+			if run.State == RunRunning {
+				if err := o.replayRequeue(ctx, client, runID); err != nil {
+					return err
+				}
+			}
 			o.replayMaybeFinish(ctx, runID)
 			return nil
 		}
@@ -221,6 +231,68 @@ func (o *Outbox) ReplayEnumerate(ctx context.Context, client *river.Client[pgx.T
 		}
 		if progress != nil {
 			progress(run.Enumerated + int64(len(recs)))
+		}
+	}
+}
+
+// replayRequeue inserts a delivery job for each pending delivery of run
+// that has no active one (the jobs are unique by run and set while
+// active).
+func (o *Outbox) replayRequeue(ctx context.Context, client *river.Client[pgx.Tx], runID int64) error {
+	ids, err := o.queries.ReplayPendingOf(ctx, o.pool, runID)
+	if err != nil {
+		return fmt.Errorf("listing the pending deliveries of replay run %d: %w", runID, translate(err))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	jobs := make([]river.InsertManyParams, len(ids))
+	for i, id := range ids {
+		jobs[i] = river.InsertManyParams{Args: ReplayDeliverArgs{RunID: runID, ActionSetID: id}}
+	}
+	res, err := client.InsertMany(ctx, jobs)
+	if err != nil {
+		return fmt.Errorf("enqueueing the pending deliveries of replay run %d: %w", runID, err)
+	}
+	var fresh int
+	for _, r := range res {
+		if !r.UniqueSkippedAsDuplicate {
+			fresh++
+		}
+	}
+	if fresh > 0 {
+		o.cfg.Logger.Warn("replay: pending deliveries had lost their jobs; enqueued again", slog.Int64("run", runID), slog.Int("deliveries", fresh))
+	}
+	return nil
+}
+
+// SweepReplays ends every pending replay delivery whose deadline passed
+// at least SweepGrace ago (its job, which would have ended it, is gone),
+// dead with why, and returns how many it ended; each run left with nothing
+// pending is then done.
+func (o *Outbox) SweepReplays(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		rows, err := o.queries.ReplayOverdue(ctx, o.pool, dbsqlc.ReplayOverdueParams{Cutoff: dbTime(o.cfg.Clock.Now().Add(-o.cfg.SweepGrace)),
+			MaxRows: sweepBatch})
+		if err != nil {
+			return n, fmt.Errorf("listing overdue replay deliveries: %w", translate(err))
+		}
+		for _, r := range rows {
+			s := &subject{Row: Row{ActionSetID: r.ActionSetID, Target: r.Target, Deadline: r.Deadline.UTC(), LastClass: r.LastClass}}
+			st := &replayStore{o: o, s: s, run: r.RunID}
+			if err := st.settle(ctx, StateDead, ClassDeadline, connector.Result{Outcome: OutcomeDeadline}, nil,
+				fmt.Sprintf("replay delivery deadline %s passed with no try under way (was its job lost?); last class %q",
+					s.Deadline.Format(time.RFC3339), r.LastClass)); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if len(rows) < sweepBatch {
+			if n > 0 {
+				o.cfg.Logger.Warn("replay: deliveries past their deadline ended by the sweep: dead", slog.Int("deliveries", n))
+			}
+			return n, nil
 		}
 	}
 }

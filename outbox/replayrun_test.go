@@ -388,3 +388,54 @@ func TestReplayRunReingestsUnfinishedRecordings(t *testing.T) {
 		}
 	}
 }
+
+// A delivery whose job is gone is not left pending: resuming the run
+// enqueues its job again, and a delivery past its deadline with no job is
+// ended by the sweep, dead with why; either way the run ends.
+func TestReplayRunLostJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 6
+	rb := newReplayBed(t, n, crmsim.Config{}, outbox.Config{SweepGrace: time.Millisecond})
+	changes := testwait.Changes(t, rb.pool, "replay_runs", "replay_deliveries")
+	// A run whose recordings were re-driven but whose delivery jobs are
+	// all gone (discarded, cancelled by hand).
+	id := rb.start(t, outbox.ReplayStartOptions{})
+	if _, err := rb.pool.Exec(ctx, `UPDATE replay_runs SET state = 'running', enumerated = $2, redriven = $2 WHERE id = $1`, id, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.pool.Exec(ctx, `INSERT INTO replay_deliveries (run_id, action_set_id, deadline, created_at, updated_at)
+		SELECT $1, id, now() + interval '1 hour', now(), now() FROM action_sets`, id); err != nil {
+		t.Fatal(err)
+	}
+	// Resumed: every pending delivery has its job again.
+	if err := rb.ob.ReplayEnumerate(ctx, rb.client, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	rb.work(t, rb.ob)
+	run := rb.waitRun(t, id, time.Minute, changes)
+	if run.State != outbox.RunDone || run.Report.CRMEffectsCreated != n || rb.stg.Stats().Applied != n {
+		t.Fatalf("resumed run %+v; staging holds %d", run, rb.stg.Stats().Applied)
+	}
+
+	// A delivery past its deadline with no job: the sweep ends it.
+	var lost int64
+	if err := rb.pool.QueryRow(ctx, `INSERT INTO replay_runs (target, scope, recording_state, window_from, window_to, started_by,
+		delivery_deadline, state, created_at, updated_at) VALUES ('staging', $1, 'committed', now() - interval '1 day', now(), 't@h',
+		interval '1 hour', 'running', now(), now()) RETURNING id`, stagingScope).Scan(&lost); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.pool.Exec(ctx, `INSERT INTO replay_deliveries (run_id, action_set_id, deadline, created_at, updated_at)
+		SELECT $1, min(id), now() - interval '1 minute', now(), now() FROM action_sets`, lost); err != nil {
+		t.Fatal(err)
+	}
+	swept, err := rb.ob.SweepReplays(ctx)
+	if err != nil || swept != 1 {
+		t.Fatalf("sweep: %d, %v; want 1", swept, err)
+	}
+	r, err := rb.ob.ReplayRunByID(ctx, lost)
+	if err != nil || r.State != outbox.RunDone || r.Report.Dead != 1 || len(r.Report.DeadList) != 1 ||
+		!strings.Contains(r.Report.DeadList[0].Reason, "was its job lost?") {
+		t.Fatalf("after the sweep: %+v, %v", r, err)
+	}
+}

@@ -190,3 +190,16 @@ FROM replay_deliveries d JOIN action_sets s ON s.id = d.action_set_id
 WHERE d.run_id = @run_id AND d.state = 'dead'
 ORDER BY d.action_set_id
 LIMIT @max_rows::bigint;
+
+-- name: ReplayPendingOf :many
+-- The sets of a run's pending deliveries.
+SELECT action_set_id FROM replay_deliveries WHERE run_id = @run_id AND state = 'pending' ORDER BY action_set_id;
+
+-- name: ReplayOverdue :many
+-- Pending deliveries of any run past their deadline by the cutoff, which
+-- their jobs should have ended: the sweep ends them.
+SELECT d.run_id, d.action_set_id, d.deadline, d.last_class, r.target
+FROM replay_deliveries d JOIN replay_runs r ON r.id = d.run_id
+WHERE d.state = 'pending' AND d.deadline < @cutoff
+ORDER BY d.deadline
+LIMIT @max_rows::bigint;

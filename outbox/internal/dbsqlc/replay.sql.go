@@ -191,6 +191,80 @@ func (q *Queries) ReplayDeliveryInsertMany(ctx context.Context, db DBTX, arg Rep
 	return items, nil
 }
 
+const replayOverdue = `-- name: ReplayOverdue :many
+SELECT d.run_id, d.action_set_id, d.deadline, d.last_class, r.target
+FROM replay_deliveries d JOIN replay_runs r ON r.id = d.run_id
+WHERE d.state = 'pending' AND d.deadline < $1
+ORDER BY d.deadline
+LIMIT $2::bigint
+`
+
+type ReplayOverdueParams struct {
+	Cutoff  time.Time
+	MaxRows int64
+}
+
+type ReplayOverdueRow struct {
+	RunID       int64
+	ActionSetID int64
+	Deadline    time.Time
+	LastClass   string
+	Target      string
+}
+
+// Pending deliveries of any run past their deadline by the cutoff, which
+// their jobs should have ended: the sweep ends them.
+func (q *Queries) ReplayOverdue(ctx context.Context, db DBTX, arg ReplayOverdueParams) ([]ReplayOverdueRow, error) {
+	rows, err := db.Query(ctx, replayOverdue, arg.Cutoff, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReplayOverdueRow
+	for rows.Next() {
+		var i ReplayOverdueRow
+		if err := rows.Scan(
+			&i.RunID,
+			&i.ActionSetID,
+			&i.Deadline,
+			&i.LastClass,
+			&i.Target,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const replayPendingOf = `-- name: ReplayPendingOf :many
+SELECT action_set_id FROM replay_deliveries WHERE run_id = $1 AND state = 'pending' ORDER BY action_set_id
+`
+
+// The sets of a run's pending deliveries.
+func (q *Queries) ReplayPendingOf(ctx context.Context, db DBTX, runID int64) ([]int64, error) {
+	rows, err := db.Query(ctx, replayPendingOf, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var action_set_id int64
+		if err := rows.Scan(&action_set_id); err != nil {
+			return nil, err
+		}
+		items = append(items, action_set_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const replayRateTake = `-- name: ReplayRateTake :one
 WITH cur AS (
     SELECT r.id, greatest(coalesce(r.rate_tat, clock_timestamp()), clock_timestamp()) AS due,
