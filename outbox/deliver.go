@@ -214,14 +214,9 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	return w.o.deliver(ctx, job.ID, job.Args.OutboxID, job.Args.Scope)
 }
 
-// settle records a try's outcome, the row's new state and the CRM's usage
-// gauges (res.Gauges) in one statement.
-func (o *Outbox) settle(ctx context.Context, r Row, state string, res connector.Result, notBefore *time.Time, reason string) error {
-	return o.settleAs(ctx, r, state, "", res, notBefore, reason)
-}
-
-// settleAs is settle with the row's last class set to rowClass ("": the
-// answer's class, as the event records it).
+// settleAs records a try's outcome, the row's new state and the CRM's
+// usage gauges (res.Gauges) in one statement, with the row's last class
+// set to rowClass ("": the answer's class, as the event records it).
 func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
 	names, values := gauges(res.Gauges)
 	_, err := o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
