@@ -25,7 +25,7 @@ import (
 )
 
 // replayPoll is how often `replay --wait` reads its run.
-const replayPoll = 250 * time.Millisecond
+const replayPoll = 500 * time.Millisecond
 
 // replayTargets are the configured crm_targets as the outbox takes them.
 func (a *app) replayTargets() (map[string]outbox.ReplayTarget, error) {
@@ -320,7 +320,19 @@ func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, i
 			_ = e.client.Stop(stopCtx)
 		}()
 	}
-	if err := e.outbox.ReplayEnumerate(ctx, e.client, id, nil); err != nil {
+	var bar progress
+	enqueued := func(n int64) {
+		if bar == nil {
+			bar = newProgress(a.env.Stderr, "enqueueing", -1, progressCount)
+		}
+		_ = bar.Set64(n)
+	}
+	err := e.outbox.ReplayEnumerate(ctx, e.client, id, enqueued)
+	if bar != nil {
+		_ = bar.Finish()
+		bar = nil
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted while enqueueing replay run %d: what was enqueued stays; finish it with: callscribe replay resume %d", id, id)
 		}
@@ -338,24 +350,40 @@ func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, i
 			id, run.Enumerated, id)
 		return nil
 	}
-	var bar progress
+	// A bar of recordings re-driven, then one of deliveries settled.
+	stage := ""
 	tick := time.NewTicker(replayPoll)
 	defer tick.Stop()
 	for {
-		run, err := e.outbox.ReplayRunByID(ctx, id)
+		run, err := e.outbox.ReplayProgress(ctx, id)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
 		if err == nil {
-			if bar == nil && run.State != outbox.RunEnumerating && run.Report.RecordingsReplayed >= run.Enumerated && run.Report.Deliveries > 0 {
-				bar = newProgress(a.env.Stderr, "replaying", run.Report.Deliveries, progressCount)
-			}
-			if bar != nil {
-				_ = bar.Set64(run.Report.Deliveries - run.Report.Pending)
+			rep := run.Report
+			switch {
+			case run.State == outbox.RunEnumerating:
+			case rep.RecordingsReplayed < run.Enumerated:
+				if stage == "" {
+					stage, bar = "re-driving", newProgress(a.env.Stderr, "re-driving", run.Enumerated, progressCount)
+				}
+				_ = bar.Set64(rep.RecordingsReplayed)
+			case rep.Deliveries > 0:
+				if stage != "delivering" {
+					if bar != nil {
+						_ = bar.Set64(run.Enumerated)
+						_ = bar.Finish()
+					}
+					stage, bar = "delivering", newProgress(a.env.Stderr, "delivering", rep.Deliveries, progressCount)
+				}
+				_ = bar.Set64(rep.Deliveries - rep.Pending)
 			}
 			if !run.Active() {
 				if bar != nil {
 					_ = bar.Finish()
+				}
+				if run, err = e.outbox.ReplayRunByID(ctx, id); err != nil {
+					return err
 				}
 				return a.replayReport(out, run, o.json)
 			}
