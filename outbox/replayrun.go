@@ -92,10 +92,11 @@ type ReplayStartOptions struct {
 	MaxRate float64
 }
 
-// ReplayRecordingArgs re-drives one recording of a replay run: an
-// unfinished one is re-ingested (converging on its row; the pipeline then
-// runs it under its normal admission) and each committed action set of it
-// becomes a replay delivery of the run.
+// ReplayRecordingArgs re-drives one unfinished recording of a replay run:
+// it is re-ingested (converging on its row; the pipeline then runs it
+// under its normal admission) and each committed action set of it becomes
+// a replay delivery of the run. A finished recording needs no job: its
+// chunk's transaction makes its sets deliveries.
 type ReplayRecordingArgs struct {
 	RunID       int64     `json:"run_id" river:"unique"`
 	RecordingID uuid.UUID `json:"recording_id" river:"unique"`
@@ -170,7 +171,10 @@ func (o *Outbox) ReplayStart(ctx context.Context, opts ReplayStartOptions) (int6
 
 // ReplayEnumerate enqueues run's recordings with client, a chunk
 // (Config.ReplayChunk recordings) per transaction that also moves the
-// run's cursor, until the window is enumerated; progress, when set, is
+// run's cursor, until the window is enumerated: in the chunk's
+// transaction each committed set of a finished recording becomes a
+// delivery with its job, and each unfinished recording gets a re-drive
+// job (ReplayRecordingArgs); progress, when set, is
 // told the run's count of enumerated recordings after each chunk. It
 // resumes after the last committed chunk, and a second process
 // enumerating the same run at once enqueues nothing twice (the cursor is
@@ -209,18 +213,31 @@ func (o *Outbox) ReplayEnumerate(ctx context.Context, client *river.Client[pgx.T
 			at := dbTime(last.CreatedAt)
 			p.NextCreatedAt, p.NextID = &at, &last.ID
 		}
+		// A finished recording needs no re-ingest: the chunk's transaction
+		// makes its committed sets deliveries, with their jobs, at once;
+		// an unfinished one gets a job that re-ingests it first.
+		var finished []uuid.UUID
+		var jobs []river.InsertManyParams
+		for _, r := range recs {
+			if r.State.Terminal() {
+				finished = append(finished, r.ID)
+			} else {
+				jobs = append(jobs, river.InsertManyParams{Args: ReplayRecordingArgs{RunID: runID, RecordingID: r.ID}})
+			}
+		}
+		p.Redriven = int64(len(finished))
 		err = pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 			if _, err := o.queries.ReplayRunAdvance(ctx, tx, p); err != nil {
 				return translate(err)
 			}
-			if len(recs) == 0 {
+			deliveries, err := o.replayDeliveriesTx(ctx, tx, runID, run.DeadlineSeconds, finished)
+			if err != nil {
+				return err
+			}
+			if jobs = append(jobs, deliveries...); len(jobs) == 0 {
 				return nil
 			}
-			jobs := make([]river.InsertManyParams, len(recs))
-			for i, r := range recs {
-				jobs[i] = river.InsertManyParams{Args: ReplayRecordingArgs{RunID: runID, RecordingID: r.ID}}
-			}
-			_, err := client.InsertManyTx(ctx, tx, jobs)
+			_, err = client.InsertManyTx(ctx, tx, jobs)
 			return err
 		})
 		switch {
@@ -335,28 +352,17 @@ func (w *replayRecordingWorker) Work(ctx context.Context, job *river.Job[ReplayR
 	}
 	now := dbTime(o.cfg.Clock.Now())
 	err = pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		ids, err := o.queries.ActionSetIDsOfRecordings(ctx, tx, []uuid.UUID{a.RecordingID})
+		jobs, err := o.replayDeliveriesTx(ctx, tx, a.RunID, run.DeadlineSeconds, []uuid.UUID{a.RecordingID})
 		if err != nil {
-			return translate(err)
+			return err
 		}
-		if len(ids) > 0 {
-			added, err := o.queries.ReplayDeliveryInsertMany(ctx, tx, dbsqlc.ReplayDeliveryInsertManyParams{RunID: a.RunID,
-				Deadline: now.Add(time.Duration(run.DeadlineSeconds * float64(time.Second))), At: now, SetIds: ids})
+		if len(jobs) > 0 {
+			client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 			if err != nil {
-				return translate(err)
+				return err
 			}
-			if len(added) > 0 {
-				jobs := make([]river.InsertManyParams, len(added))
-				for i, id := range added {
-					jobs[i] = river.InsertManyParams{Args: ReplayDeliverArgs{RunID: a.RunID, ActionSetID: id}}
-				}
-				client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-				if err != nil {
-					return err
-				}
-				if _, err := client.InsertManyTx(ctx, tx, jobs); err != nil {
-					return err
-				}
+			if _, err := client.InsertManyTx(ctx, tx, jobs); err != nil {
+				return err
 			}
 		}
 		if err := o.queries.ReplayRunRecordingDone(ctx, tx, dbsqlc.ReplayRunRecordingDoneParams{ID: a.RunID, At: now}); err != nil {
@@ -372,6 +378,31 @@ func (w *replayRecordingWorker) Work(ctx context.Context, job *river.Job[ReplayR
 	}
 	o.replayMaybeFinish(ctx, a.RunID)
 	return nil
+}
+
+// replayDeliveriesTx makes each committed action set of recordings a
+// delivery of run (deadline: now + deadlineSeconds) in tx, unless it is
+// one already, and returns the jobs that deliver the new ones, for the
+// caller to insert in tx.
+func (o *Outbox) replayDeliveriesTx(ctx context.Context, tx pgx.Tx, runID int64, deadlineSeconds float64, recordings []uuid.UUID) ([]river.InsertManyParams, error) {
+	if len(recordings) == 0 {
+		return nil, nil
+	}
+	ids, err := o.queries.ActionSetIDsOfRecordings(ctx, tx, recordings)
+	if err != nil || len(ids) == 0 {
+		return nil, translate(err)
+	}
+	now := dbTime(o.cfg.Clock.Now())
+	added, err := o.queries.ReplayDeliveryInsertMany(ctx, tx, dbsqlc.ReplayDeliveryInsertManyParams{RunID: runID,
+		Deadline: now.Add(time.Duration(deadlineSeconds * float64(time.Second))), At: now, SetIds: ids})
+	if err != nil {
+		return nil, fmt.Errorf("recording the deliveries of replay run %d: %w", runID, translate(err))
+	}
+	jobs := make([]river.InsertManyParams, len(added))
+	for i, id := range added {
+		jobs[i] = river.InsertManyParams{Args: ReplayDeliverArgs{RunID: runID, ActionSetID: id}}
+	}
+	return jobs, nil
 }
 
 // replayDeliverWorker delivers one set of a run.

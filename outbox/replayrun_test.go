@@ -260,14 +260,16 @@ func TestReplayEnumerateConcurrentlyEnqueuesEachRecordingOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Finished recordings are re-driven by their chunk's transaction: each
+	// committed set is a delivery with one job, and no re-drive job.
 	run, err := rb.ob.ReplayRunByID(ctx, id)
-	if err != nil || run.State != outbox.RunRunning || run.Enumerated != n {
-		t.Fatalf("run %+v, %v: want running with %d enumerated", run, err, n)
+	if err != nil || run.State != outbox.RunRunning || run.Enumerated != n || run.Report.RecordingsReplayed != n || run.Report.Deliveries != n {
+		t.Fatalf("run %+v, %v: want running with %d enumerated, re-driven and deliveries", run, err, n)
 	}
-	var jobs int
-	if err := rb.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'replay_recording' AND (args->>'run_id')::bigint = $1`, id).
-		Scan(&jobs); err != nil || jobs != n {
-		t.Fatalf("%d re-drive jobs, %v; want %d", jobs, err, n)
+	var deliver, redrive int
+	if err := rb.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE kind = 'replay_deliver'), count(*) FILTER (WHERE kind = 'replay_recording')
+		FROM river_job WHERE (args->>'run_id')::bigint = $1`, id).Scan(&deliver, &redrive); err != nil || deliver != n || redrive != 0 {
+		t.Fatalf("%d delivery jobs, %d re-drive jobs, %v; want %d and 0", deliver, redrive, err, n)
 	}
 }
 

@@ -408,13 +408,15 @@ func (r *crashRig) checkFinished(id int64, done outbox.ReplayRun) {
 		d, _ := json.Marshal(done)
 		t.Errorf("replay status %d after the resumed run differs from what it printed:\nstatus: %s\nresume: %s", id, a, d)
 	}
-	var jobs, recordings int64
-	if err := r.pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT args->>'recording_id') FROM river_job
-WHERE kind = 'replay_recording' AND (args->>'run_id')::bigint = $1`, id).Scan(&jobs, &recordings); err != nil {
+	// Each committed set became one delivery with one job (the chunks of
+	// finished recordings re-drive them in their own transaction).
+	var jobs, sets int64
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT args->>'action_set_id') FROM river_job
+WHERE kind = 'replay_deliver' AND (args->>'run_id')::bigint = $1`, id).Scan(&jobs, &sets); err != nil {
 		t.Fatal(err)
 	}
-	if jobs != n || recordings != n {
-		t.Errorf("%d replay_recording jobs for %d recordings, want one for each of %d", jobs, recordings, n)
+	if jobs != int64(len(r.keys)) || sets != int64(len(r.keys)) {
+		t.Errorf("%d replay_deliver jobs for %d sets, want one for each of %d", jobs, sets, len(r.keys))
 	}
 
 	st := r.crm.Stats()

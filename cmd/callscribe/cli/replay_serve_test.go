@@ -168,12 +168,13 @@ func TestServeShowsActiveReplayRuns(t *testing.T) {
 		}
 	}
 
-	// Enumerated, not worked yet.
-	check(get("/metrics"), "callscribe_replay_runs_active 1\n", line("recordings_enumerated", recordings), line("recordings_replayed", 0),
-		line("deliveries", 0), line("deliveries_pending", 0), line("crm_effects_created", 0), line("dead", 0),
+	// Enumerated, not worked yet: the committed recordings were re-driven
+	// by their chunk's transaction, their sets are deliveries waiting.
+	check(get("/metrics"), "callscribe_replay_runs_active 1\n", line("recordings_enumerated", recordings), line("recordings_replayed", recordings),
+		line("deliveries", recordings), line("deliveries_pending", recordings), line("crm_effects_created", 0), line("dead", 0),
 		line("sent_inside_known_cooldown", 0), line("new_action_versions", 0))
 	row := fmt.Sprintf(`<tr class="replay-run" data-run="%d" data-target="staging"><td class="n">%d</td><td>staging</td><td>running</td>`, id, id)
-	check(get("/status/data"), row, `<td class="n replayed">0 / 16</td><td class="n settled">0 / 0</td>`, `<td>ops@replay-test</td>`)
+	check(get("/status/data"), row, `<td class="n replayed">16 / 16</td><td class="n settled">0 / 16</td>`, `<td>ops@replay-test</td>`)
 
 	// Worked until the last delivery waits out the hour's 429.
 	if err := client.Start(ctx); err != nil {

@@ -22,14 +22,15 @@ LIMIT @max_rows::bigint;
 
 -- name: ReplayRunAdvance :one
 -- Moves an enumerating run's cursor past one chunk of n recordings, in the
--- chunk's transaction; last: the chunk was the window's last, and the run
+-- chunk's transaction, counting the redriven of them the chunk re-drove
+-- itself; last: the chunk was the window's last, and the run
 -- goes on to running. The cursor must still be where the chunk began
 -- (prev_id; NULL: the start): a second process enumerating the same run
 -- loses the race and writes nothing. No row: lost, or the run is no longer
 -- enumerating.
 UPDATE replay_runs
 SET cursor_created_at = sqlc.narg(next_created_at)::timestamptz, cursor_id = sqlc.narg(next_id)::uuid,
-    enumerated = enumerated + @n::bigint,
+    enumerated = enumerated + @n::bigint, redriven = redriven + @redriven::bigint,
     state = CASE WHEN @last::boolean THEN 'running' ELSE state END,
     updated_at = @at
 WHERE id = @id AND state = 'enumerating' AND cursor_id IS NOT DISTINCT FROM sqlc.narg(prev_id)::uuid

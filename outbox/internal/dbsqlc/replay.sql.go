@@ -357,10 +357,10 @@ func (q *Queries) ReplayReport(ctx context.Context, db DBTX, id int64) (ReplayRe
 const replayRunAdvance = `-- name: ReplayRunAdvance :one
 UPDATE replay_runs
 SET cursor_created_at = $1::timestamptz, cursor_id = $2::uuid,
-    enumerated = enumerated + $3::bigint,
-    state = CASE WHEN $4::boolean THEN 'running' ELSE state END,
-    updated_at = $5
-WHERE id = $6 AND state = 'enumerating' AND cursor_id IS NOT DISTINCT FROM $7::uuid
+    enumerated = enumerated + $3::bigint, redriven = redriven + $4::bigint,
+    state = CASE WHEN $5::boolean THEN 'running' ELSE state END,
+    updated_at = $6
+WHERE id = $7 AND state = 'enumerating' AND cursor_id IS NOT DISTINCT FROM $8::uuid
 RETURNING state
 `
 
@@ -368,6 +368,7 @@ type ReplayRunAdvanceParams struct {
 	NextCreatedAt *time.Time
 	NextID        *uuid.UUID
 	N             int64
+	Redriven      int64
 	Last          bool
 	At            time.Time
 	ID            int64
@@ -375,7 +376,8 @@ type ReplayRunAdvanceParams struct {
 }
 
 // Moves an enumerating run's cursor past one chunk of n recordings, in the
-// chunk's transaction; last: the chunk was the window's last, and the run
+// chunk's transaction, counting the redriven of them the chunk re-drove
+// itself; last: the chunk was the window's last, and the run
 // goes on to running. The cursor must still be where the chunk began
 // (prev_id; NULL: the start): a second process enumerating the same run
 // loses the race and writes nothing. No row: lost, or the run is no longer
@@ -385,6 +387,7 @@ func (q *Queries) ReplayRunAdvance(ctx context.Context, db DBTX, arg ReplayRunAd
 		arg.NextCreatedAt,
 		arg.NextID,
 		arg.N,
+		arg.Redriven,
 		arg.Last,
 		arg.At,
 		arg.ID,
