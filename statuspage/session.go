@@ -174,7 +174,9 @@ func sessionHash(r *http.Request) (sum [sha256.Size]byte, ok bool) {
 	if err != nil || len(c.Value) != base64.RawURLEncoding.EncodedLen(sessionIDBytes) {
 		return sum, false
 	}
-	id, err := base64.RawURLEncoding.DecodeString(c.Value)
+	// Strict: the last character's two padding bits must be zero, so
+	// that exactly one spelling of an id is accepted.
+	id, err := base64.RawURLEncoding.Strict().DecodeString(c.Value)
 	if err != nil || len(id) != sessionIDBytes {
 		return sum, false
 	}

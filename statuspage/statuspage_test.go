@@ -297,6 +297,17 @@ func TestAccess(t *testing.T) {
 	if code, _ := b.get(t, statuspage.DataPath, "", &forged); code != 401 {
 		t.Fatalf("altered cookie: %d, want 401", code)
 	}
+	// So is another spelling of the same id: the last character with its
+	// padding bits (base64's two low bits of a 32-byte id's last
+	// character) changed decodes to the same bytes unless decoded
+	// strictly.
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	respelled := *c
+	lastIndex := strings.IndexByte(alphabet, c.Value[len(c.Value)-1])
+	respelled.Value = c.Value[:len(c.Value)-1] + string(alphabet[lastIndex^1])
+	if code, _ := b.get(t, statuspage.DataPath, "", &respelled); code != 401 {
+		t.Fatalf("the session id respelled in its padding bits: %d, want 401", code)
+	}
 	// Store trouble: 503, not a sign-out.
 	b.checkFn = func() error { return errors.New("store down") }
 	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 503 {
