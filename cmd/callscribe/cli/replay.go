@@ -49,6 +49,21 @@ type replayOptions struct {
 	maxRate                         float64
 }
 
+// followFlags defines --wait and --json, the flags of the commands that
+// follow a run (replay, replay resume).
+func (o *replayOptions) followFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "work the replay queue in this process and follow the run to its end (default: on a terminal)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the run as JSON")
+}
+
+// waitByDefault sets --wait when it was not given: on when stderr is a
+// terminal.
+func (o *replayOptions) waitByDefault(cmd *cobra.Command, stderr io.Writer) {
+	if !cmd.Flags().Changed("wait") {
+		o.wait = isTerminal(stderr)
+	}
+}
+
 // Validate checks the flags of a new run, naming the flag at fault.
 func (o replayOptions) Validate(targets map[string]CRMConfig) (from, to time.Time, err error) {
 	if o.from == "" || o.to == "" || o.target == "" {
@@ -104,9 +119,7 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.
   callscribe replay cancel RUN     cancel a run's pending deliveries`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("wait") {
-				o.wait = isTerminal(a.env.Stderr)
-			}
+			o.waitByDefault(cmd, a.env.Stderr)
 			from, to, err := o.Validate(a.config.CRMTargets)
 			if err != nil {
 				return err
@@ -136,8 +149,7 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.
 	f.StringVar(&o.target, "target", "", "a name from crm_targets")
 	f.BoolVar(&o.allowProduction, "allow-production", false, "allow a target marked production")
 	f.Float64Var(&o.maxRate, "max-rate", 0, "at most this many sends a second to the target (0: only the target's own signals limit it)")
-	f.BoolVar(&o.wait, "wait", false, "work the replay queue in this process and follow the run to its end (default: on a terminal)")
-	f.BoolVar(&o.json, "json", false, "print the run as JSON")
+	o.followFlags(cmd)
 	cmd.AddCommand(a.replayStatusCommand(), a.replayResumeCommand(), a.replayCancelCommand())
 	return cmd
 }
@@ -204,9 +216,7 @@ func (a *app) replayResumeCommand() *cobra.Command {
 		Short: "Finish enqueueing a stopped replay run (a crash, Ctrl-C) and, with --wait, follow it to its end",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("wait") {
-				o.wait = isTerminal(a.env.Stderr)
-			}
+			o.waitByDefault(cmd, a.env.Stderr)
 			id, err := runID(args[0])
 			if err != nil {
 				return err
@@ -226,8 +236,7 @@ func (a *app) replayResumeCommand() *cobra.Command {
 			return a.followReplay(cmd.Context(), cmd.OutOrStdout(), e, id, o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.wait, "wait", false, "work the replay queue in this process and follow the run to its end (default: on a terminal)")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print the run as JSON")
+	o.followFlags(cmd)
 	return cmd
 }
 
