@@ -59,7 +59,7 @@ vuln: $(GOVULNCHECK) $(VULNDB) ## govulncheck (pinned) against the pinned vulner
 generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger, outbox and tokens from their .sql files
 	cd ledger/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
 	cd outbox/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
-	cd tokens/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
+	cd cmd/callscribe/internal/serve/auth/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
 
 build: ## build bin/callscribe
 	go build -o bin/callscribe ./cmd/callscribe
@@ -69,7 +69,7 @@ bench: ## BenchmarkHerd (the window against per-worker sleepers on one throttlin
 	BENCH_LARGE=$(BENCH_LARGE) BENCH_CPUPROFILE=$(abspath $(BENCH_CPUPROFILE)) go run ./internal/cmd/testenv --install -- go test -run '^$$' -bench Throughput -benchtime 1x -timeout 60m ./cmd/callscribe/cli/
 
 screenshot: ## write status.png: the status page with demo data, in headless Chromium (apt-get install -y chromium)
-	go run ./internal/cmd/screenshot -o status.png
+	go run ./cmd/callscribe/internal/screenshot -o status.png
 
 fuzz: ## fuzz the Retry-After parser for 60s
 	go test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./ledger/retryafter/

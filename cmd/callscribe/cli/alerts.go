@@ -6,7 +6,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/alert"
-	"github.com/callscribe/callscribe/metrics"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 )
 
 // limitAlerts fans a learned-limit alert out, besides capacity's own log

@@ -25,7 +25,7 @@ import (
 	"github.com/callscribe/callscribe/internal/vendorhttp"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger/retryafter"
-	"github.com/callscribe/callscribe/statuspage"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 )
 
 // Defaults of the configuration keys. README.md's configuration table lists
@@ -386,7 +386,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.Log.Level, LogLevelDefault)
 	def(&c.Log.Format, LogFormatDefault)
 	def(&c.EmbeddedPostgres.RunAsUser, RunAsUserDefault)
-	def(&c.StatusPage.SecureCookies, string(statuspage.SecureAuto))
+	def(&c.StatusPage.SecureCookies, string(status.SecureAuto))
 	defD(&c.Ledger.Retention, RetentionDefault)
 	defD(&c.RetryAfter.BaseBackoff, RetryBaseBackoffDefault)
 	defD(&c.RetryAfter.MaxBackoff, RetryMaxBackoffDefault)
@@ -404,7 +404,7 @@ func (c Config) validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
 	}
-	if _, err := statuspage.ParseSecureCookies(c.StatusPage.SecureCookies); err != nil {
+	if _, err := status.ParseSecureCookies(c.StatusPage.SecureCookies); err != nil {
 		errs = append(errs, fmt.Errorf("status_page.secure_cookies: %w", err))
 	}
 	positive := map[string]time.Duration{

@@ -10,9 +10,9 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/metrics"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/outbox"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // metricsSources is what one process's metrics read besides what its own
@@ -29,7 +29,7 @@ type metricsSources struct {
 	slots   *capacity.Slots
 	windows *capacity.Windows
 	// tokens: the process's token store, whose refusals are counted.
-	tokens *tokens.Store
+	tokens *auth.Store
 	// replays: with pool, the outbox whose active replay runs are
 	// exported (global, like pool's gauges). serve builds its metrics
 	// before its pipeline, so the outbox is set once that exists.

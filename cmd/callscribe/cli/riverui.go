@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // RiverUIPrefix is the path River UI is served under, pages and API alike.
@@ -173,13 +173,13 @@ func requestOrigin(r *http.Request) string {
 }
 
 // checkAPIToken refuses an EnvAPIToken (an admin's credential) that is not
-// at least 32 random bytes by the look of it (tokens.CheckSecret).
+// at least 32 random bytes by the look of it (auth.CheckSecret).
 func checkAPIToken(getenv func(string) string) error {
 	v := getenv(EnvAPIToken)
 	if v == "" {
 		return nil
 	}
-	if err := tokens.CheckSecret(v); err != nil {
+	if err := auth.CheckSecret(v); err != nil {
 		return fmt.Errorf("environment %s: %w; or unset it", EnvAPIToken, err)
 	}
 	return nil

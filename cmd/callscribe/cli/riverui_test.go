@@ -19,7 +19,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/callscribe/callscribe/internal/testdb"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // riverUIProbeArgs is a job kind of this test only: the UI lists any kind.
@@ -246,7 +246,7 @@ func TestRiverUIAdminTokens(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := testdb.New(t)
-	store := tokens.New(pool)
+	store := auth.New(pool)
 	_, admin, err := store.Create(ctx, "", "ops", true)
 	if err != nil {
 		t.Fatal(err)

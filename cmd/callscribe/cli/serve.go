@@ -18,10 +18,10 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
 	"github.com/callscribe/callscribe/capacity/live"
-	"github.com/callscribe/callscribe/ingestapi"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/migrations"
-	"github.com/callscribe/callscribe/statuspage"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // Defaults of `callscribe serve`.
@@ -162,7 +162,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				}
 				// One token store for every API of this process, so that
 				// its refusals are counted in one place.
-				store := tokens.New(pool)
+				store := auth.New(pool)
 				opts.Authenticate = storeAuthenticator(store)
 				// This process's metrics: its workers' counters, and the
 				// global gauges read from the database and Redis.
@@ -176,7 +176,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				defer e.Close()
 				replays.set(e.outbox)
 				mux.Handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, opts.Authenticate)))
-				ingest := ingestapi.NewHandler(ingestapi.Config{Pipeline: e.pipeline, Ledger: e.ledger, Client: e.client,
+				ingest := ingest.NewHandler(ingest.Config{Pipeline: e.pipeline, Ledger: e.ledger, Client: e.client,
 					Auth: store, Logger: a.logger})
 				for _, p := range []string{"/v1/recordings", "/v1/recordings/", "/v1/recordings:batch"} {
 					mux.Handle(p, ingest)
@@ -194,7 +194,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 					return err
 				}
 				mux.Handle("GET /{$}", page)
-				mux.Handle(statuspage.PathPrefix, page)
+				mux.Handle(status.PathPrefix, page)
 				if !noWorkers {
 					// River's own context must outlive the signal: stopping is ours.
 					if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {

@@ -16,8 +16,8 @@ import (
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
-	"github.com/callscribe/callscribe/statuspage"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // Limits of what the status page reads per refresh.
@@ -50,14 +50,14 @@ type statusSources struct {
 // PostgreSQL (src.pool), so every serve process knows them and signing out
 // ends one everywhere; a session's token is looked up on every request, so
 // revoking it ends the session at once.
-func (a *app) statusPage(src statusSources, store *tokens.Store, token string,
+func (a *app) statusPage(src statusSources, store *auth.Store, token string,
 	authenticate func(ctx context.Context, bearer string) (string, bool, bool, error),
 ) (http.Handler, error) {
-	sessions, err := statuspage.NewSessions(src.pool, statuspage.SessionTTLDefault, nil)
+	sessions, err := status.NewSessions(src.pool, status.SessionTTLDefault, nil)
 	if err != nil {
 		return nil, err
 	}
-	return statuspage.New(statuspage.Config{
+	return status.New(status.Config{
 		Snapshot: src.snapshot,
 		IsAdmin:  adminCheck(token, authenticate),
 		SignIn: func(ctx context.Context, cred string) (int64, bool, error) {
@@ -66,7 +66,7 @@ func (a *app) statusPage(src statusSources, store *tokens.Store, token string,
 			}
 			p, err := store.Authenticate(ctx, cred)
 			switch {
-			case errors.Is(err, tokens.ErrInvalid):
+			case errors.Is(err, auth.ErrInvalid):
 				return 0, false, nil
 			case err != nil:
 				return 0, false, err
@@ -79,7 +79,7 @@ func (a *app) statusPage(src statusSources, store *tokens.Store, token string,
 			}
 			t, err := store.Get(ctx, id)
 			switch {
-			case errors.Is(err, tokens.ErrNotFound):
+			case errors.Is(err, auth.ErrNotFound):
 				return false, nil
 			case err != nil:
 				return false, err
@@ -87,16 +87,16 @@ func (a *app) statusPage(src statusSources, store *tokens.Store, token string,
 			return t.Admin && t.RevokedAt == nil, nil
 		},
 		Sessions:      sessions,
-		SecureCookies: statuspage.SecureCookies(a.config.StatusPage.SecureCookies),
+		SecureCookies: status.SecureCookies(a.config.StatusPage.SecureCookies),
 		Logger:        a.logger.With(slog.String("component", "statuspage")),
 	})
 }
 
 // snapshot reads the page's data. A source that fails is named in
 // Problems; the rest is still shown.
-func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error) {
+func (s statusSources) snapshot(ctx context.Context) (status.Snapshot, error) {
 	now := time.Now().UTC()
-	snap := statuspage.Snapshot{At: now}
+	snap := status.Snapshot{At: now}
 	problem := func(what string, err error) {
 		snap.Problems = append(snap.Problems, fmt.Sprintf("%s: %v", what, err))
 	}
@@ -105,7 +105,7 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 		return snap, err // PostgreSQL down: the page has nothing to say
 	}
 	for _, c := range counts {
-		snap.Recordings = append(snap.Recordings, statuspage.RecordingCount{Tenant: c.TenantID, Lane: string(c.Lane),
+		snap.Recordings = append(snap.Recordings, status.RecordingCount{Tenant: c.TenantID, Lane: string(c.Lane),
 			State: string(c.State), Count: c.Recordings})
 	}
 	if err := s.cooldowns(ctx, now, &snap); err != nil {
@@ -115,13 +115,13 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 		if err := s.capacity(ctx, now, &snap); err != nil {
 			problem("capacity", err)
 		}
-		snap.FailOpen = append(snap.FailOpen, statuspage.Counter{Name: "leases", Value: s.leases.Uncounted()})
+		snap.FailOpen = append(snap.FailOpen, status.Counter{Name: "leases", Value: s.leases.Uncounted()})
 	}
 	if s.slots != nil {
-		snap.FailOpen = append(snap.FailOpen, statuspage.Counter{Name: "call slots", Value: s.slots.Uncounted()})
+		snap.FailOpen = append(snap.FailOpen, status.Counter{Name: "call slots", Value: s.slots.Uncounted()})
 	}
 	if s.windows != nil {
-		snap.FailOpen = append(snap.FailOpen, statuspage.Counter{Name: "windows", Value: s.windows.Uncounted()})
+		snap.FailOpen = append(snap.FailOpen, status.Counter{Name: "windows", Value: s.windows.Uncounted()})
 		if err := s.windowWarnings(ctx, now, &snap); err != nil {
 			problem("window events", err)
 		}
@@ -130,7 +130,7 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 		if err := s.dialQueue(ctx, &snap); err != nil {
 			problem("dial queue", err)
 		}
-		snap.FailOpen = append(snap.FailOpen, statuspage.Counter{Name: "dial queue", Value: s.dialer.Uncounted()})
+		snap.FailOpen = append(snap.FailOpen, status.Counter{Name: "dial queue", Value: s.dialer.Uncounted()})
 	}
 	if s.timeline != nil {
 		if err := s.callEvents(ctx, &snap); err != nil {
@@ -148,7 +148,7 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 	if err := s.batchState(ctx, &snap); err != nil {
 		problem("batch lane", err)
 	}
-	slices.SortStableFunc(snap.Warnings, func(a, b statuspage.Warning) int { return b.At.Compare(a.At) })
+	slices.SortStableFunc(snap.Warnings, func(a, b status.Warning) int { return b.At.Compare(a.At) })
 	if len(snap.Warnings) > statusRecentWarnings {
 		snap.Warnings = snap.Warnings[:statusRecentWarnings]
 	}
@@ -157,13 +157,13 @@ func (s statusSources) snapshot(ctx context.Context) (statuspage.Snapshot, error
 
 // dialQueue: the calls waiting to be dialled, oldest first (at most
 // statusDialQueue).
-func (s statusSources) dialQueue(ctx context.Context, snap *statuspage.Snapshot) error {
+func (s statusSources) dialQueue(ctx context.Context, snap *status.Snapshot) error {
 	queued, err := s.dialer.Queued(ctx)
 	if err != nil {
 		return err
 	}
 	for _, q := range queued[:min(len(queued), statusDialQueue)] {
-		snap.DialQueue = append(snap.DialQueue, statuspage.QueuedCall{CallID: q.Call.ID, Agent: q.Call.Agent, QueuedAt: q.QueuedAt,
+		snap.DialQueue = append(snap.DialQueue, status.QueuedCall{CallID: q.Call.ID, Agent: q.Call.Agent, QueuedAt: q.QueuedAt,
 			WaitingFor: q.WaitingFor, Position: q.Position})
 	}
 	snap.DialQueued = len(queued)
@@ -171,20 +171,20 @@ func (s statusSources) dialQueue(ctx context.Context, snap *statuspage.Snapshot)
 }
 
 // callEvents: the newest events of live calls' timelines.
-func (s statusSources) callEvents(ctx context.Context, snap *statuspage.Snapshot) error {
+func (s statusSources) callEvents(ctx context.Context, snap *status.Snapshot) error {
 	events, err := s.timeline.Recent(ctx, statusCallEvents)
 	if err != nil {
 		return err
 	}
 	for _, e := range events {
-		snap.CallEvents = append(snap.CallEvents, statuspage.CallEvent{At: e.At, CallID: e.CallID, Kind: e.Kind, Provider: e.Provider, Detail: e.Detail})
+		snap.CallEvents = append(snap.CallEvents, status.CallEvent{At: e.At, CallID: e.CallID, Kind: e.Kind, Provider: e.Provider, Detail: e.Detail})
 	}
 	return nil
 }
 
 // cooldowns: the scopes deferred or paused now, each with the cause of its
 // deadline (the last offer that moved it) and its window.
-func (s statusSources) cooldowns(ctx context.Context, now time.Time, snap *statuspage.Snapshot) error {
+func (s statusSources) cooldowns(ctx context.Context, now time.Time, snap *status.Snapshot) error {
 	ds, err := s.ledger.ScopeDeferrals(ctx)
 	if err != nil {
 		return err
@@ -193,7 +193,7 @@ func (s statusSources) cooldowns(ctx context.Context, now time.Time, snap *statu
 		if !d.Active(now) && !d.Paused {
 			continue
 		}
-		c := statuspage.Cooldown{Scope: d.Scope, Deadline: d.NotBefore, Paused: d.Paused, PausedReason: d.PausedReason}
+		c := status.Cooldown{Scope: d.Scope, Deadline: d.NotBefore, Paused: d.Paused, PausedReason: d.PausedReason}
 		ext, err := s.ledger.ScopeDeferralExtensions(ctx, d.Scope)
 		if err != nil {
 			return err
@@ -212,7 +212,7 @@ func (s statusSources) cooldowns(ctx context.Context, now time.Time, snap *statu
 		}
 		if s.windows != nil {
 			if w, err := s.windows.State(ctx, d.Scope); err == nil {
-				c.Window = &statuspage.Window{Size: w.Size, InFlight: w.InFlight, Waiting: w.Waiting, Phase: w.Phase}
+				c.Window = &status.Window{Size: w.Size, InFlight: w.InFlight, Waiting: w.Waiting, Phase: w.Phase}
 			}
 		}
 		snap.Cooldowns = append(snap.Cooldowns, c)
@@ -222,16 +222,16 @@ func (s statusSources) cooldowns(ctx context.Context, now time.Time, snap *statu
 
 // capacity: each provider/kind's leases and peaks, and its learned-limit
 // drops of the last statusWarningWindow as warnings.
-func (s statusSources) capacity(ctx context.Context, now time.Time, snap *statuspage.Snapshot) error {
+func (s statusSources) capacity(ctx context.Context, now time.Time, snap *status.Snapshot) error {
 	st, err := s.leases.Status(ctx)
 	if err != nil {
 		return err
 	}
 	for _, p := range st {
-		pr := statuspage.Provider{Provider: p.Provider, Kind: p.Kind, InUse: p.InUse, ConfiguredLimit: p.ConfiguredLimit,
+		pr := status.Provider{Provider: p.Provider, Kind: p.Kind, InUse: p.InUse, ConfiguredLimit: p.ConfiguredLimit,
 			EffectiveLimit: p.EffectiveLimit, Learned: p.Learned}
 		for _, m := range p.PeakPerMinute {
-			pr.Peaks = append(pr.Peaks, statuspage.MinutePeak{Minute: m.Minute, Peak: m.Peak})
+			pr.Peaks = append(pr.Peaks, status.MinutePeak{Minute: m.Minute, Peak: m.Peak})
 		}
 		snap.Providers = append(snap.Providers, pr)
 		events, err := s.leases.LimitEvents(ctx, p.Provider, p.Kind)
@@ -242,7 +242,7 @@ func (s statusSources) capacity(ctx context.Context, now time.Time, snap *status
 			if e.Reason != "refusal" || now.Sub(e.At) > statusWarningWindow {
 				continue
 			}
-			snap.Warnings = append(snap.Warnings, statuspage.Warning{At: e.At, Kind: "learned-limit", Subject: p.Provider + "/" + p.Kind,
+			snap.Warnings = append(snap.Warnings, status.Warning{At: e.At, Kind: "learned-limit", Subject: p.Provider + "/" + p.Kind,
 				Detail: fmt.Sprintf("the vendor refused at %d in use: limit %d → %d", e.InUse, e.From, e.To)})
 		}
 	}
@@ -253,7 +253,7 @@ func (s statusSources) capacity(ctx context.Context, now time.Time, snap *status
 	}
 	for _, w := range ws {
 		if now.Sub(w.At) <= statusWarningWindow {
-			snap.Warnings = append(snap.Warnings, statuspage.Warning{At: w.At, Kind: w.Kind, Subject: w.Subject, Detail: w.Detail})
+			snap.Warnings = append(snap.Warnings, status.Warning{At: w.At, Kind: w.Kind, Subject: w.Subject, Detail: w.Detail})
 		}
 	}
 	return nil
@@ -261,7 +261,7 @@ func (s statusSources) capacity(ctx context.Context, now time.Time, snap *status
 
 // windowWarnings: the cooldowns and overloads of every scope's window in
 // the last statusWarningWindow.
-func (s statusSources) windowWarnings(ctx context.Context, now time.Time, snap *statuspage.Snapshot) error {
+func (s statusSources) windowWarnings(ctx context.Context, now time.Time, snap *status.Snapshot) error {
 	scopes, err := s.windows.Scopes(ctx)
 	if err != nil {
 		return err
@@ -275,7 +275,7 @@ func (s statusSources) windowWarnings(ctx context.Context, now time.Time, snap *
 			if (e.Kind != "cooldown" && e.Kind != "overload") || now.Sub(e.At) > statusWarningWindow {
 				continue
 			}
-			snap.Warnings = append(snap.Warnings, statuspage.Warning{At: e.At, Kind: e.Kind, Subject: scope,
+			snap.Warnings = append(snap.Warnings, status.Warning{At: e.At, Kind: e.Kind, Subject: scope,
 				Detail: fmt.Sprintf("window %d → %d: %s", e.From, e.To, e.Reason)})
 		}
 	}
@@ -286,7 +286,7 @@ func (s statusSources) windowWarnings(ctx context.Context, now time.Time, snap *
 const statusRecentManifests = 10
 
 // batchState: the batch lane's manifests by state, and the newest few.
-func (s statusSources) batchState(ctx context.Context, snap *statuspage.Snapshot) error {
+func (s statusSources) batchState(ctx context.Context, snap *status.Snapshot) error {
 	counts, err := s.ledger.ManifestCounts(ctx)
 	if err != nil {
 		return err
@@ -307,13 +307,13 @@ func (s statusSources) batchState(ctx context.Context, snap *statuspage.Snapshot
 		return err
 	}
 	for _, m := range recent {
-		snap.Batch.Recent = append(snap.Batch.Recent, statuspage.Manifest{Key: m.Key, Tenant: m.TenantID, State: string(m.State),
+		snap.Batch.Recent = append(snap.Batch.Recent, status.Manifest{Key: m.Key, Tenant: m.TenantID, State: string(m.State),
 			VendorBatchID: m.VendorBatchID, Items: m.Items, Resubmission: m.ResubmissionOf != nil, Created: m.CreatedAt})
 	}
 	return nil
 }
 
-func (s statusSources) outboxState(ctx context.Context, snap *statuspage.Snapshot) error {
+func (s statusSources) outboxState(ctx context.Context, snap *status.Snapshot) error {
 	b, err := s.outbox.Backlog(ctx)
 	if err != nil {
 		return err
@@ -322,7 +322,7 @@ func (s statusSources) outboxState(ctx context.Context, snap *statuspage.Snapsho
 	if err != nil {
 		return err
 	}
-	snap.Outbox = statuspage.Outbox{Pending: b.Pending, OldestAge: b.OldestAge, Delivered: counts[outbox.StateDelivered],
+	snap.Outbox = status.Outbox{Pending: b.Pending, OldestAge: b.OldestAge, Delivered: counts[outbox.StateDelivered],
 		Dead: counts[outbox.StateDead]}
 	if snap.Outbox.Dead == 0 {
 		return nil
@@ -333,7 +333,7 @@ func (s statusSources) outboxState(ctx context.Context, snap *statuspage.Snapsho
 	}
 	slices.SortFunc(dead, func(a, b outbox.Row) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 	for _, r := range dead[:min(len(dead), statusRecentDead)] {
-		snap.Outbox.RecentDead = append(snap.Outbox.RecentDead, statuspage.DeadDelivery{ID: r.ID, Tenant: r.TenantID,
+		snap.Outbox.RecentDead = append(snap.Outbox.RecentDead, status.DeadDelivery{ID: r.ID, Tenant: r.TenantID,
 			CallID: r.CallID, Target: r.Target, Class: r.LastClass, Updated: r.UpdatedAt})
 	}
 	return nil
@@ -341,7 +341,7 @@ func (s statusSources) outboxState(ctx context.Context, snap *statuspage.Snapsho
 
 // replayRuns: the replay runs still active (the newest replayRunsRead),
 // each with its figures.
-func (s statusSources) replayRuns(ctx context.Context, snap *statuspage.Snapshot) error {
+func (s statusSources) replayRuns(ctx context.Context, snap *status.Snapshot) error {
 	runs, err := s.outbox.ReplayRuns(ctx, true, replayRunsRead)
 	if err != nil {
 		return err
@@ -351,7 +351,7 @@ func (s statusSources) replayRuns(ctx context.Context, snap *statuspage.Snapshot
 			continue
 		}
 		rep := r.Report
-		snap.ReplayRuns = append(snap.ReplayRuns, statuspage.ReplayRun{ID: r.ID, Target: r.Target, State: r.State,
+		snap.ReplayRuns = append(snap.ReplayRuns, status.ReplayRun{ID: r.ID, Target: r.Target, State: r.State,
 			StartedBy: r.StartedBy, Started: r.CreatedAt, Replayed: rep.RecordingsReplayed, Enumerated: r.Enumerated,
 			Settled: rep.Deliveries - rep.Pending, Deliveries: rep.Deliveries, CRMEffectsCreated: rep.CRMEffectsCreated,
 			AnsweredAsReplays: rep.AnsweredAsReplays, Throttled: rep.Throttled, Transient: rep.Transient, Dead: rep.Dead,

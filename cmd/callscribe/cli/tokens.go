@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 func (a *app) tokensCommand() *cobra.Command {
@@ -24,7 +24,7 @@ func (a *app) tokensCommand() *cobra.Command {
 	// as the runtime role, so that the runtime role (serve, workers) needs
 	// no INSERT on api_tokens: a token it could write would be a key to
 	// every tenant. Listing and revoking act as the runtime role.
-	withStoreAs := func(owner bool, fn func(cmd *cobra.Command, args []string, s *tokens.Store) error) func(*cobra.Command, []string) error {
+	withStoreAs := func(owner bool, fn func(cmd *cobra.Command, args []string, s *auth.Store) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			if a.config.DatabaseURL == "" {
 				return errNoDatabase
@@ -38,10 +38,10 @@ func (a *app) tokensCommand() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			return fn(cmd, args, tokens.New(pool))
+			return fn(cmd, args, auth.New(pool))
 		}
 	}
-	withStore := func(fn func(cmd *cobra.Command, args []string, s *tokens.Store) error) func(*cobra.Command, []string) error {
+	withStore := func(fn func(cmd *cobra.Command, args []string, s *auth.Store) error) func(*cobra.Command, []string) error {
 		return withStoreAs(false, fn)
 	}
 	var tenant, name string
@@ -50,7 +50,7 @@ func (a *app) tokensCommand() *cobra.Command {
 		Use:   "create (--tenant T | --admin) [--name N]",
 		Short: "Create a token for a tenant (its organisation in the capacity API) or an admin token; the token is printed once, alone on the last line",
 		Args:  cobra.NoArgs,
-		RunE: withStoreAs(true, func(cmd *cobra.Command, _ []string, s *tokens.Store) error {
+		RunE: withStoreAs(true, func(cmd *cobra.Command, _ []string, s *auth.Store) error {
 			if admin == (tenant != "") {
 				return errors.New("tokens create: give --tenant T or --admin, not both")
 			}
@@ -74,14 +74,14 @@ func (a *app) tokensCommand() *cobra.Command {
 		Use:   "list [--json]",
 		Short: "List tokens (never their secrets), revoked ones too",
 		Args:  cobra.NoArgs,
-		RunE: withStore(func(cmd *cobra.Command, _ []string, s *tokens.Store) error {
+		RunE: withStore(func(cmd *cobra.Command, _ []string, s *auth.Store) error {
 			all, err := s.List(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				if all == nil {
-					all = []tokens.Token{}
+					all = []auth.Token{}
 				}
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -107,7 +107,7 @@ func (a *app) tokensCommand() *cobra.Command {
 		Use:   "revoke ID",
 		Short: "Revoke a token at once",
 		Args:  cobra.ExactArgs(1),
-		RunE: withStore(func(cmd *cobra.Command, args []string, s *tokens.Store) error {
+		RunE: withStore(func(cmd *cobra.Command, args []string, s *auth.Store) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id <= 0 {
 				return fmt.Errorf("tokens revoke: %q is not a token id", args[0])
@@ -126,16 +126,16 @@ func (a *app) tokensCommand() *cobra.Command {
 
 // serveAuthenticator checks serve's tokens against the database.
 func serveAuthenticator(pool *pgxpool.Pool) func(ctx context.Context, bearer string) (string, bool, bool, error) {
-	return storeAuthenticator(tokens.New(pool))
+	return storeAuthenticator(auth.New(pool))
 }
 
 // storeAuthenticator checks tokens against s (one store per process, so
 // that its refusals are counted in one place).
-func storeAuthenticator(s *tokens.Store) func(ctx context.Context, bearer string) (string, bool, bool, error) {
+func storeAuthenticator(s *auth.Store) func(ctx context.Context, bearer string) (string, bool, bool, error) {
 	return func(ctx context.Context, bearer string) (string, bool, bool, error) {
 		p, err := s.Authenticate(ctx, bearer)
 		switch {
-		case errors.Is(err, tokens.ErrInvalid):
+		case errors.Is(err, auth.ErrInvalid):
 			return "", false, false, nil
 		case err != nil:
 			return "", false, false, err

@@ -1,4 +1,4 @@
-package tokens_test
+package auth_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/callscribe/callscribe/internal/testdb"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 func TestCheckSecret(t *testing.T) {
@@ -23,8 +23,8 @@ func TestCheckSecret(t *testing.T) {
 		"cs_1_" + strings.Repeat("0", 64),               // Create's shape, no randomness
 		"cs_1_" + strings.Repeat("01234567", 8),
 	} {
-		err := tokens.CheckSecret(weak)
-		if !errors.Is(err, tokens.ErrWeakSecret) {
+		err := auth.CheckSecret(weak)
+		if !errors.Is(err, auth.ErrWeakSecret) {
 			t.Errorf("CheckSecret(%q): %v, want ErrWeakSecret", weak, err)
 			continue
 		}
@@ -45,7 +45,7 @@ func TestCheckSecret(t *testing.T) {
 			base64.RawURLEncoding.EncodeToString(b[:]),                                               // 43
 			"cs_" + []string{"1", "42", "9000000000000000000"}[i%3] + "_" + hex.EncodeToString(b[:]), // tokens create
 		} {
-			if err := tokens.CheckSecret(s); err != nil {
+			if err := auth.CheckSecret(s); err != nil {
 				t.Fatalf("CheckSecret(%q): %v", s, err)
 			}
 		}
@@ -55,7 +55,7 @@ func TestCheckSecret(t *testing.T) {
 // TestCheckSecretOfCreate: the tokens Create makes pass, admin or not.
 func TestCheckSecretOfCreate(t *testing.T) {
 	t.Parallel()
-	s := tokens.New(testdb.New(t))
+	s := auth.New(testdb.New(t))
 	for i := range 20 {
 		tenant, admin := "acme", i%2 == 0
 		if admin {
@@ -65,7 +65,7 @@ func TestCheckSecretOfCreate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tokens.CheckSecret(secret); err != nil {
+		if err := auth.CheckSecret(secret); err != nil {
 			t.Fatalf("CheckSecret(a token of Create): %v", err)
 		}
 	}

@@ -34,4 +34,4 @@
 // the page's own (scheme://host of the request; https when it came over
 // TLS or with SecureAlways), or its Sec-Fetch-Site, if sent, is neither
 // same-origin nor none. Without either header (curl) it is allowed.
-package statuspage
+package status

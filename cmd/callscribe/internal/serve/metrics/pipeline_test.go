@@ -1,4 +1,4 @@
-package jobs_test
+package metrics_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/metrics"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/outbox"
 )
 

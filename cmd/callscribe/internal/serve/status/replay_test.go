@@ -1,11 +1,11 @@
-package statuspage_test
+package status_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/statuspage"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 )
 
 // The "Replay runs" section shows a row per active run with its figures,
@@ -14,7 +14,7 @@ import (
 func TestRenderReplayRuns(t *testing.T) {
 	t.Parallel()
 	s := demo()
-	s.ReplayRuns = []statuspage.ReplayRun{
+	s.ReplayRuns = []status.ReplayRun{
 		{ID: 12, Target: "staging", State: "running", StartedBy: "ops@host-1", Started: t0.Add(-90 * time.Second),
 			Replayed: 15, Enumerated: 16, Settled: 13, Deliveries: 14, CRMEffectsCreated: 6, AnsweredAsReplays: 5,
 			Throttled: 2, Transient: 3, Dead: 4},
@@ -22,7 +22,7 @@ func TestRenderReplayRuns(t *testing.T) {
 			Enumerated: 500, SentInsideKnownCooldown: 1},
 	}
 	var b strings.Builder
-	if err := statuspage.RenderSections(&b, s); err != nil {
+	if err := status.RenderSections(&b, s); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -49,7 +49,7 @@ func TestRenderReplayRuns(t *testing.T) {
 
 	s.ReplayRuns = nil
 	b.Reset()
-	if err := statuspage.RenderSections(&b, s); err != nil {
+	if err := status.RenderSections(&b, s); err != nil {
 		t.Fatal(err)
 	}
 	if page := b.String(); !strings.Contains(page, `<section id="replay-runs"><h2>Replay runs</h2>`+"\n"+`<p class="muted">No replay run is active.</p></section>`) ||

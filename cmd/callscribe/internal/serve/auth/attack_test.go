@@ -1,4 +1,4 @@
-package tokens_test
+package auth_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/callscribe/callscribe/internal/testdb"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // The runtime role (serve, workers) must not mint tokens: an admin token
@@ -25,11 +25,11 @@ func TestAttackRuntimeCannotMintTokens(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 		t.Fatalf("as the runtime role, INSERT INTO api_tokens: err = %v, want 42501", err)
 	}
-	if _, _, err := tokens.New(rt).Create(ctx, "", "ops", true); err == nil {
-		t.Fatal("as the runtime role, tokens.Store.Create succeeded")
+	if _, _, err := auth.New(rt).Create(ctx, "", "ops", true); err == nil {
+		t.Fatal("as the runtime role, auth.Store.Create succeeded")
 	}
 	// The owner still creates them.
-	if _, _, err := tokens.New(pool).Create(ctx, "", "ops", true); err != nil {
+	if _, _, err := auth.New(pool).Create(ctx, "", "ops", true); err != nil {
 		t.Fatalf("as the owner, Create: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package tokens_test
+package auth_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/callscribe/callscribe/internal/testdb"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 func TestCreateAuthenticateRevoke(t *testing.T) {
@@ -19,8 +19,8 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 	// Created as the owner, as `callscribe tokens create` does; read,
 	// authenticated and revoked as the runtime role, as serve and the
 	// other token commands act.
-	owner := tokens.New(pool)
-	s := tokens.New(testdb.AsRuntime(t, pool))
+	owner := auth.New(pool)
+	s := auth.New(testdb.AsRuntime(t, pool))
 
 	acme, secret, err := owner.Create(ctx, "acme", "dialer-1", false)
 	if err != nil {
@@ -48,7 +48,7 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 
 	wrong := secret[:len(secret)-1] + map[bool]string{true: "0", false: "1"}[secret[len(secret)-1] != '0']
 	for _, bad := range []string{"", "cs_", "nonsense", wrong, "cs_999999_" + strings.Repeat("a", 64), strings.ToUpper(secret)} {
-		if _, err := s.Authenticate(ctx, bad); !errors.Is(err, tokens.ErrInvalid) {
+		if _, err := s.Authenticate(ctx, bad); !errors.Is(err, auth.ErrInvalid) {
 			t.Errorf("authenticate %q: %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -59,10 +59,10 @@ func TestCreateAuthenticateRevoke(t *testing.T) {
 	if r, err := s.Revoke(ctx, acme.ID); err != nil || r.RevokedAt == nil {
 		t.Fatalf("revoke: %+v, %v", r, err)
 	}
-	if _, err := s.Authenticate(ctx, secret); !errors.Is(err, tokens.ErrInvalid) {
+	if _, err := s.Authenticate(ctx, secret); !errors.Is(err, auth.ErrInvalid) {
 		t.Fatalf("revoked token authenticated: %v", err)
 	}
-	if _, err := s.Revoke(ctx, 424242); !errors.Is(err, tokens.ErrNotFound) {
+	if _, err := s.Revoke(ctx, 424242); !errors.Is(err, auth.ErrNotFound) {
 		t.Fatalf("revoke unknown: %v", err)
 	}
 	list, err := s.List(ctx)
@@ -95,8 +95,8 @@ func TestGet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	s := tokens.New(testdb.AsRuntime(t, pool))
-	admin, _, err := tokens.New(pool).Create(ctx, "", "ops", true)
+	s := auth.New(testdb.AsRuntime(t, pool))
+	admin, _, err := auth.New(pool).Create(ctx, "", "ops", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestGet(t *testing.T) {
 	if got, err := s.Get(ctx, admin.ID); err != nil || got.RevokedAt == nil {
 		t.Fatalf("get revoked %d: %+v, %v; want it revoked", admin.ID, got, err)
 	}
-	if _, err := s.Get(ctx, admin.ID+1000); !errors.Is(err, tokens.ErrNotFound) {
+	if _, err := s.Get(ctx, admin.ID+1000); !errors.Is(err, auth.ErrNotFound) {
 		t.Fatalf("get unknown: %v, want ErrNotFound", err)
 	}
 }

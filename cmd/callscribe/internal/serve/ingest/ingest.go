@@ -25,7 +25,7 @@
 // refused: ..." (too large, not the format its name says), with a
 // request_id; the details, paths included, go to the server's log under
 // that id.
-package ingestapi
+package ingest
 
 import (
 	"context"
@@ -49,7 +49,7 @@ import (
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // Limits of a request.
@@ -60,9 +60,9 @@ const (
 	MaxPage           = 500
 )
 
-// Authenticator says whom a bearer token speaks for (tokens.Store).
+// Authenticator says whom a bearer token speaks for (auth.Store).
 type Authenticator interface {
-	Authenticate(ctx context.Context, bearer string) (tokens.Principal, error)
+	Authenticate(ctx context.Context, bearer string) (auth.Principal, error)
 }
 
 // Config is what the API serves from.
@@ -94,8 +94,8 @@ func NewHandler(cfg Config) http.Handler {
 
 type principalKey struct{}
 
-func principalOf(r *http.Request) tokens.Principal {
-	p, _ := r.Context().Value(principalKey{}).(tokens.Principal)
+func principalOf(r *http.Request) auth.Principal {
+	p, _ := r.Context().Value(principalKey{}).(auth.Principal)
 	return p
 }
 
@@ -107,7 +107,7 @@ func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		p, err := a.cfg.Auth.Authenticate(r.Context(), strings.TrimSpace(cred))
-		if errors.Is(err, tokens.ErrInvalid) {
+		if errors.Is(err, auth.ErrInvalid) {
 			unauthorized(w)
 			return
 		}
@@ -159,7 +159,7 @@ func invalid(field, format string, args ...any) *fieldError {
 }
 
 // request turns an item into an ingest request for principal p.
-func request(p tokens.Principal, it item) (jobs.IngestRequest, *fieldError) {
+func request(p auth.Principal, it item) (jobs.IngestRequest, *fieldError) {
 	tenant := it.TenantID
 	switch {
 	case p.Admin && tenant == "":
@@ -207,7 +207,7 @@ func request(p tokens.Principal, it item) (jobs.IngestRequest, *fieldError) {
 
 // ingest ingests one item: the recording and whether it is new, or the
 // refusal.
-func (a *api) ingest(ctx context.Context, p tokens.Principal, it item) (jobs.IngestResult, *fieldError) {
+func (a *api) ingest(ctx context.Context, p auth.Principal, it item) (jobs.IngestResult, *fieldError) {
 	req, fe := request(p, it)
 	if fe != nil {
 		return jobs.IngestResult{}, fe

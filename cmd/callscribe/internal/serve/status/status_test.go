@@ -1,4 +1,4 @@
-package statuspage_test
+package status_test
 
 import (
 	"context"
@@ -17,39 +17,39 @@ import (
 
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/testdb"
-	"github.com/callscribe/callscribe/statuspage"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 )
 
 var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 
-func demo() statuspage.Snapshot {
-	return statuspage.Snapshot{
+func demo() status.Snapshot {
+	return status.Snapshot{
 		At: t0,
-		Recordings: []statuspage.RecordingCount{
+		Recordings: []status.RecordingCount{
 			{Tenant: "northline", Lane: "immediate", State: "committed", Count: 7},
 			{Tenant: "northline", Lane: "immediate", State: "retry_wait", Count: 2},
 			{Tenant: "acme", Lane: "batch", State: "received", Count: 3},
 		},
-		Cooldowns: []statuspage.Cooldown{{Scope: "generic-http:northline", Deadline: t0.Add(90 * time.Second),
-			Cause: "retry-after: 429 Too Many Requests", Window: &statuspage.Window{Size: 1, Phase: "probe"}}},
-		Providers: []statuspage.Provider{{Provider: "deepgram", Kind: "stt", InUse: 3, ConfiguredLimit: 4, EffectiveLimit: 4,
-			Peaks: []statuspage.MinutePeak{{Minute: t0.Add(-2 * time.Minute), Peak: 2}, {Minute: t0.Add(-time.Minute), Peak: 5}, {Minute: t0, Peak: 3}}}},
-		Outbox: statuspage.Outbox{Pending: 4, OldestAge: 75 * time.Second, Delivered: 10, Dead: 1},
-		Batch: statuspage.Batch{InFlight: 2, ItemsInFlight: 130, Done: 5, Recent: []statuspage.Manifest{
+		Cooldowns: []status.Cooldown{{Scope: "generic-http:northline", Deadline: t0.Add(90 * time.Second),
+			Cause: "retry-after: 429 Too Many Requests", Window: &status.Window{Size: 1, Phase: "probe"}}},
+		Providers: []status.Provider{{Provider: "deepgram", Kind: "stt", InUse: 3, ConfiguredLimit: 4, EffectiveLimit: 4,
+			Peaks: []status.MinutePeak{{Minute: t0.Add(-2 * time.Minute), Peak: 2}, {Minute: t0.Add(-time.Minute), Peak: 5}, {Minute: t0, Peak: 3}}}},
+		Outbox: status.Outbox{Pending: 4, OldestAge: 75 * time.Second, Delivered: 10, Dead: 1},
+		Batch: status.Batch{InFlight: 2, ItemsInFlight: 130, Done: 5, Recent: []status.Manifest{
 			{Key: "manifest:acme:generic-http:general:2", Tenant: "acme", State: "accepted", VendorBatchID: "b_9", Items: 30, Resubmission: true, Created: t0},
 		}},
-		Warnings:   []statuspage.Warning{{At: t0, Kind: "learned-limit", Subject: "deepgram/stt", Detail: "refused at 5 in use: limit 6 → 4"}},
-		FailOpen:   []statuspage.Counter{{Name: "leases", Value: 0}, {Name: "windows", Value: 2}},
-		DialQueue:  []statuspage.QueuedCall{{CallID: "out-7", Agent: "dana", QueuedAt: t0.Add(-time.Minute), WaitingFor: "provider capacity", Position: 1}},
+		Warnings:   []status.Warning{{At: t0, Kind: "learned-limit", Subject: "deepgram/stt", Detail: "refused at 5 in use: limit 6 → 4"}},
+		FailOpen:   []status.Counter{{Name: "leases", Value: 0}, {Name: "windows", Value: 2}},
+		DialQueue:  []status.QueuedCall{{CallID: "out-7", Agent: "dana", QueuedAt: t0.Add(-time.Minute), WaitingFor: "provider capacity", Position: 1}},
 		DialQueued: 3,
-		CallEvents: []statuspage.CallEvent{{At: t0, CallID: "c-9", Kind: "voice_overflow", Provider: "v2", Detail: "voice v1 full: reply moved to fallback v2"}},
+		CallEvents: []status.CallEvent{{At: t0, CallID: "c-9", Kind: "voice_overflow", Provider: "v2", Detail: "voice v1 full: reply moved to fallback v2"}},
 	}
 }
 
 func TestRender(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	if err := statuspage.Render(&b, demo(), 0); err != nil {
+	if err := status.Render(&b, demo(), 0); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -90,7 +90,7 @@ func TestRender(t *testing.T) {
 	s := demo()
 	s.Cooldowns[0].Cause = `<script>alert(1)</script>`
 	b.Reset()
-	if err := statuspage.RenderSections(&b, s); err != nil {
+	if err := status.RenderSections(&b, s); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "<script>alert") || strings.Contains(b.String(), "<html") {
@@ -102,15 +102,15 @@ func TestChartIsCappedToTheLatestMinutes(t *testing.T) {
 	t.Parallel()
 	s := demo()
 	s.Providers[0].Peaks = nil
-	for i := range statuspage.ChartMinutes + 30 {
-		s.Providers[0].Peaks = append(s.Providers[0].Peaks, statuspage.MinutePeak{Minute: t0.Add(time.Duration(i) * time.Minute), Peak: 1})
+	for i := range status.ChartMinutes + 30 {
+		s.Providers[0].Peaks = append(s.Providers[0].Peaks, status.MinutePeak{Minute: t0.Add(time.Duration(i) * time.Minute), Peak: 1})
 	}
 	var b strings.Builder
-	if err := statuspage.RenderSections(&b, s); err != nil {
+	if err := status.RenderSections(&b, s); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(b.String(), `<rect class="bar`); n != statuspage.ChartMinutes {
-		t.Fatalf("%d bars, want %d", n, statuspage.ChartMinutes)
+	if n := strings.Count(b.String(), `<rect class="bar`); n != status.ChartMinutes {
+		t.Fatalf("%d bars, want %d", n, status.ChartMinutes)
 	}
 	if !strings.Contains(b.String(), `data-minute="11:29"`) || strings.Contains(b.String(), `data-minute="09:29"`) {
 		t.Fatal("the chart does not end with the latest minute")
@@ -132,7 +132,7 @@ type bundle struct {
 
 // pageOpts: how setup makes the page.
 type pageOpts struct {
-	secure statuspage.SecureCookies
+	secure status.SecureCookies
 	tls    bool
 	// owner and runtime: another process on the same database; nil: a
 	// database of its own.
@@ -149,12 +149,12 @@ func setupWith(t *testing.T, o pageOpts) *bundle {
 		b.owner = testdb.New(t)
 		b.runtime = testdb.AsRuntime(t, b.owner)
 	}
-	sessions, err := statuspage.NewSessions(b.runtime, time.Hour, b.clock)
+	sessions, err := status.NewSessions(b.runtime, time.Hour, b.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := statuspage.New(statuspage.Config{
-		Snapshot: func(context.Context) (statuspage.Snapshot, error) { return demo(), nil },
+	h, err := status.New(status.Config{
+		Snapshot: func(context.Context) (status.Snapshot, error) { return demo(), nil },
 		IsAdmin: func(r *http.Request) (bool, error) {
 			return r.Header.Get("Authorization") == "Bearer "+adminToken, b.checkFn()
 		},
@@ -220,7 +220,7 @@ func (b *bundle) post(t *testing.T, path string, form url.Values, cookie *http.C
 	}
 	_ = resp.Body.Close()
 	for _, c := range resp.Cookies() {
-		if c.Name == statuspage.SessionCookie {
+		if c.Name == status.SessionCookie {
 			return resp.StatusCode, c
 		}
 	}
@@ -229,12 +229,12 @@ func (b *bundle) post(t *testing.T, path string, form url.Values, cookie *http.C
 
 func (b *bundle) login(t *testing.T, token string, headers ...string) (int, *http.Cookie) {
 	t.Helper()
-	return b.post(t, statuspage.LoginPath, url.Values{"token": {token}}, nil, headers...)
+	return b.post(t, status.LoginPath, url.Values{"token": {token}}, nil, headers...)
 }
 
 func (b *bundle) logout(t *testing.T, cookie *http.Cookie, headers ...string) (int, *http.Cookie) {
 	t.Helper()
-	return b.post(t, statuspage.LogoutPath, nil, cookie, headers...)
+	return b.post(t, status.LogoutPath, nil, cookie, headers...)
 }
 
 // sessions counts the rows of statuspage_sessions.
@@ -263,8 +263,8 @@ func TestAccess(t *testing.T) {
 	if p := resp.Header.Get("Referrer-Policy"); p != "same-origin" {
 		t.Fatalf("Referrer-Policy %q, want same-origin", p)
 	}
-	if code, _ := b.get(t, statuspage.DataPath, "wrong", nil); code != 401 {
-		t.Fatalf("GET %s with a wrong token: %d", statuspage.DataPath, code)
+	if code, _ := b.get(t, status.DataPath, "wrong", nil); code != 401 {
+		t.Fatalf("GET %s with a wrong token: %d", status.DataPath, code)
 	}
 	if code, body := b.get(t, "/", adminToken, nil); code != 200 || !strings.Contains(body, `id="sections"`) {
 		t.Fatalf("GET / with the admin token: %d", code)
@@ -283,8 +283,8 @@ func TestAccess(t *testing.T) {
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || strings.Contains(c.Value, adminToken) {
 		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, not Secure over plain HTTP (auto), without the token", c)
 	}
-	if code, body := b.get(t, statuspage.DataPath, "", c); code != 200 || !strings.Contains(body, `id="recordings"`) || strings.Contains(body, "<html") {
-		t.Fatalf("GET %s with the session: %d\n%s", statuspage.DataPath, code, body)
+	if code, body := b.get(t, status.DataPath, "", c); code != 200 || !strings.Contains(body, `id="recordings"`) || strings.Contains(body, "<html") {
+		t.Fatalf("GET %s with the session: %d\n%s", status.DataPath, code, body)
 	}
 
 	// A forged or altered cookie is refused.
@@ -294,7 +294,7 @@ func TestAccess(t *testing.T) {
 		last = "B"
 	}
 	forged.Value = c.Value[:len(c.Value)-1] + last
-	if code, _ := b.get(t, statuspage.DataPath, "", &forged); code != 401 {
+	if code, _ := b.get(t, status.DataPath, "", &forged); code != 401 {
 		t.Fatalf("altered cookie: %d, want 401", code)
 	}
 	// So is another spelling of the same id: the last character with its
@@ -305,31 +305,31 @@ func TestAccess(t *testing.T) {
 	respelled := *c
 	lastIndex := strings.IndexByte(alphabet, c.Value[len(c.Value)-1])
 	respelled.Value = c.Value[:len(c.Value)-1] + string(alphabet[lastIndex^1])
-	if code, _ := b.get(t, statuspage.DataPath, "", &respelled); code != 401 {
+	if code, _ := b.get(t, status.DataPath, "", &respelled); code != 401 {
 		t.Fatalf("the session id respelled in its padding bits: %d, want 401", code)
 	}
 	// Store trouble: 503, not a sign-out.
 	b.checkFn = func() error { return errors.New("store down") }
-	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 503 {
+	if code, _ := b.get(t, status.DataPath, "", c); code != 503 {
 		t.Fatalf("store down: %d, want 503", code)
 	}
 	b.checkFn = func() error { return nil }
 	// Revoking the token ends the session at its next request.
 	b.revoked[42] = true
-	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 401 {
+	if code, _ := b.get(t, status.DataPath, "", c); code != 401 {
 		t.Fatalf("session of a revoked token: %d, want 401", code)
 	}
 	b.revoked[42] = false
 	// It expires.
 	b.clock.Advance(time.Hour)
-	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 401 {
+	if code, _ := b.get(t, status.DataPath, "", c); code != 401 {
 		t.Fatalf("expired session: %d, want 401", code)
 	}
 	// The sessions' database down: 503, not a sign-out, and a sign-out
 	// that cannot be recorded keeps the cookie.
 	b.clock.Advance(-time.Hour)
 	b.runtime.Close()
-	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 503 {
+	if code, _ := b.get(t, status.DataPath, "", c); code != 503 {
 		t.Fatalf("sessions' database down: %d, want 503", code)
 	}
 	if code, cleared := b.logout(t, c); code != 503 || cleared != nil {
@@ -348,7 +348,7 @@ func TestAttackSignOutEndsCopiedSession(t *testing.T) {
 		t.Fatalf("sign in: %d, cookie %v", code, c)
 	}
 	copied := *c
-	if code, _ := b.get(t, statuspage.DataPath, "", &copied); code != 200 {
+	if code, _ := b.get(t, status.DataPath, "", &copied); code != 200 {
 		t.Fatalf("the copied cookie before sign-out: %d, want 200", code)
 	}
 	code, cleared := b.logout(t, c, "Origin", b.srv.URL, "Sec-Fetch-Site", "same-origin")
@@ -358,8 +358,8 @@ func TestAttackSignOutEndsCopiedSession(t *testing.T) {
 	if code, body := b.get(t, "/", "", &copied); code != 401 || !strings.Contains(body, `action="/status/login"`) {
 		t.Fatalf("GET / with the copied cookie after sign-out: %d, want 401 with the sign-in form", code)
 	}
-	if code, _ := b.get(t, statuspage.DataPath, "", &copied); code != 401 {
-		t.Fatalf("GET %s with the copied cookie after sign-out: %d, want 401", statuspage.DataPath, code)
+	if code, _ := b.get(t, status.DataPath, "", &copied); code != 401 {
+		t.Fatalf("GET %s with the copied cookie after sign-out: %d, want 401", status.DataPath, code)
 	}
 	if n := b.sessions(t); n != 0 {
 		t.Fatalf("%d sessions recorded after the only one signed out, want 0", n)
@@ -377,13 +377,13 @@ func TestSessionsAreSharedByProcesses(t *testing.T) {
 	if c == nil {
 		t.Fatal("no session cookie")
 	}
-	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 200 {
+	if code, _ := b.get(t, status.DataPath, "", c); code != 200 {
 		t.Fatalf("the session at another process: %d, want 200", code)
 	}
 	if code, _ := b.logout(t, c); code != http.StatusSeeOther {
 		t.Fatalf("sign out at the other process: %d", code)
 	}
-	if code, _ := a.get(t, statuspage.DataPath, "", c); code != 401 {
+	if code, _ := a.get(t, status.DataPath, "", c); code != 401 {
 		t.Fatalf("the session where it began, after signing out at another process: %d, want 401", code)
 	}
 }
@@ -397,17 +397,17 @@ func TestAttackSecureCookiesSetting(t *testing.T) {
 	owner := testdb.New(t)
 	runtime := testdb.AsRuntime(t, owner)
 	for _, tc := range []struct {
-		secure  statuspage.SecureCookies
+		secure  status.SecureCookies
 		tls     bool
 		headers []string
 		want    bool
 	}{
-		{secure: statuspage.SecureAlways, want: true},
-		{secure: statuspage.SecureNever, want: false},
-		{secure: statuspage.SecureNever, tls: true, want: false},
-		{secure: statuspage.SecureAuto, tls: true, want: true},
-		{secure: statuspage.SecureAuto, want: false},
-		{secure: statuspage.SecureAuto, headers: []string{"X-Forwarded-Proto", "https"}, want: false},
+		{secure: status.SecureAlways, want: true},
+		{secure: status.SecureNever, want: false},
+		{secure: status.SecureNever, tls: true, want: false},
+		{secure: status.SecureAuto, tls: true, want: true},
+		{secure: status.SecureAuto, want: false},
+		{secure: status.SecureAuto, headers: []string{"X-Forwarded-Proto", "https"}, want: false},
 	} {
 		b := setupWith(t, pageOpts{secure: tc.secure, tls: tc.tls, owner: owner, runtime: runtime})
 		code, c := b.login(t, adminToken, tc.headers...)
@@ -422,12 +422,12 @@ func TestAttackSecureCookiesSetting(t *testing.T) {
 			t.Errorf("%s (TLS %v): sign out: %d, cookie %+v; want Secure %v", tc.secure, tc.tls, code, cleared, tc.want)
 		}
 	}
-	if _, err := statuspage.New(statuspage.Config{
-		Snapshot:   func(context.Context) (statuspage.Snapshot, error) { return demo(), nil },
+	if _, err := status.New(status.Config{
+		Snapshot:   func(context.Context) (status.Snapshot, error) { return demo(), nil },
 		IsAdmin:    func(*http.Request) (bool, error) { return false, nil },
 		SignIn:     func(context.Context, string) (int64, bool, error) { return 0, false, nil },
 		StillValid: func(context.Context, int64) (bool, error) { return false, nil },
-		Sessions:   &statuspage.Sessions{}, SecureCookies: "sometimes",
+		Sessions:   &status.Sessions{}, SecureCookies: "sometimes",
 	}); err == nil {
 		t.Error("SecureCookies \"sometimes\" accepted")
 	}
@@ -466,7 +466,7 @@ func TestAttackCrossOriginSignInAndSignOut(t *testing.T) {
 			t.Errorf("sign out with %v: %d, cookie %v; want 403 and the cookie untouched", h, code, cleared)
 		}
 	}
-	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 200 {
+	if code, _ := b.get(t, status.DataPath, "", c); code != 200 {
 		t.Fatalf("after the refused sign-outs: %d, want 200 (still signed in)", code)
 	}
 	// Typed into the address bar, or without either header: allowed.
@@ -476,13 +476,13 @@ func TestAttackCrossOriginSignInAndSignOut(t *testing.T) {
 	if code, _ := b.logout(t, c); code != http.StatusSeeOther {
 		t.Fatalf("sign out without Origin or Sec-Fetch-Site: %d", code)
 	}
-	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 401 {
+	if code, _ := b.get(t, status.DataPath, "", c); code != 401 {
 		t.Fatalf("after signing out: %d, want 401", code)
 	}
 
 	// Behind a proxy that ends TLS (secure_cookies: always), the page's
 	// origin is https.
-	p := setupWith(t, pageOpts{secure: statuspage.SecureAlways, owner: b.owner, runtime: b.runtime})
+	p := setupWith(t, pageOpts{secure: status.SecureAlways, owner: b.owner, runtime: b.runtime})
 	host := p.srv.Listener.Addr().String()
 	if code, c := p.login(t, adminToken, "Origin", "http://"+host); code != http.StatusForbidden || c != nil {
 		t.Errorf("secure_cookies always, Origin http://: %d, cookie %v; want 403", code, c)
@@ -519,7 +519,7 @@ func TestAttackRuntimeCannotRewriteSessions(t *testing.T) {
 	if err := b.runtime.QueryRow(ctx, `SELECT statuspage_sessions_prune()`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("prune with a live session: %d deleted, %v; want 0", n, err)
 	}
-	if code, _ := b.get(t, statuspage.DataPath, "", c); code != 200 {
+	if code, _ := b.get(t, status.DataPath, "", c); code != 200 {
 		t.Fatalf("the session after the attempts: %d, want 200", code)
 	}
 }

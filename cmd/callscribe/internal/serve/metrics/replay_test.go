@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/callscribe/callscribe/metrics"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 )
 
 // The replay gauges report each active run's figures under its run and

@@ -1,4 +1,4 @@
-package ingestapi_test
+package ingest_test
 
 import (
 	"bytes"
@@ -15,12 +15,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/callscribe/callscribe/ingestapi"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/tokens"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 type env struct {
@@ -69,8 +69,8 @@ func setup(t *testing.T) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := tokens.New(pool)      // authenticates and revokes, as the runtime role
-	owners := tokens.New(owner) // creates, as `callscribe tokens create` does
+	ts := auth.New(pool)      // authenticates and revokes, as the runtime role
+	owners := auth.New(owner) // creates, as `callscribe tokens create` does
 	mk := func(tenant string, admin bool) string {
 		_, secret, err := owners.Create(ctx, tenant, "", admin)
 		if err != nil {
@@ -87,7 +87,7 @@ func setup(t *testing.T) env {
 		t.Fatal(err)
 	}
 	e.revoked = secret
-	srv := httptest.NewServer(ingestapi.NewHandler(ingestapi.Config{Pipeline: p, Ledger: l, Client: client, Auth: ts}))
+	srv := httptest.NewServer(ingest.NewHandler(ingest.Config{Pipeline: p, Ledger: l, Client: client, Auth: ts}))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	e.root = root
@@ -231,7 +231,7 @@ func TestStrictBodies(t *testing.T) {
 		{"audio escaping", `{"call_id":"c","audio":"acme/../rival/a.wav"}`, 400, "invalid_request", "audio"},
 		{"absolute audio", `{"call_id":"c","audio":"/etc/passwd"}`, 400, "invalid_request", "audio"},
 		{"missing audio", `{"call_id":"c","audio":"acme/none.wav"}`, 422, "audio_not_found", "audio"},
-		{"oversized", `{"call_id":"` + strings.Repeat("x", ingestapi.MaxBodyBytes) + `","audio":"acme/a.wav"}`, 413, "too_large", ""},
+		{"oversized", `{"call_id":"` + strings.Repeat("x", ingest.MaxBodyBytes) + `","audio":"acme/a.wav"}`, 413, "too_large", ""},
 	}
 	for _, c := range cases {
 		code, got := e.do(t, e.acme, "POST", "/v1/recordings", c.body)

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/callscribe/callscribe/internal/headless"
-	"github.com/callscribe/callscribe/statuspage"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 )
 
 func main() {
@@ -32,12 +32,12 @@ func main() {
 func run(out string) error {
 	now := time.Now().UTC().Truncate(time.Second)
 	snap := demo(now)
-	sessions, err := statuspage.NewSessions(noSessions{}, 0, nil)
+	sessions, err := status.NewSessions(noSessions{}, 0, nil)
 	if err != nil {
 		return err
 	}
-	h, err := statuspage.New(statuspage.Config{
-		Snapshot:   func(context.Context) (statuspage.Snapshot, error) { return snap, nil },
+	h, err := status.New(status.Config{
+		Snapshot:   func(context.Context) (status.Snapshot, error) { return snap, nil },
 		IsAdmin:    func(*http.Request) (bool, error) { return true, nil }, // demo data on loopback only
 		SignIn:     func(context.Context, string) (int64, bool, error) { return 0, false, nil },
 		StillValid: func(context.Context, int64) (bool, error) { return false, nil },
@@ -87,16 +87,16 @@ func (errRow) Scan(...any) error { return errNoSessions }
 
 // demo is a plausible afternoon: two tenants, one scope cooling down after
 // a 429, a provider whose limit was learned lower, a dead delivery.
-func demo(now time.Time) statuspage.Snapshot {
-	var peaks, tts []statuspage.MinutePeak
+func demo(now time.Time) status.Snapshot {
+	var peaks, tts []status.MinutePeak
 	for i := 59; i >= 0; i-- {
 		m := now.Truncate(time.Minute).Add(-time.Duration(i) * time.Minute)
-		peaks = append(peaks, statuspage.MinutePeak{Minute: m, Peak: min(3+(i*7)%6, 8)})
-		tts = append(tts, statuspage.MinutePeak{Minute: m, Peak: 1 + (i*5)%3})
+		peaks = append(peaks, status.MinutePeak{Minute: m, Peak: min(3+(i*7)%6, 8)})
+		tts = append(tts, status.MinutePeak{Minute: m, Peak: 1 + (i*5)%3})
 	}
-	return statuspage.Snapshot{
+	return status.Snapshot{
 		At: now,
-		Recordings: []statuspage.RecordingCount{
+		Recordings: []status.RecordingCount{
 			{Tenant: "acme", Lane: "batch", State: "received", Count: 41},
 			{Tenant: "acme", Lane: "batch", State: "eligible", Count: 12},
 			{Tenant: "acme", Lane: "batch", State: "committed", Count: 388},
@@ -105,19 +105,19 @@ func demo(now time.Time) statuspage.Snapshot {
 			{Tenant: "northline", Lane: "immediate", State: "committed", Count: 164},
 			{Tenant: "northline", Lane: "immediate", State: "failed", Count: 1},
 		},
-		Cooldowns: []statuspage.Cooldown{{Scope: "generic-http:northline:default", Deadline: now.Add(47 * time.Second),
+		Cooldowns: []status.Cooldown{{Scope: "generic-http:northline:default", Deadline: now.Add(47 * time.Second),
 			Cause:  `retry-after (Retry-After: "60"): 429 Too Many Requests`,
-			Window: &statuspage.Window{Size: 1, InFlight: 0, Waiting: 5, Phase: "probe"}}},
-		Providers: []statuspage.Provider{
+			Window: &status.Window{Size: 1, InFlight: 0, Waiting: 5, Phase: "probe"}}},
+		Providers: []status.Provider{
 			{Provider: "deepgram", Kind: "stt", InUse: 5, ConfiguredLimit: 8, EffectiveLimit: 6, Learned: true, Peaks: peaks},
 			{Provider: "elevenlabs", Kind: "tts", InUse: 1, ConfiguredLimit: 4, EffectiveLimit: 4, Peaks: tts},
 		},
-		Outbox: statuspage.Outbox{Pending: 7, OldestAge: 94 * time.Second, Delivered: 512, Dead: 1,
-			RecentDead: []statuspage.DeadDelivery{{ID: 311, Tenant: "acme", CallID: "call-7781", Target: "hubspot", Class: "validation", Updated: now.Add(-12 * time.Minute)}}},
-		Warnings: []statuspage.Warning{
+		Outbox: status.Outbox{Pending: 7, OldestAge: 94 * time.Second, Delivered: 512, Dead: 1,
+			RecentDead: []status.DeadDelivery{{ID: 311, Tenant: "acme", CallID: "call-7781", Target: "hubspot", Class: "validation", Updated: now.Add(-12 * time.Minute)}}},
+		Warnings: []status.Warning{
 			{At: now.Add(-13 * time.Second), Kind: "cooldown", Subject: "generic-http:northline:default", Detail: "window 4 → 1: 429"},
 			{At: now.Add(-21 * time.Minute), Kind: "learned-limit", Subject: "deepgram/stt", Detail: "the vendor refused at 7 in use: limit 8 → 6"},
 		},
-		FailOpen: []statuspage.Counter{{Name: "leases", Value: 0}, {Name: "call slots", Value: 0}, {Name: "windows", Value: 0}},
+		FailOpen: []status.Counter{{Name: "leases", Value: 0}, {Name: "call slots", Value: 0}, {Name: "windows", Value: 0}},
 	}
 }

@@ -3,7 +3,7 @@
 // token is "cs_<id>_<64 hex digits>": only the SHA-256 of the secret part
 // is stored, and the token is shown once, when it is created. Tokens are
 // revoked, never deleted.
-package tokens
+package auth
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/callscribe/callscribe/tokens/internal/dbsqlc"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth/internal/dbsqlc"
 )
 
 // Token is a stored token: never its secret.

@@ -1,4 +1,4 @@
-package ingestapi_test
+package ingest_test
 
 import (
 	"encoding/json"
