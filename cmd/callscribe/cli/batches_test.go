@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -22,7 +23,7 @@ func TestBatchesListShowAndJobsShow(t *testing.T) {
 	pool := testdb.New(t)
 	dir := t.TempDir()
 	config := northlineConfig(t, dir)
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	for _, call := range []string{"call-1001", "call-1003"} {
 		if code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", call,
 			"--audio", "northline/"+call+".wav", "--lane", "batch"); code != 0 {

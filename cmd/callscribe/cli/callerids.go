@@ -10,13 +10,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
 // openCallerIDs connects the organisations' caller-ID pools to the
 // configured Redis; close closes the connection.
 func (a *app) openCallerIDs() (c *capacity.CallerIDs, closeFn func(), err error) {
 	if a.config.RedisURL == "" {
-		return nil, nil, errors.New(EnvRedisURL + " is not set (nor redis_url in --config): caller-ID pools live in a lasting, shared Redis")
+		return nil, nil, errors.New(config.EnvRedisURL + " is not set (nor redis_url in --config): caller-ID pools live in a lasting, shared Redis")
 	}
 	opts, err := capacity.FailFastOptions(a.config.RedisURL)
 	if err != nil {

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/capacity"
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -19,7 +20,7 @@ func TestCLICallerIDs(t *testing.T) {
 	org := fmt.Sprintf("cli-cid-%d-%d", os.Getpid(), capSeq.Add(1))
 	rdb := testredis.Client(t)
 	t.Cleanup(func() { testredis.DeleteMatching(rdb, capacity.KeyPrefixDefault+":{"+org+"}:*") })
-	env := map[string]string{cli.EnvRedisURL: testredis.URL()}
+	env := map[string]string{config.EnvRedisURL: testredis.URL()}
 
 	code, out, stderr := run(t, ctx, env, "caller-ids", "add", "--org", org, "+14155550102", "+14155550101")
 	if code != 0 || !strings.Contains(out, "2 added, 0 already there") {
@@ -96,7 +97,7 @@ func TestCLICallerIDs(t *testing.T) {
 	if code, _, stderr := run(t, ctx, env, "caller-ids", "list", "--org", "a:b"); code == 0 || !strings.Contains(stderr, "org") {
 		t.Fatalf("list with a bad org: %d %q", code, stderr)
 	}
-	if code, _, stderr := run(t, ctx, nil, "caller-ids", "list", "--org", org); code == 0 || !strings.Contains(stderr, cli.EnvRedisURL) {
+	if code, _, stderr := run(t, ctx, nil, "caller-ids", "list", "--org", org); code == 0 || !strings.Contains(stderr, config.EnvRedisURL) {
 		t.Fatalf("list without Redis: %d %q", code, stderr)
 	}
 }

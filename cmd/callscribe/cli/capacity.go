@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
 // installRedisLog routes go-redis's own messages (a line per failed dial
@@ -26,7 +27,7 @@ func (a *app) installRedisLog() {
 // openLeases connects the vendor slot counters to the configured Redis.
 func (a *app) openLeases() (*capacity.Leases, *redis.Client, error) {
 	if a.config.RedisURL == "" {
-		return nil, nil, errors.New(EnvRedisURL + " is not set (nor redis_url in --config): capacity counts slots in a lasting, shared Redis")
+		return nil, nil, errors.New(config.EnvRedisURL + " is not set (nor redis_url in --config): capacity counts slots in a lasting, shared Redis")
 	}
 	opts, err := capacity.FailFastOptions(a.config.RedisURL)
 	if err != nil {
@@ -53,7 +54,7 @@ func (a *app) openLeases() (*capacity.Leases, *redis.Client, error) {
 // provider with no configured limit is not counted.
 type leaseSlots struct {
 	leases *capacity.Leases
-	limits map[string]CapacityLimit
+	limits map[string]config.CapacityLimit
 }
 
 func pipelineLeaseID(holder string) string { return "pipeline:" + holder }

@@ -9,7 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -24,7 +25,7 @@ func TestCapacityStatusAndSetLimit(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvRedisURL: redisURL}
+	env := map[string]string{csconfig.EnvRedisURL: redisURL}
 	rdb := testredis.Client(t)
 	t.Cleanup(func() { testredis.DeleteMatching(rdb, "*{"+provider+"/*") })
 	ctx := context.Background()
@@ -48,7 +49,7 @@ func TestCapacityStatusAndSetLimit(t *testing.T) {
 	if code, _, stderr := run(t, ctx, env, "--config", config, "capacity", "set-limit", provider, "stt", "many"); code == 0 || !strings.Contains(stderr, "whole number") {
 		t.Fatalf("bad limit accepted: %q", stderr)
 	}
-	if code, _, stderr := run(t, ctx, nil, "--config", config, "capacity", "status"); code == 0 || !strings.Contains(stderr, cli.EnvRedisURL) {
+	if code, _, stderr := run(t, ctx, nil, "--config", config, "capacity", "status"); code == 0 || !strings.Contains(stderr, csconfig.EnvRedisURL) {
 		t.Fatalf("status without Redis: %q", stderr)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 )
@@ -47,7 +49,7 @@ func TestMigrateCommands(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.NewEmpty(t)
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 
 	code, out, stderr := run(t, ctx, env, "migrate", "status")
 	if code != 0 || !strings.Contains(out, "pending") {
@@ -90,7 +92,7 @@ func TestCommandsNeedingADatabaseSaySo(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"migrate", "up"}, {"ledger", "purge"}} {
 		code, _, stderr := run(t, context.Background(), nil, args...)
-		if code == 0 || !strings.Contains(stderr, cli.EnvDatabaseURL+" is not set") {
+		if code == 0 || !strings.Contains(stderr, csconfig.EnvDatabaseURL+" is not set") {
 			t.Errorf("%v without a database: %d %q", args, code, stderr)
 		}
 	}
@@ -132,7 +134,7 @@ func TestLoadConfig(t *testing.T) {
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cli.LoadConfig(p, envOf(map[string]string{cli.EnvDatabaseURL: "postgres://env/db"}))
+	c, err := csconfig.LoadConfig(p, envOf(map[string]string{csconfig.EnvDatabaseURL: "postgres://env/db"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestLoadConfig(t *testing.T) {
 	if c.RetryAfter.MaxDelay != 30*time.Minute || c.Ledger.Retention != 720*time.Hour {
 		t.Errorf("file values lost: %+v", c)
 	}
-	if c.RetryAfter.BaseBackoff != cli.RetryBaseBackoffDefault || c.Log.Level != cli.LogLevelDefault || c.RedisURL != "" {
+	if c.RetryAfter.BaseBackoff != csconfig.RetryBaseBackoffDefault || c.Log.Level != csconfig.LogLevelDefault || c.RedisURL != "" {
 		t.Errorf("defaults not applied: %+v", c)
 	}
 }
@@ -157,13 +159,13 @@ func TestConfigDocumented(t *testing.T) {
 	for _, key := range []string{
 		"database_url", "redis_url", "log.level", "log.format", "embedded_postgres.bin_dir",
 		"embedded_postgres.run_as_user", "ledger.retention", "retry_after.base_backoff",
-		"retry_after.max_backoff", "retry_after.max_delay", cli.EnvDatabaseURL, cli.EnvRedisURL,
+		"retry_after.max_backoff", "retry_after.max_delay", csconfig.EnvDatabaseURL, csconfig.EnvRedisURL,
 		"audio.root", "audio.max_bytes", "pipeline.tenants.<id>.provider", "pipeline.tenants.<id>.crm.kind",
 		"pipeline.tenants.<id>.time_zone", "pipeline.tenants.<id>.crm.delivery_deadline", "crm_targets.<name>", "pipeline.observe_only_scopes", "pipeline.sweep_interval",
 		"capacity.limits.<provider>/<kind>", "capacity.orgs.<org>", "capacity.agents.<agent>",
 		"pipeline.tenants.<id>.api_key_file", "pipeline.tenants.<id>.allow_insecure_http", "pipeline.tenants.<id>.account",
 		"pipeline.tenants.<id>.crm.token_file", "pipeline.tenants.<id>.crm.allow_insecure_http",
-		"metrics.max_tenant_labels", "pipeline.fetch_cooldown", "capacity.org_limit", cli.EnvDefaultOrgLimit, "capacity.org_lease_share", "capacity.max_dial_waiters",
+		"metrics.max_tenant_labels", "pipeline.fetch_cooldown", "capacity.org_limit", csconfig.EnvDefaultOrgLimit, "capacity.org_lease_share", "capacity.max_dial_waiters",
 		"capacity.start_rate.default", "capacity.start_rate.campaigns.<org>.<campaign>", "capacity.gate.size", "capacity.gate.timeout",
 		"capacity.gate.ticket_ttl", "capacity.alerts.webhook_url", "pipeline.batch_completion_bound", "pipeline.batch.manifests",
 		"pipeline.batch.max_items", "pipeline.batch.max_audio_seconds", "pipeline.batch.max_wait", "pipeline.batch.form_every",
@@ -181,18 +183,18 @@ func TestConfigDocumented(t *testing.T) {
 func TestStatusPageSecureCookiesConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	c, err := cli.LoadConfig("", envOf(nil))
+	c, err := csconfig.LoadConfig("", envOf(nil))
 	if err != nil || c.StatusPage.SecureCookies != "auto" {
 		t.Fatalf("default: %q, %v; want auto", c.StatusPage.SecureCookies, err)
 	}
 	for _, v := range []string{"auto", "always", "never"} {
 		path := writeFile(t, dir, v+".yaml", "status_page:\n  secure_cookies: "+v+"\n", 0o600)
-		if c, err := cli.LoadConfig(path, envOf(nil)); err != nil || c.StatusPage.SecureCookies != v {
+		if c, err := csconfig.LoadConfig(path, envOf(nil)); err != nil || c.StatusPage.SecureCookies != v {
 			t.Errorf("%s: %q, %v", v, c.StatusPage.SecureCookies, err)
 		}
 	}
 	path := writeFile(t, dir, "bad.yaml", "status_page:\n  secure_cookies: sometimes\n", 0o600)
-	if _, err := cli.LoadConfig(path, envOf(nil)); err == nil || !strings.Contains(err.Error(), "status_page.secure_cookies") {
+	if _, err := csconfig.LoadConfig(path, envOf(nil)); err == nil || !strings.Contains(err.Error(), "status_page.secure_cookies") {
 		t.Fatalf("secure_cookies: sometimes: %v, want an error naming the key", err)
 	}
 }
@@ -294,7 +296,7 @@ func TestTenantCRMConfig(t *testing.T) {
 crm_targets:
   staging: {kind: webhook, base_url: "http://127.0.0.1:1", token: s}
 `)
-	c, err := cli.LoadConfig(good, envOf(nil))
+	c, err := csconfig.LoadConfig(good, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"testing"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/jobs"
 )
 
@@ -16,8 +17,8 @@ func TestPoolSizeFollowsWorkers(t *testing.T) {
 		immediate, batch, replay int
 		want                     int32
 	}{{0, 0, 0, 44}, {5, 5, 0, 40}, {10, 60, 0, 94}, {100, 100, 0, 224}, {10, 60, 16, 106}} {
-		a := &app{config: Config{Pipeline: PipelineConfig{Config: jobs.Config{ImmediateWorkers: c.immediate, BatchWorkers: c.batch}},
-			Replay: ReplayConfig{Workers: c.replay}}}
+		a := &app{config: config.Config{Pipeline: config.PipelineConfig{Config: jobs.Config{ImmediateWorkers: c.immediate, BatchWorkers: c.batch}},
+			Replay: config.ReplayConfig{Workers: c.replay}}}
 		if got := a.poolSize(); got != c.want {
 			t.Errorf("immediate %d, batch %d, replay %d: pool %d, want %d", c.immediate, c.batch, c.replay, got, c.want)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/jobs"
@@ -172,7 +173,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		100*o.sim.AsyncShare, 100*o.sim.DropAfterAcceptShare, o.form, o.seed)
 
 	if !o.verbose && a.config.Log.Level != "debug" {
-		a.logger = NewLogger(a.env.Stderr, LogConfig{Level: "warn", Format: a.config.Log.Format})
+		a.logger = config.NewLogger(a.env.Stderr, config.LogConfig{Level: "warn", Format: a.config.Log.Format})
 		a.installRedisLog()
 	}
 	// The CRM: a crm-webhook/v1 double that throttles and fails too.
@@ -188,11 +189,11 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	}
 	fmt.Fprintf(out, "  CRM:        crm-webhook/v1 double at %s (429s %.0f%%, 5xx %.0f%%, drops after apply %.0f%%)\n",
 		crmURL, 50*o.sim.RateLimitShare, 100*o.sim.ServerErrorShare, 100*o.sim.DropAfterAcceptShare)
-	crmCfg := CRMConfig{Config: connector.Config{Kind: connector.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}}
+	crmCfg := config.CRMConfig{Config: connector.Config{Kind: connector.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}}
 
 	a.config.Audio.Root = recRoot
 	pc := a.config.Pipeline
-	pc.Tenants = map[string]TenantConfig{
+	pc.Tenants = map[string]config.TenantConfig{
 		"northline": {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", Account: "demo-a", TimeZone: "America/Chicago"}, CRM: crmCfg},
 		"harbor":    {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", Account: "demo-a", TimeZone: "America/Los_Angeles"}, CRM: crmCfg},
 		"ridgeway":  {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b", Account: "demo-b", TimeZone: "America/New_York"}, CRM: crmCfg},

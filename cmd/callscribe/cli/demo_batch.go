@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/jobs"
@@ -68,7 +69,7 @@ func (a *app) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capac
 	saved := a.config.Pipeline
 	defer func() { a.config.Pipeline = saved }()
 	pc := saved
-	pc.Tenants = map[string]TenantConfig{}
+	pc.Tenants = map[string]config.TenantConfig{}
 	for id, t := range saved.Tenants {
 		t.BaseURL = sttURL
 		t.CRM.Config = connector.Config{Kind: connector.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -55,7 +57,7 @@ func BenchmarkIngestManifest(b *testing.B) {
 		b.Fatal(err)
 	}
 	pool := testdb.New(b)
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(b, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(b, pool)}
 
 	b.ResetTimer()
 	start := time.Now()

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/internal/jsonkeys"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
@@ -51,7 +52,7 @@ func TestIngestManifestKeepsGoodLinesAndNamesBadOnes(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
 	if code == 0 {
 		t.Fatalf("bad lines must fail the command:\n%s\n%s", out, stderr)
@@ -169,7 +170,7 @@ func TestIngestManifestRefusesOverlongAndTrailingLines(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(strings.Join(lines, "\r\n")+"\r\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
 	if code == 0 {
 		t.Fatalf("bad lines must fail the command:\n%s\n%s", out, stderr)
@@ -218,7 +219,7 @@ func TestIngestManifestAcrossChunks(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
 	if code == 0 || !strings.Contains(out, fmt.Sprintf("%d ingested, 300 already known, 1 bad lines", distinct-1)) {
 		t.Fatalf("first run: %d %q\n%.2000s", code, out, stderr)
@@ -266,7 +267,7 @@ func TestIngestManifestReportsBadLinesInOrderAcrossChunks(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
 	if code == 0 || !strings.Contains(out, "1494 ingested, 0 already known, 6 bad lines") {
 		t.Fatalf("ingest: %d %q\n%.2000s", code, out, stderr)

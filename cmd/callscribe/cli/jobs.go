@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/internal/scrub"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
@@ -245,7 +246,7 @@ func (a *app) scopesCommand() *cobra.Command {
 			}
 			defer closeW()
 			if w == nil {
-				return errors.New(EnvRedisURL + " is not set (nor redis_url in --config): scope windows live in Redis")
+				return errors.New(config.EnvRedisURL + " is not set (nor redis_url in --config): scope windows live in Redis")
 			}
 			st, err := w.State(cmd.Context(), args[0])
 			if err != nil {

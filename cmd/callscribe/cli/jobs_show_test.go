@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -19,7 +20,7 @@ func TestJobsShowEscapesControlCharacters(t *testing.T) {
 	pool := testdb.New(t)
 	dir := t.TempDir()
 	config := northlineConfig(t, dir)
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	if code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", "call-1001",
 		"--audio", "northline/call-1001.wav"); code != 0 {
 		t.Fatalf("ingest: %d\n%s\n%s", code, out, stderr)

@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/capacity"
-	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
-	"github.com/callscribe/callscribe/outbox"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
 )
 
 // metricsSources is what one process's metrics read besides what its own

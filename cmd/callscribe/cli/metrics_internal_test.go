@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
 // newMetrics bounds tenant labels by metrics.max_tenant_labels, and a
 // process without a pool serves no global gauge.
 func TestNewMetrics(t *testing.T) {
 	t.Parallel()
-	a := &app{config: Config{Metrics: MetricsConfig{MaxTenantLabels: 1}}}
+	a := &app{config: config.Config{Metrics: config.MetricsConfig{MaxTenantLabels: 1}}}
 	m := a.newMetrics(metricsSources{})
 	m.Committed("t1", "batch", 1, time.Second)
 	m.Committed("t2", "batch", 1, time.Second)

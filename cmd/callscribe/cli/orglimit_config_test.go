@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
 // The default organisation cap: capacity.org_limit, else
@@ -35,10 +35,10 @@ func TestDefaultOrgLimit(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := cli.LoadConfig(tc.path, envOf(map[string]string{cli.EnvDefaultOrgLimit: tc.env}))
+			c, err := config.LoadConfig(tc.path, envOf(map[string]string{config.EnvDefaultOrgLimit: tc.env}))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("LoadConfig error = %v, want one naming %q", err, tc.err)
+					t.Fatalf("config.LoadConfig error = %v, want one naming %q", err, tc.err)
 				}
 				return
 			}
@@ -69,13 +69,13 @@ func TestCapacityLiveConfigErrors(t *testing.T) {
 		{"capacity:\n  org_lease_share: -0.1\n", "capacity.org_lease_share"},
 		{"capacity:\n  max_dial_waiters: -1\n", "capacity.max_dial_waiters"},
 	} {
-		_, err := cli.LoadConfig(writeFile(t, dir, "c.yaml", c.body, 0o600), envOf(nil))
+		_, err := config.LoadConfig(writeFile(t, dir, "c.yaml", c.body, 0o600), envOf(nil))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%q: error %v, want one naming %q", c.body, err, c.want)
 		}
 	}
 	good := "capacity:\n  start_rate:\n    default: 3\n    campaigns:\n      acme: {spring: 20}\n  gate:\n    size: 30\n    ceilings: {db_pool: 40}\n    ticket_ttl: 1h\n  alerts:\n    webhook_url: https://alerts.example.com/hook\n"
-	c, err := cli.LoadConfig(writeFile(t, dir, "good.yaml", good, 0o600), envOf(nil))
+	c, err := config.LoadConfig(writeFile(t, dir, "good.yaml", good, 0o600), envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

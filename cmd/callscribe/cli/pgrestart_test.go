@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,7 +42,7 @@ func TestWorkerSurvivesPostgresRestart(t *testing.T) {
 		t.Fatalf("starting a throwaway PostgreSQL: %v", err)
 	}
 	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
-	env := map[string]string{cli.EnvDatabaseURL: pg.URL()}
+	env := map[string]string{config.EnvDatabaseURL: pg.URL()}
 	if code, out, stderr := run(t, ctx, env, "migrate", "up"); code != 0 {
 		t.Fatalf("migrate up: %d\n%s\n%s", code, out, stderr)
 	}
@@ -87,18 +89,18 @@ func TestWorkerSurvivesPostgresRestart(t *testing.T) {
 	crmSrv := httptest.NewServer(crmSim.Handler())
 	defer crmSrv.Close()
 
-	config := filepath.Join(t.TempDir(), "c.yaml")
+	cfgPath := filepath.Join(t.TempDir(), "c.yaml")
 	body := "log: {level: warn}\naudio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 1s}\n" +
 		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n"
 	for _, tenant := range []string{"northline", "harbor", "ridgeway"} {
 		body += "    " + tenant + ": {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key, " +
 			"crm: {kind: webhook, base_url: '" + crmSrv.URL + "', token: crm-key}}\n"
 	}
-	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	manifest := pgRestartManifest(t, manifestLines)
-	if code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest); code != 0 ||
+	if code, out, stderr := run(t, ctx, env, "--config", cfgPath, "ingest", "--manifest", manifest); code != 0 ||
 		!strings.Contains(out, fmt.Sprintf("%d ingested", pgRestartRecordings)) {
 		t.Fatalf("ingest: %d\n%s\n%s", code, out, stderr)
 	}
@@ -114,7 +116,7 @@ func TestWorkerSurvivesPostgresRestart(t *testing.T) {
 	var werr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Run(wctx, []string{"--config", config, "worker"}, cli.Env{Stdout: &syncBuffer{}, Stderr: &werr, Getenv: envOf(env)})
+		done <- cli.Run(wctx, []string{"--config", cfgPath, "worker"}, cli.Env{Stdout: &syncBuffer{}, Stderr: &werr, Getenv: envOf(env)})
 	}()
 	failf := func(format string, args ...any) {
 		t.Helper()

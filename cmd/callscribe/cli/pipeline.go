@@ -15,11 +15,11 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/outbox"
 )
 
@@ -100,7 +100,7 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	cfg := a.config.PipelineConfig()
 	cfg.Logger = a.logger
 	dests := map[string]outbox.Destination{}
-	for id, c := range a.config.tenantCRMs() {
+	for id, c := range a.config.TenantCRMs() {
 		tgt, err := connector.New(c.Config)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline.tenants.%s.crm: %w", id, err)

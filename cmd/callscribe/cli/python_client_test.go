@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -54,7 +56,7 @@ func TestPythonLiveCallClient(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	env := map[string]string{cli.EnvRedisURL: redisURL, cli.EnvAPIToken: serveTestToken}
+	env := map[string]string{csconfig.EnvRedisURL: redisURL, csconfig.EnvAPIToken: serveTestToken}
 	go func() {
 		done <- cli.Run(ctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
 			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})

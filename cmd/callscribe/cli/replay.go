@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
@@ -36,7 +37,7 @@ func (a *app) replayTargets() (map[string]outbox.ReplayTarget, error) {
 		if err != nil {
 			return nil, fmt.Errorf("crm_targets.%s: %w", name, err)
 		}
-		out[name] = outbox.ReplayTarget{Target: tgt, Scope: cmp.Or(tc.Scope, replayTargetScope(name)),
+		out[name] = outbox.ReplayTarget{Target: tgt, Scope: cmp.Or(tc.Scope, config.ReplayTargetScope(name)),
 			DeliveryDeadline: tc.DeliveryDeadline, Production: tc.Production}
 	}
 	return out, nil
@@ -65,7 +66,7 @@ func (o *replayOptions) waitByDefault(cmd *cobra.Command, stderr io.Writer) {
 }
 
 // Validate checks the flags of a new run, naming the flag at fault.
-func (o replayOptions) Validate(targets map[string]CRMConfig) (from, to time.Time, err error) {
+func (o replayOptions) Validate(targets map[string]config.CRMConfig) (from, to time.Time, err error) {
 	if o.from == "" || o.to == "" || o.target == "" {
 		return from, to, errors.New("give --from, --to and --target")
 	}

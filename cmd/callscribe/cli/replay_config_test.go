@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
 // A replay target needs a scope of its own: a tenant's CRM scope is
@@ -23,12 +23,12 @@ func TestReplayConfigErrors(t *testing.T) {
 		{"replay: {workers: -1}\n", "replay.workers"},
 	} {
 		path := writeFile(t, dir, "c.yaml", c.body, 0o600)
-		if _, err := cli.LoadConfig(path, envOf(nil)); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("LoadConfig(%q) = %v, want an error naming %q", c.body, err, c.want)
+		if _, err := config.LoadConfig(path, envOf(nil)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config.LoadConfig(%q) = %v, want an error naming %q", c.body, err, c.want)
 		}
 	}
 	ok := writeFile(t, dir, "ok.yaml", tenant+"crm_targets:\n  staging: {kind: webhook, base_url: 'http://127.0.0.1:3', token: s, delivery_deadline: 2h}\n", 0o600)
-	if _, err := cli.LoadConfig(ok, envOf(nil)); err != nil {
+	if _, err := config.LoadConfig(ok, envOf(nil)); err != nil {
 		t.Fatalf("a staging target with its default scope and a deadline: %v", err)
 	}
 }
@@ -37,7 +37,7 @@ func TestReplayConfigErrors(t *testing.T) {
 func TestReplayFlagErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	config := writeFile(t, dir, "c.yaml", "crm_targets:\n  staging: {kind: webhook, base_url: 'http://127.0.0.1:3', token: s}\n", 0o600)
+	cfgPath := writeFile(t, dir, "c.yaml", "crm_targets:\n  staging: {kind: webhook, base_url: 'http://127.0.0.1:3', token: s}\n", 0o600)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -51,7 +51,7 @@ func TestReplayFlagErrors(t *testing.T) {
 		{[]string{"replay", "status", "x"}, `run "x"`},
 		{[]string{"replay", "cancel", "0"}, `run "0"`},
 	} {
-		code, _, stderr := run(t, context.Background(), nil, append([]string{"--config", config}, c.args...)...)
+		code, _, stderr := run(t, context.Background(), nil, append([]string{"--config", cfgPath}, c.args...)...)
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("callscribe %v = %d, %q; want an error naming %q", c.args, code, stderr, c.want)
 		}

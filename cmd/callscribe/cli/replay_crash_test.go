@@ -20,9 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -184,13 +185,13 @@ func buildCallscribe(t *testing.T) string {
 // crashRig is a database with crashRecordings committed sets, a staging
 // CRM double with trouble, and a configuration replaying into it.
 type crashRig struct {
-	t      *testing.T
-	bin    string
-	pool   *pgxpool.Pool
-	dbURL  string
-	config string
-	crm    *crmsim.Server
-	keys   []string
+	t          *testing.T
+	bin        string
+	pool       *pgxpool.Pool
+	dbURL      string
+	configPath string
+	crm        *crmsim.Server
+	keys       []string
 
 	mu    sync.Mutex
 	armed func(key string) bool // called on each new application while it returns true
@@ -229,7 +230,7 @@ func newCrashRig(t *testing.T, bin string, withRedis bool) *crashRig {
 		redis = fmt.Sprintf("redis_url: %q\n", testredis.URL())
 		target = fmt.Sprintf("{kind: webhook, base_url: %q, token: stg, scope: %q}", srv.URL, scope)
 	}
-	r.config = filepath.Join(dir, "callscribe.yaml")
+	r.configPath = filepath.Join(dir, "callscribe.yaml")
 	body := redis + fmt.Sprintf(`log: {level: warn}
 audio: {root: %q}
 pipeline:
@@ -242,7 +243,7 @@ replay: {chunk: %d}
 crm_targets:
   staging: %s
 `, dir, crashChunk, target)
-	if err := os.WriteFile(r.config, []byte(body), 0o600); err != nil {
+	if err := os.WriteFile(r.configPath, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -277,11 +278,11 @@ type crashProc struct {
 // command is callscribe --config <the rig's> args, not started yet.
 func (r *crashRig) command(args ...string) *crashProc {
 	p := &crashProc{t: r.t, exited: make(chan struct{})}
-	p.cmd = exec.Command(r.bin, append([]string{"--config", r.config}, args...)...)
+	p.cmd = exec.Command(r.bin, append([]string{"--config", r.configPath}, args...)...)
 	// Only what the process needs: no CALLSCRIBE_* of the test's own
 	// environment.
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
-		cli.EnvDatabaseURL + "=" + r.dbURL}
+		config.EnvDatabaseURL + "=" + r.dbURL}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	return p
 }
@@ -358,8 +359,8 @@ func (p *crashProc) waitKilled() int64 {
 // status is `replay status id --json`, in this process.
 func (r *crashRig) status(id int64) outbox.ReplayRun {
 	r.t.Helper()
-	env := map[string]string{cli.EnvDatabaseURL: r.dbURL}
-	code, out, stderr := run(r.t, context.Background(), env, "--config", r.config, "replay", "status", strconv.FormatInt(id, 10), "--json")
+	env := map[string]string{config.EnvDatabaseURL: r.dbURL}
+	code, out, stderr := run(r.t, context.Background(), env, "--config", r.configPath, "replay", "status", strconv.FormatInt(id, 10), "--json")
 	var run outbox.ReplayRun
 	if err := json.Unmarshal([]byte(out), &run); code != 0 || err != nil {
 		r.t.Fatalf("replay status %d --json: exit %d, %v\n%s\n%s", id, code, err, out, stderr)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -80,7 +82,7 @@ func TestServeShowsActiveReplayRuns(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool), cli.EnvRedisURL: testredis.URL(), cli.EnvAPIToken: serveTestToken}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool), csconfig.EnvRedisURL: testredis.URL(), csconfig.EnvAPIToken: serveTestToken}
 	sctx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
 	var sout, serr syncBuffer

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/testdb"
@@ -47,7 +49,7 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	c := func(args ...string) (int, string, string) {
 		return run(t, ctx, env, append([]string{"--config", config}, args...)...)
 	}

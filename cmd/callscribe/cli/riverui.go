@@ -13,8 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
-
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // RiverUIPrefix is the path River UI is served under, pages and API alike.
@@ -98,7 +96,7 @@ func adminCredential(r *http.Request) string {
 }
 
 // adminCheck returns requireAdmin's isAdmin for serve's tokens: token (the
-// value of EnvAPIToken; "" accepts none) and, when authenticate is not nil,
+// value of config.EnvAPIToken; "" accepts none) and, when authenticate is not nil,
 // the admin tokens of `callscribe tokens create` (serveAuthenticator). A
 // tenant's token is not an admin's.
 func adminCheck(token string, authenticate func(ctx context.Context, bearer string) (org string, admin, valid bool, err error)) func(r *http.Request) (bool, error) {
@@ -170,17 +168,4 @@ func requestOrigin(r *http.Request) string {
 		host = strings.TrimSpace(h)
 	}
 	return scheme + "://" + strings.ToLower(host)
-}
-
-// checkAPIToken refuses an EnvAPIToken (an admin's credential) that is not
-// at least 32 random bytes by the look of it (auth.CheckSecret).
-func checkAPIToken(getenv func(string) string) error {
-	v := getenv(EnvAPIToken)
-	if v == "" {
-		return nil
-	}
-	if err := auth.CheckSecret(v); err != nil {
-		return fmt.Errorf("environment %s: %w; or unset it", EnvAPIToken, err)
-	}
-	return nil
 }

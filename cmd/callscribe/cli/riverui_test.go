@@ -18,8 +18,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/internal/testdb"
 )
 
 // riverUIProbeArgs is a job kind of this test only: the UI lists any kind.

@@ -14,6 +14,8 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
 // Env is what a command may touch of its process.
@@ -27,7 +29,7 @@ type Env struct {
 type app struct {
 	env        Env
 	configPath string
-	config     Config
+	config     config.Config
 	logger     *slog.Logger
 	// limitAlerts: see alerts.go; nil until leases are opened.
 	limitAlerts *limitAlerts
@@ -43,12 +45,12 @@ func Run(ctx context.Context, args []string, env Env) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := LoadConfig(a.configPath, env.Getenv)
+			c, err := config.LoadConfig(a.configPath, env.Getenv)
 			if err != nil {
 				return err
 			}
 			a.config = c
-			a.logger = NewLogger(env.Stderr, c.Log)
+			a.logger = config.NewLogger(env.Stderr, c.Log)
 			c.LogWarnings(a.logger)
 			a.installRedisLog()
 			return nil
@@ -82,5 +84,5 @@ type exitError struct{ code int }
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // errNoDatabase is returned by commands that need a lasting database.
-var errNoDatabase = errors.New(EnvDatabaseURL + " is not set (nor database_url in --config): " +
+var errNoDatabase = errors.New(config.EnvDatabaseURL + " is not set (nor database_url in --config): " +
 	"this command needs a real, lasting PostgreSQL; the throwaway one exists only while `callscribe demo` runs")

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
 // writeFile writes body to name in dir with mode and returns its path.
@@ -42,7 +42,7 @@ func TestConfigSecretFiles(t *testing.T) {
 crm_targets:
   staging: {kind: webhook, base_url: "https://crm.example", token_file: `+staging+`}
 `, 0o644)
-	c, err := cli.LoadConfig(cfg, envOf(nil))
+	c, err := config.LoadConfig(cfg, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestConfigSecretFileErrors(t *testing.T) {
 		{"empty key", "pipeline:\n  tenants:\n    acme: {provider: generic-http, api_key_file: " + empty + "}\n",
 			[]string{"pipeline.tenants.acme.api_key_file", "is empty"}},
 	} {
-		_, err := cli.LoadConfig(writeFile(t, dir, "c.yaml", tt.body, 0o600), envOf(nil))
+		_, err := config.LoadConfig(writeFile(t, dir, "c.yaml", tt.body, 0o600), envOf(nil))
 		for _, w := range tt.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: %v, want it to name %q", tt.name, err, w)
@@ -116,7 +116,7 @@ func TestConfigInlineSecretWarning(t *testing.T) {
 		warn bool
 	}{{0o644, true}, {0o640, true}, {0o604, true}, {0o600, false}, {0o400, false}} {
 		p := writeFile(t, dir, "c.yaml", body, tt.mode)
-		c, err := cli.LoadConfig(p, envOf(nil))
+		c, err := config.LoadConfig(p, envOf(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestConfigPlainHTTP(t *testing.T) {
 		{"target allowed", "crm_targets:\n  staging: {kind: webhook, base_url: \"http://10.1.2.3:8091\", allow_insecure_http: true, token: t}\n", ""},
 		{"loopback", "pipeline:\n  tenants:\n    acme: {provider: generic-http, base_url: \"http://localhost:8090\", api_key: k, crm: {kind: webhook, base_url: \"http://[::1]:8091\", token: t}}\n", ""},
 	} {
-		_, err := cli.LoadConfig(writeFile(t, dir, "c.yaml", tt.body, 0o600), envOf(nil))
+		_, err := config.LoadConfig(writeFile(t, dir, "c.yaml", tt.body, 0o600), envOf(nil))
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s: %v", tt.name, err)

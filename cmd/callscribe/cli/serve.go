@@ -18,18 +18,16 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
 	"github.com/callscribe/callscribe/capacity/live"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
-	"github.com/callscribe/callscribe/migrations"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/migrations"
 )
 
 // Defaults of `callscribe serve`.
 const (
 	ServeAddrDefault = "127.0.0.1:8081"
-	// EnvAPIToken, when set, is the bearer token every request to
-	// `callscribe serve` must carry. Unset: no authentication.
-	EnvAPIToken = "CALLSCRIBE_API_TOKEN"
 	// serveShutdownGrace is how long in-flight requests get after Ctrl-C.
 	serveShutdownGrace = 10 * time.Second
 )
@@ -77,7 +75,7 @@ func (a *app) serveCommand() *cobra.Command {
   because capacity fails open).
 
 A tenant's token acts for that tenant (its organisation in the capacity
-API) only: another's recordings, slots and calls are 404. ` + EnvAPIToken + `, when
+API) only: another's recordings, slots and calls are 404. ` + config.EnvAPIToken + `, when
 set, is accepted by the capacity API as an admin token. Without any
 authentication serve listens on a loopback address only. A client of the
 capacity API refreshes its own leases (/v1/leases/refresh), so the leases
@@ -108,7 +106,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			if err != nil {
 				return fmt.Errorf("capacity.orgs: %w", err)
 			}
-			token := a.env.Getenv(EnvAPIToken)
+			token := a.env.Getenv(config.EnvAPIToken)
 			agents := map[string]live.CallProviders{}
 			for name, ag := range a.config.Capacity.Agents {
 				agents[name] = live.CallProviders{STT: ag.STT, TTS: ag.TTS}
@@ -127,7 +125,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			dialerDone := make(chan struct{})
 			go func() { defer close(dialerDone); dialer.Run(dialCtx, nil) }()
 			defer func() { stopDialer(); <-dialerDone }()
-			starts, err := live.NewRateLimiter(rdb, a.config.Capacity.rateLimiterConfig())
+			starts, err := live.NewRateLimiter(rdb, a.config.Capacity.RateLimiterConfig())
 			if err != nil {
 				return fmt.Errorf("capacity.start_rate: %w", err)
 			}
@@ -141,7 +139,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				Shutdown: shuttingDown}
 			if a.config.Capacity.Gate.Size > 0 {
 				// This process's gate: its tickets live here, not in Redis.
-				if opts.Gate, err = live.NewGate(a.config.Capacity.gateConfig()); err != nil {
+				if opts.Gate, err = live.NewGate(a.config.Capacity.GateConfig()); err != nil {
 					return fmt.Errorf("capacity.gate: %w", err)
 				}
 			}
@@ -204,8 +202,8 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				}
 			}
 			auth := opts.Token != "" || opts.Authenticate != nil
-			if !auth && !loopbackAddr(addr) {
-				return fmt.Errorf("serve: refusing to listen on %s without authentication: set database_url (tokens from `callscribe tokens create`) or %s, or listen on a loopback address", addr, EnvAPIToken)
+			if !auth && !config.Loopback(addr) {
+				return fmt.Errorf("serve: refusing to listen on %s without authentication: set database_url (tokens from `callscribe tokens create`) or %s, or listen on a loopback address", addr, config.EnvAPIToken)
 			}
 			mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -306,17 +304,4 @@ func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, 
 		return fmt.Errorf("serving on %s: %w", bound, err)
 	}
 	return nil
-}
-
-// loopbackAddr reports whether addr (host:port) names a loopback host.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -39,7 +41,7 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool), cli.EnvRedisURL: testredis.URL()}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool), csconfig.EnvRedisURL: testredis.URL()}
 	code, out, stderr := run(t, ctx, env, "--config", config, "tokens", "create", "--tenant", "northline")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 {

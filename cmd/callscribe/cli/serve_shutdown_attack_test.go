@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -39,7 +41,7 @@ func TestAttackServeLongPollAnsweredOnShutdown(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	env := map[string]string{cli.EnvRedisURL: testredis.URL(), cli.EnvAPIToken: serveTestToken}
+	env := map[string]string{csconfig.EnvRedisURL: testredis.URL(), csconfig.EnvAPIToken: serveTestToken}
 	go func() {
 		done <- cli.Run(ctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
 			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})

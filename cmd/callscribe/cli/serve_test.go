@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -27,10 +29,10 @@ func TestServe(t *testing.T) {
 	t.Parallel()
 	redisURL := testredis.URL()
 	provider := fmt.Sprintf("serve-test-%d-%d", os.Getpid(), capSeq.Add(1))
-	config := filepath.Join(t.TempDir(), "c.yaml")
+	cfgPath := filepath.Join(t.TempDir(), "c.yaml")
 	org := provider + "-org"
 	body := "capacity:\n  limits:\n    " + provider + "/stt: {limit: 1}\n  orgs:\n    " + org + ": {limit: 1}\n"
-	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rdb := testredis.Client(t)
@@ -43,9 +45,9 @@ func TestServe(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	env := map[string]string{cli.EnvRedisURL: redisURL, cli.EnvAPIToken: serveTestToken}
+	env := map[string]string{config.EnvRedisURL: redisURL, config.EnvAPIToken: serveTestToken}
 	go func() {
-		done <- cli.Run(ctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
+		done <- cli.Run(ctx, []string{"--config", cfgPath, "serve", "--addr", "127.0.0.1:0"},
 			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
 	}()
 
@@ -124,7 +126,7 @@ func TestServe(t *testing.T) {
 func TestServeNeedsRedis(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := run(t, context.Background(), nil, "serve", "--addr", "127.0.0.1:0")
-	if code == 0 || !strings.Contains(stderr, cli.EnvRedisURL) {
+	if code == 0 || !strings.Contains(stderr, config.EnvRedisURL) {
 		t.Fatalf("serve without Redis: %d %q", code, stderr)
 	}
 }
@@ -140,12 +142,12 @@ func mustJSONString(t *testing.T, v any) string {
 
 func TestServeRejectsBadOrgCaps(t *testing.T) {
 	t.Parallel()
-	config := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(config, []byte("capacity:\n  orgs:\n    acme: {limit: 4, campaigns: {spring: 9}}\n"), 0o600); err != nil {
+	cfgPath := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfgPath, []byte("capacity:\n  orgs:\n    acme: {limit: 4, campaigns: {spring: 9}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvRedisURL: "redis://127.0.0.1:1/0"}
-	code, _, stderr := run(t, context.Background(), env, "--config", config, "serve", "--addr", "127.0.0.1:0")
+	env := map[string]string{config.EnvRedisURL: "redis://127.0.0.1:1/0"}
+	code, _, stderr := run(t, context.Background(), env, "--config", cfgPath, "serve", "--addr", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(stderr, "capacity.orgs") || !strings.Contains(stderr, "spring") {
 		t.Fatalf("campaign cap above its org's: %d %q", code, stderr)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/internal/devservice"
 )
 
@@ -47,7 +48,7 @@ func (a *app) openServices(ctx context.Context) (*services, error) {
 			Logger:    a.logger,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("starting a throwaway PostgreSQL (set %s to use a running server): %w", EnvDatabaseURL, err)
+			return nil, fmt.Errorf("starting a throwaway PostgreSQL (set %s to use a running server): %w", config.EnvDatabaseURL, err)
 		}
 		s.postgres = pg
 		s.DatabaseURL, s.DatabaseHint = pg.URL(), pg.ConnectHint()

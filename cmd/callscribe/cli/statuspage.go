@@ -14,10 +14,10 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // Limits of what the status page reads per refresh.
@@ -45,7 +45,7 @@ type statusSources struct {
 }
 
 // statusPage returns the status page's handler for serve: admins only,
-// by the bearer token (token: EnvAPIToken's value, or an admin token of
+// by the bearer token (token: config.EnvAPIToken's value, or an admin token of
 // store) or by a session signed in with one. Sessions are kept in
 // PostgreSQL (src.pool), so every serve process knows them and signing out
 // ends one everywhere; a session's token is looked up on every request, so

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
@@ -49,7 +51,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool), cli.EnvRedisURL: testredis.URL()}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool), csconfig.EnvRedisURL: testredis.URL()}
 	tokenOf := func(args ...string) string {
 		code, out, stderr := run(t, ctx, env, append([]string{"--config", config, "tokens", "create"}, args...)...)
 		if code != 0 {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -35,7 +37,7 @@ func TestServeWithTenantTokens(t *testing.T) {
 	if err := os.WriteFile(config, []byte("capacity:\n  orgs:\n    "+orgA+": {limit: 1}\n    "+orgB+": {limit: 1}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvRedisURL: testredis.URL(), cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvRedisURL: testredis.URL(), csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	c := func(args ...string) (int, string, string) {
 		return run(t, ctx, env, append([]string{"--config", config}, args...)...)
 	}
@@ -56,7 +58,7 @@ func TestServeWithTenantTokens(t *testing.T) {
 	}
 
 	// No authentication configured: a public address is refused.
-	if code, _, stderr := run(t, ctx, map[string]string{cli.EnvRedisURL: testredis.URL()}, "--config", config,
+	if code, _, stderr := run(t, ctx, map[string]string{csconfig.EnvRedisURL: testredis.URL()}, "--config", config,
 		"serve", "--addr", "0.0.0.0:0"); code == 0 || !strings.Contains(stderr, "without authentication") {
 		t.Fatalf("serve on 0.0.0.0 without authentication: %d %q", code, stderr)
 	}

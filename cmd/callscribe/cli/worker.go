@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,9 +10,12 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
 func (a *app) workerCommand() *cobra.Command {
@@ -106,7 +108,7 @@ func startCPUProfile(path string) (func(), error) {
 // serveMetrics serves h at /metrics on addr, a loopback address (the
 // endpoint has no authentication), until the returned func is called.
 func (a *app) serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
-	if !loopbackAddr(addr) {
+	if !config.Loopback(addr) {
 		return nil, fmt.Errorf("--metrics-addr %s: a loopback address only (the endpoint has no authentication; put serve's authenticated /metrics or a proxy in front for more)", addr)
 	}
 	var lc net.ListenConfig

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -43,7 +45,7 @@ func TestWorkerSharesVendorSlotsThroughRedis(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool), cli.EnvRedisURL: redisURL}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool), csconfig.EnvRedisURL: redisURL}
 	for _, c := range []string{"call-1001", "call-1002", "call-1003", "call-1004"} {
 		if code, _, stderr := run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", c, "--audio", "northline/"+c+".wav"); code != 0 {
 			t.Fatalf("ingest: %s", stderr)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 )
@@ -17,7 +19,7 @@ import (
 func TestWorkerCPUProfile(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{config.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	dir := t.TempDir()
 	code, _, stderr := run(t, context.Background(), env, "worker", "--cpuprofile", filepath.Join(dir, "missing", "cpu.pprof"))
 	if code == 0 || !strings.Contains(stderr, "--cpuprofile") {

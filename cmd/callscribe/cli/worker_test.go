@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testwait"
@@ -39,7 +41,7 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{cli.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
 	ctx := context.Background()
 	for _, c := range []string{"call-1001", "call-1002", "call-1003", "call-1004"} {
 		if code, _, stderr := run(t, ctx, env, "--config", config, "ingest", "--tenant", "northline", "--call", c,

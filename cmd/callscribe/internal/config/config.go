@@ -1,4 +1,4 @@
-package cli
+package config
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -21,11 +22,12 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/vendorhttp"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger/retryafter"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 )
 
 // Defaults of the configuration keys. README.md's configuration table lists
@@ -40,6 +42,9 @@ const (
 	RetryMaxDelayDefault    = time.Hour
 	EnvDatabaseURL          = "CALLSCRIBE_DATABASE_URL"
 	EnvRedisURL             = "CALLSCRIBE_REDIS_URL"
+	// EnvAPIToken, when set, is the bearer token every request to
+	// `callscribe serve` must carry. Unset: no authentication.
+	EnvAPIToken = "CALLSCRIBE_API_TOKEN"
 	// EnvDefaultOrgLimit is the concurrent-call cap of an organisation not
 	// listed in capacity.orgs when capacity.org_limit is not set. Unlike
 	// the URLs, the configuration file wins over it: explicit
@@ -96,8 +101,8 @@ type ReplayConfig struct {
 	Chunk int `yaml:"chunk"`
 }
 
-// replayTargetScope is the default scope of replay target name.
-func replayTargetScope(name string) string { return "crm:replay:" + name }
+// ReplayTargetScope is the default scope of replay target name.
+func ReplayTargetScope(name string) string { return "crm:replay:" + name }
 
 // MetricsConfig is the metrics section.
 type MetricsConfig struct {
@@ -350,9 +355,9 @@ func (c Config) PipelineConfig() jobs.Config {
 	return p
 }
 
-// tenantCRMs are the tenants' CRMs by tenant id, each scope defaulted;
+// TenantCRMs are the tenants' CRMs by tenant id, each scope defaulted;
 // tenants without a CRM are left out.
-func (c Config) tenantCRMs() map[string]CRMConfig {
+func (c Config) TenantCRMs() map[string]CRMConfig {
 	out := map[string]CRMConfig{}
 	for id, t := range c.Pipeline.Tenants {
 		if t.CRM.Kind == "" {
@@ -422,7 +427,7 @@ func (c Config) validate() error {
 		errs = append(errs, err)
 	}
 	if g := c.Capacity.Gate; g.Size != 0 || len(g.Ceilings) > 0 {
-		if _, err := live.NewGate(c.Capacity.gateConfig()); err != nil {
+		if _, err := live.NewGate(c.Capacity.GateConfig()); err != nil {
 			errs = append(errs, fmt.Errorf("capacity.gate: %w", err))
 		}
 		if g.TicketTTL < 0 {
@@ -480,8 +485,8 @@ func (c Config) validate() error {
 		if t.DeliveryDeadline < 0 {
 			errs = append(errs, fmt.Errorf("crm_targets.%s.delivery_deadline: %s must be positive", name, t.DeliveryDeadline))
 		}
-		scope := cmp.Or(t.Scope, replayTargetScope(name))
-		for id, crm := range c.tenantCRMs() {
+		scope := cmp.Or(t.Scope, ReplayTargetScope(name))
+		for id, crm := range c.TenantCRMs() {
 			if crm.Scope == scope {
 				errs = append(errs, fmt.Errorf("crm_targets.%s.scope: %q is tenant %s's CRM scope: a replay target needs a scope of its own, so that replay never waits on or takes production's deferral and window", name, scope, id))
 			}
@@ -645,13 +650,13 @@ func (c CapacityConfig) startRate() error {
 	return errors.Join(errs...)
 }
 
-// rateLimiterConfig is capacity.start_rate for live.NewRateLimiter.
-func (c CapacityConfig) rateLimiterConfig() live.RateLimiterConfig {
+// RateLimiterConfig is capacity.start_rate for live.NewRateLimiter.
+func (c CapacityConfig) RateLimiterConfig() live.RateLimiterConfig {
 	return live.RateLimiterConfig{PerSecond: c.StartRate.Default, Campaigns: c.StartRate.Campaigns}
 }
 
-// gateConfig is capacity.gate for live.NewGate.
-func (c CapacityConfig) gateConfig() live.GateConfig {
+// GateConfig is capacity.gate for live.NewGate.
+func (c CapacityConfig) GateConfig() live.GateConfig {
 	return live.GateConfig{Size: c.Gate.Size, Ceilings: c.Gate.Ceilings, Timeout: c.Gate.Timeout}
 }
 
@@ -662,8 +667,34 @@ func checkWebhookURL(key, raw string) error {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return fmt.Errorf("%s: want an absolute http(s) URL", key)
 	}
-	if u.Scheme == "http" && !loopbackAddr(u.Host) && !loopbackAddr(u.Host+":80") {
+	if u.Scheme == "http" && !Loopback(u.Host) && !Loopback(u.Host+":80") {
 		return fmt.Errorf("%s: http:// only to a loopback host; use https://", key)
 	}
 	return nil
+}
+
+// checkAPIToken refuses an EnvAPIToken (an admin's credential) that is not
+// at least 32 random bytes by the look of it (auth.CheckSecret).
+func checkAPIToken(getenv func(string) string) error {
+	v := getenv(EnvAPIToken)
+	if v == "" {
+		return nil
+	}
+	if err := auth.CheckSecret(v); err != nil {
+		return fmt.Errorf("environment %s: %w; or unset it", EnvAPIToken, err)
+	}
+	return nil
+}
+
+// Loopback reports whether addr (host:port) names a loopback host.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
