@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/callscribe/callscribe/internal/headless"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/internal/headless"
 )
 
 func main() {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/internal/testdb"
 )
 
 func TestCreateAuthenticateRevoke(t *testing.T) {

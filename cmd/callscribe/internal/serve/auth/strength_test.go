@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/internal/testdb"
 )
 
 func TestCheckSecret(t *testing.T) {

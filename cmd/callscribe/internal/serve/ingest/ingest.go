@@ -44,12 +44,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/internal/idtext"
 	"github.com/callscribe/callscribe/internal/strictjson"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 // Limits of a request.

@@ -15,12 +15,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
 type env struct {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/outbox"
 )
 

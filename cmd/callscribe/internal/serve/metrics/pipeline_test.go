@@ -15,13 +15,13 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/riverqueue/river"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/outbox"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/clock"
-	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/internal/testdb"
 )
 
 var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
