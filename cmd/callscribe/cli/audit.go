@@ -8,12 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/ledger"
 )
 
 // auditCommand is `callscribe scopes audit`: the exact accounting of
 // submissions against cooldowns (ledger.SubmissionAccounting).
-func (a *app) auditCommand() *cobra.Command {
+func (a *commands) auditCommand() *cobra.Command {
 	var since time.Duration
 	var tenants []string
 	var asJSON bool
@@ -22,13 +23,13 @@ func (a *app) auditCommand() *cobra.Command {
 		Short: "Submissions against cooldowns, exactly: those that ignored a cooldown their admission knew of (must be 0) and those in flight when one was announced",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
 			from := time.Now().Add(-since)
-			acc, err := e.ledger.SubmissionAccounting(cmd.Context(), tenantsOrAll(tenants), from)
+			acc, err := e.Ledger.SubmissionAccounting(cmd.Context(), tenantsOrAll(tenants), from)
 			if err != nil {
 				return err
 			}

@@ -9,11 +9,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/ledger"
 )
 
 // batchesCommand: the batch lane's manifests.
-func (a *app) batchesCommand() *cobra.Command {
+func (a *commands) batchesCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "batches", Short: "The batch lane's manifests: their items and histories"}
 	var state, tenant string
 	var limit int
@@ -23,12 +24,12 @@ func (a *app) batchesCommand() *cobra.Command {
 		Short: "Manifests, newest first: key, state, items, audio, the vendor's batch id, what it resubmits",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			ms, err := e.ledger.Manifests(cmd.Context(), ledger.ManifestFilter{State: ledger.ManifestState(state), TenantID: tenant, Limit: limit})
+			ms, err := e.Ledger.Manifests(cmd.Context(), ledger.ManifestFilter{State: ledger.ManifestState(state), TenantID: tenant, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -66,7 +67,7 @@ func (a *app) batchesCommand() *cobra.Command {
 		Short: "A manifest: its items with their states (and their recordings' states), and its history",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
@@ -74,17 +75,17 @@ func (a *app) batchesCommand() *cobra.Command {
 			ctx := cmd.Context()
 			id, perr := uuid.Parse(args[0])
 			if perr != nil {
-				m, err := e.ledger.ManifestByKey(ctx, args[0])
+				m, err := e.Ledger.ManifestByKey(ctx, args[0])
 				if err != nil {
 					return err
 				}
 				id = m.ID
 			}
-			m, items, err := e.ledger.Manifest(ctx, id)
+			m, items, err := e.Ledger.Manifest(ctx, id)
 			if err != nil {
 				return err
 			}
-			evs, err := e.ledger.ManifestEvents(ctx, id)
+			evs, err := e.Ledger.ManifestEvents(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -95,7 +96,7 @@ func (a *app) batchesCommand() *cobra.Command {
 			shown := make([]shownItem, len(items))
 			for i, it := range items {
 				shown[i].ManifestItem = it
-				if r, err := e.ledger.Recording(ctx, it.RecordingID); err == nil {
+				if r, err := e.Ledger.Recording(ctx, it.RecordingID); err == nil {
 					shown[i].RecordingState = r.State
 				}
 			}

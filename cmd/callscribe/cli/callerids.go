@@ -2,37 +2,15 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
-// openCallerIDs connects the organisations' caller-ID pools to the
-// configured Redis; close closes the connection.
-func (a *app) openCallerIDs() (c *capacity.CallerIDs, closeFn func(), err error) {
-	if a.config.RedisURL == "" {
-		return nil, nil, errors.New(config.EnvRedisURL + " is not set (nor redis_url in --config): caller-ID pools live in a lasting, shared Redis")
-	}
-	opts, err := capacity.FailFastOptions(a.config.RedisURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("redis_url %s: %w", redactURL(a.config.RedisURL), err)
-	}
-	rdb := redis.NewClient(opts)
-	c, err = capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{Logger: a.logger})
-	if err != nil {
-		_ = rdb.Close()
-		return nil, nil, err
-	}
-	return c, func() { _ = rdb.Close() }, nil
-}
-
-func (a *app) callerIDsCommand() *cobra.Command {
+func (a *commands) callerIDsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "caller-ids",
 		Short: "Each organisation's pool of outbound caller IDs (the numbers its calls dial from)",
@@ -48,7 +26,7 @@ Numbers are E.164: '+' then %d–%d digits.`, int(capacity.StaleAfterDefault.Min
 		Short: "Add numbers to the organisation's pool, free (numbers already there are left as they are)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, closeFn, err := a.openCallerIDs()
+			c, closeFn, err := a.OpenCallerIDs()
 			if err != nil {
 				return err
 			}
@@ -69,7 +47,7 @@ Numbers are E.164: '+' then %d–%d digits.`, int(capacity.StaleAfterDefault.Min
 		Short: "Remove numbers from the organisation's pool; a number a call holds is refused (nothing removed) unless --force",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, closeFn, err := a.openCallerIDs()
+			c, closeFn, err := a.OpenCallerIDs()
 			if err != nil {
 				return err
 			}
@@ -91,7 +69,7 @@ Numbers are E.164: '+' then %d–%d digits.`, int(capacity.StaleAfterDefault.Min
 		Short: "The organisation's numbers: free, busy or stale, busy since, and the holding call",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, closeFn, err := a.openCallerIDs()
+			c, closeFn, err := a.OpenCallerIDs()
 			if err != nil {
 				return err
 			}

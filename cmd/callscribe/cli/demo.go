@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
@@ -41,7 +42,7 @@ type demoOpts struct {
 	baseline   bool
 }
 
-func (a *app) demoCommand() *cobra.Command {
+func (a *commands) demoCommand() *cobra.Command {
 	var o demoOpts
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -105,7 +106,7 @@ func readDemoManifest(dir string) ([]manifestLine, error) {
 	return out, sc.Err()
 }
 
-func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
+func (a *commands) runDemo(cmd *cobra.Command, o demoOpts) error {
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()
 	lines, err := readDemoManifest(o.recordings)
@@ -118,7 +119,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	}
 
 	fmt.Fprintln(out, "callscribe demo: starting services…")
-	svc, err := a.openServices(ctx)
+	svc, err := a.OpenServices(ctx)
 	if err != nil {
 		return err
 	}
@@ -126,14 +127,14 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := svc.Close(stopCtx); err != nil {
-			a.logger.Error("stopping demo services", "error", err)
+			a.Logger.Error("stopping demo services", "error", err)
 		}
 		for _, t := range svc.Throwaway {
 			fmt.Fprintln(out, "  stopped and removed:", t)
 		}
 		fmt.Fprintln(out, "callscribe demo: stopped.")
 	}()
-	steps, err := migrations.New(svc.Pool, a.logger).Up(ctx)
+	steps, err := migrations.New(svc.Pool, a.Logger).Up(ctx)
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		if err != nil {
 			return fmt.Errorf("demo recording %s: %w", l.Audio, err)
 		}
-		expected[sha256Hex(b)] = l.ExpectedText
+		expected[app.SHA256Hex(b)] = l.ExpectedText
 	}
 	simCfg.Rand = rand.New(rand.NewPCG(o.seed, o.seed))
 	// The same recordings meet the same trouble in the baseline's run, and
@@ -172,9 +173,9 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		simURL, inFlightLimit(o.sim.MaxInFlight), 100*o.sim.RateLimitShare, 100*o.sim.UnavailableShare, 100*o.sim.ServerErrorShare,
 		100*o.sim.AsyncShare, 100*o.sim.DropAfterAcceptShare, o.form, o.seed)
 
-	if !o.verbose && a.config.Log.Level != "debug" {
-		a.logger = config.NewLogger(a.env.Stderr, config.LogConfig{Level: "warn", Format: a.config.Log.Format})
-		a.installRedisLog()
+	if !o.verbose && a.Config.Log.Level != "debug" {
+		a.Logger = config.NewLogger(a.Env.Stderr, config.LogConfig{Level: "warn", Format: a.Config.Log.Format})
+		a.InstallRedisLog()
 	}
 	// The CRM: a crm-webhook/v1 double that throttles and fails too.
 	crmSim, err := crmsim.New(crmsim.Config{Tokens: []string{"demo-crm-token"}, RateLimitShare: o.sim.RateLimitShare / 2,
@@ -191,8 +192,8 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 		crmURL, 50*o.sim.RateLimitShare, 100*o.sim.ServerErrorShare, 100*o.sim.DropAfterAcceptShare)
 	crmCfg := config.CRMConfig{Config: connector.Config{Kind: connector.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}}
 
-	a.config.Audio.Root = recRoot
-	pc := a.config.Pipeline
+	a.Config.Audio.Root = recRoot
+	pc := a.Config.Pipeline
 	pc.Tenants = map[string]config.TenantConfig{
 		"northline": {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", Account: "demo-a", TimeZone: "America/Chicago"}, CRM: crmCfg},
 		"harbor":    {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", Account: "demo-a", TimeZone: "America/Los_Angeles"}, CRM: crmCfg},
@@ -200,28 +201,28 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	}
 	pc.PollInterval = cmpDur(pc.PollInterval, 200*time.Millisecond)
 	pc.ProbeWait = cmpDur(pc.ProbeWait, 200*time.Millisecond)
-	a.config.Pipeline = pc
-	if a.config.RetryAfter.BaseBackoff == 0 {
-		a.config.RetryAfter.BaseBackoff = 200 * time.Millisecond
-		a.config.RetryAfter.MaxBackoff = 5 * time.Second
-		a.config.RetryAfter.MaxDelay = time.Minute
+	a.Config.Pipeline = pc
+	if a.Config.RetryAfter.BaseBackoff == 0 {
+		a.Config.RetryAfter.BaseBackoff = 200 * time.Millisecond
+		a.Config.RetryAfter.MaxBackoff = 5 * time.Second
+		a.Config.RetryAfter.MaxDelay = time.Minute
 	}
-	windows, err := a.openWindows(svc.Redis)
+	windows, err := a.OpenWindows(svc.Redis)
 	if err != nil {
 		return err
 	}
 	// The workers act as the runtime role, as a deployment's do; the
 	// migration above needed the owner.
-	rt, err := connectWorkers(ctx, svc.DatabaseURL, a.logger, a.poolSize())
+	rt, err := app.ConnectWorkers(ctx, svc.DatabaseURL, a.Logger, a.PoolSize())
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	e, err := a.pipelineOn(ctx, rt, pipelineCaps{windows: windows})
+	e, err := a.PipelineOn(ctx, rt, app.Caps{Windows: windows})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = e.store.Close() }()
+	defer func() { _ = e.Store.Close() }()
 
 	total := 0
 	for c := range o.copies {
@@ -233,7 +234,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 			if c > 0 {
 				req.CallID = fmt.Sprintf("%s-r%d", req.CallID, c)
 			}
-			if _, err := e.pipeline.Ingest(ctx, e.client, req); err != nil {
+			if _, err := e.Jobs.Ingest(ctx, e.Client, req); err != nil {
 				return fmt.Errorf("ingesting %s: %w", l.Audio, err)
 			}
 			total++
@@ -242,10 +243,10 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	fmt.Fprintf(out, "  ingested:   %d recordings (%d calls × %d) for 3 tenants on both lanes\n", total, len(lines), o.copies)
 
 	start := time.Now()
-	if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+	if err := e.Client.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	bar := newProgress(a.env.Stderr, "settling", int64(total), progressCount)
+	bar := newProgress(a.Env.Stderr, "settling", int64(total), progressCount)
 	deadline := time.After(o.timeout)
 	ticker := time.NewTicker(200 * time.Millisecond)
 	defer ticker.Stop()
@@ -253,7 +254,7 @@ func (a *app) runDemo(cmd *cobra.Command, o demoOpts) error {
 	interrupted := false
 wait:
 	for {
-		counts, err = e.ledger.CountByState(ctx)
+		counts, err = e.Ledger.CountByState(ctx)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
@@ -263,7 +264,7 @@ wait:
 				settled += n
 			}
 		}
-		pending, err := e.outbox.Rows(ctx, outbox.StatePending, total+1)
+		pending, err := e.Outbox.Rows(ctx, outbox.StatePending, total+1)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
@@ -282,13 +283,13 @@ wait:
 	}
 	_ = bar.Finish()
 	elapsed := time.Since(start)
-	_ = e.pipeline.Stop(context.WithoutCancel(ctx), e.client)
+	_ = e.Jobs.Stop(context.WithoutCancel(ctx), e.Client)
 	stopSim()
 
 	var base *vendorFigures
 	if o.baseline && !interrupted {
 		fmt.Fprintf(out, "  baseline:   %d per-worker sleepers on a fresh simulator, same seed…\n",
-			e.pipeline.Config().ImmediateWorkers+e.pipeline.Config().BatchWorkers)
+			e.Jobs.Config().ImmediateWorkers+e.Jobs.Config().BatchWorkers)
 		b, err := a.runBaseline(ctx, e, simCfg, o.seed, total)
 		if err != nil {
 			return fmt.Errorf("the baseline run: %w", err)
@@ -330,11 +331,11 @@ wait:
 
 // demoReport prints the report of the main run and returns the invariants
 // that broke (the caller prints them, with the batch lane's).
-func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim *sttsim.Server, crmSim *crmsim.Server, total int,
+func (a *commands) demoReport(ctx context.Context, out io.Writer, e *app.Pipeline, sim *sttsim.Server, crmSim *crmsim.Server, total int,
 	start time.Time, elapsed time.Duration, base *vendorFigures) []string {
 	var broken []string
 	st := sim.Stats()
-	recs, err := e.ledger.Recordings(ctx, ledger.RecordingFilter{Limit: total + 10})
+	recs, err := e.Ledger.Recordings(ctx, ledger.RecordingFilter{Limit: total + 10})
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -346,7 +347,7 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	var lastTranscript time.Time
 	for _, r := range recs {
 		byState[r.State]++
-		evs, err := e.ledger.Events(ctx, r.ID)
+		evs, err := e.Ledger.Events(ctx, r.ID)
 		if err != nil {
 			return []string{err.Error()}
 		}
@@ -364,7 +365,7 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 		latencies = append(latencies, r.UpdatedAt.Sub(r.CreatedAt))
 		attempts += r.Attempt
 		maxAttempts = max(maxAttempts, r.Attempt)
-		if tr, err := e.ledger.Transcript(ctx, r.ID); err == nil && tr.Text != "" {
+		if tr, err := e.Ledger.Transcript(ctx, r.ID); err == nil && tr.Text != "" {
 			accurate++
 		}
 	}
@@ -402,11 +403,11 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	}
 
 	scopes := map[string]bool{}
-	for _, t := range e.pipeline.Config().Tenants {
+	for _, t := range e.Jobs.Config().Tenants {
 		scopes[t.Scope] = true
 	}
 	for s := range scopes {
-		x, err := e.ledger.ScopeDeferralExtensions(ctx, s)
+		x, err := e.Ledger.ScopeDeferralExtensions(ctx, s)
 		if err != nil {
 			return append(broken, err.Error())
 		}
@@ -418,7 +419,7 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 	}
 	// The exact rule (ledger.SubmissionAccounting): by scope sequence
 	// numbers, not clocks.
-	acc, err := e.ledger.SubmissionAccounting(ctx, nil, time.Time{})
+	acc, err := e.Ledger.SubmissionAccounting(ctx, nil, time.Time{})
 	if err != nil {
 		return append(broken, err.Error())
 	}
@@ -441,9 +442,9 @@ func (a *app) demoReport(ctx context.Context, out io.Writer, e *pipelineEnv, sim
 		broken = append(broken, fmt.Sprintf("%d recordings transcribed more than once", twice))
 	}
 	cst := crmSim.Stats()
-	delivered, _ := e.outbox.Rows(ctx, outbox.StateDelivered, total+10)
-	dead, _ := e.outbox.Rows(ctx, outbox.StateDead, total+10)
-	conflicts, _ := e.outbox.Counter(ctx, outbox.CounterDuplicateKeyConflicts)
+	delivered, _ := e.Outbox.Rows(ctx, outbox.StateDelivered, total+10)
+	dead, _ := e.Outbox.Rows(ctx, outbox.StateDead, total+10)
+	conflicts, _ := e.Outbox.Counter(ctx, outbox.CounterDuplicateKeyConflicts)
 	fmt.Fprintf(out, "  CRM deliveries:                 %d tries, %d × 429, %d × 5xx, %d dropped after apply, %d replays answered 200\n",
 		cst.Deliveries, cst.RateLimited, cst.ServerErrors, cst.Drops, cst.Replays)
 	fmt.Fprintf(out, "  action sets:                    %d delivered, %d dead, %d in the CRM, %d duplicate-key conflicts converged\n",

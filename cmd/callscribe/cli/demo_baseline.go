@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/jobs/sleepers"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
@@ -62,7 +63,7 @@ func inFlightLimit(n int) string {
 // sleepers (as many as the pipeline's workers, each honouring Retry-After
 // alone) against a fresh simulator with the same configuration and seed,
 // and returns what that cost.
-func (a *app) runBaseline(ctx context.Context, e *pipelineEnv, simCfg sttsim.Config, seed uint64, total int) (vendorFigures, error) {
+func (a *commands) runBaseline(ctx context.Context, e *app.Pipeline, simCfg sttsim.Config, seed uint64, total int) (vendorFigures, error) {
 	simCfg.Rand = rand.New(rand.NewPCG(seed, seed))
 	sim, err := sttsim.New(simCfg)
 	if err != nil {
@@ -74,20 +75,20 @@ func (a *app) runBaseline(ctx context.Context, e *pipelineEnv, simCfg sttsim.Con
 	if err != nil {
 		return vendorFigures{}, err
 	}
-	cfg := e.pipeline.Config()
+	cfg := e.Jobs.Config()
 	providers := map[string]stt.Provider{}
 	for id, t := range cfg.Tenants {
 		if providers[id], err = stt.New(t.Provider, stt.Config{BaseURL: url, APIKey: t.APIKey, Model: t.Model}); err != nil {
 			return vendorFigures{}, err
 		}
 	}
-	recs, err := e.ledger.Recordings(ctx, ledger.RecordingFilter{Limit: total + 10})
+	recs, err := e.Ledger.Recordings(ctx, ledger.RecordingFilter{Limit: total + 10})
 	if err != nil {
 		return vendorFigures{}, err
 	}
 	items := make([]sleepers.Item, 0, len(recs))
 	for _, r := range recs {
-		u, err := e.store.URL(ctx, r.AudioURI, time.Hour)
+		u, err := e.Store.URL(ctx, r.AudioURI, time.Hour)
 		if err != nil {
 			return vendorFigures{}, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
@@ -43,7 +44,7 @@ func (f batchLaneFigures) perTranscript() float64 {
 // calls (suffix), on a fresh vendor with the main run's trouble and seed
 // and a fresh CRM, with the batch lane's manifests on or off, until every
 // one is settled and delivered; it returns what that cost at the vendor.
-func (a *app) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capacity.Windows, lines []manifestLine, copies int,
+func (a *commands) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capacity.Windows, lines []manifestLine, copies int,
 	simCfg sttsim.Config, seed uint64, manifests bool, suffix string, timeout time.Duration,
 ) (batchLaneFigures, error) {
 	var f batchLaneFigures
@@ -66,8 +67,8 @@ func (a *app) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capac
 	if err != nil {
 		return f, err
 	}
-	saved := a.config.Pipeline
-	defer func() { a.config.Pipeline = saved }()
+	saved := a.Config.Pipeline
+	defer func() { a.Config.Pipeline = saved }()
 	pc := saved
 	pc.Tenants = map[string]config.TenantConfig{}
 	for id, t := range saved.Tenants {
@@ -77,12 +78,12 @@ func (a *app) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capac
 	}
 	pc.Batch = jobs.BatchConfig{Manifests: manifests, MaxWait: 500 * time.Millisecond, FormEvery: 200 * time.Millisecond,
 		PollInterval: time.Second}
-	a.config.Pipeline = pc
-	e, err := a.pipelineOn(ctx, rt, pipelineCaps{windows: windows})
+	a.Config.Pipeline = pc
+	e, err := a.PipelineOn(ctx, rt, app.Caps{Windows: windows})
 	if err != nil {
 		return f, err
 	}
-	defer func() { _ = e.store.Close() }()
+	defer func() { _ = e.Store.Close() }()
 	ids := map[string]bool{}
 	for c := range copies {
 		for _, l := range lines {
@@ -94,7 +95,7 @@ func (a *app) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capac
 				return f, err
 			}
 			req.CallID = fmt.Sprintf("%s-r%d-%s", req.CallID, c, suffix)
-			res, err := e.pipeline.Ingest(ctx, e.client, req)
+			res, err := e.Jobs.Ingest(ctx, e.Client, req)
 			if err != nil {
 				return f, fmt.Errorf("ingesting %s: %w", l.Audio, err)
 			}
@@ -103,13 +104,13 @@ func (a *app) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capac
 	}
 	f.recordings = len(ids)
 	phaseStart := time.Now().Add(-time.Second)
-	if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+	if err := e.Client.Start(context.WithoutCancel(ctx)); err != nil {
 		return f, err
 	}
-	defer func() { _ = e.pipeline.Stop(context.WithoutCancel(ctx), e.client) }()
+	defer func() { _ = e.Jobs.Stop(context.WithoutCancel(ctx), e.Client) }()
 	deadline := time.Now().Add(timeout)
 	for {
-		recs, err := e.ledger.Recordings(ctx, ledger.RecordingFilter{Limit: 100000})
+		recs, err := e.Ledger.Recordings(ctx, ledger.RecordingFilter{Limit: 100000})
 		if err != nil {
 			return f, err
 		}
@@ -122,7 +123,7 @@ func (a *app) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capac
 				}
 			}
 		}
-		pending, err := e.outbox.Rows(ctx, outbox.StatePending, 1)
+		pending, err := e.Outbox.Rows(ctx, outbox.StatePending, 1)
 		if err != nil {
 			return f, err
 		}
@@ -137,7 +138,7 @@ func (a *app) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capac
 	}
 	st := sim.Stats()
 	f.requests, f.batches = st.Submissions+st.Polls+st.Reconciles, st.Batches
-	ms, err := e.ledger.Manifests(ctx, ledger.ManifestFilter{Limit: 100000})
+	ms, err := e.Ledger.Manifests(ctx, ledger.ManifestFilter{Limit: 100000})
 	if err != nil {
 		return f, err
 	}

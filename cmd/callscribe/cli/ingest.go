@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -130,7 +131,7 @@ func (m manifestLine) request() (jobs.IngestRequest, error) {
 		ActionDeadline: m.ActionDeadline, Model: m.Model, Language: m.Language, StartedAt: m.StartedAt}, nil
 }
 
-func (a *app) ingestCommand() *cobra.Command {
+func (a *commands) ingestCommand() *cobra.Command {
 	var one manifestLine
 	var deadline, actionDeadline, manifest string
 	cmd := &cobra.Command{
@@ -157,7 +158,7 @@ func (a *app) ingestCommand() *cobra.Command {
 				}
 				one.ActionDeadline = d
 			}
-			e, err := a.openPipeline(ctx, pipelineCaps{})
+			e, err := a.OpenPipeline(ctx, app.Caps{})
 			if err != nil {
 				return err
 			}
@@ -167,7 +168,7 @@ func (a *app) ingestCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				res, err := e.pipeline.Ingest(ctx, e.client, req)
+				res, err := e.Jobs.Ingest(ctx, e.Client, req)
 				if err != nil {
 					return err
 				}
@@ -213,7 +214,7 @@ const manifestChunk = jobs.MaxIngestChunk
 // the chunk before is written (jobs.CommitIngest, one transaction), and
 // each bad line is reported with its number, in line order, as its chunk
 // is done, so memory does not grow with the manifest.
-func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) error {
+func (a *commands) ingestManifest(cmd *cobra.Command, e *app.Pipeline, path string) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	f, err := os.Open(path)
@@ -225,13 +226,13 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
-	bar := newProgress(a.env.Stderr, "ingesting", size, progressBytes)
+	bar := newProgress(a.Env.Stderr, "ingesting", size, progressBytes)
 	mr := newManifestReader(f)
 	var created, known, bad, lineNo int
 	report := func(line int, err error) {
 		bad++
 		_ = bar.Clear()
-		fmt.Fprintf(a.env.Stderr, "%s:%d: %v\n", path, line, err)
+		fmt.Fprintf(a.Env.Stderr, "%s:%d: %v\n", path, line, err)
 	}
 	// The committer writes the chunks in order and reports their bad
 	// lines (those refused when read, then those refused when written) in
@@ -274,7 +275,7 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 			}
 			c.reqs, c.nums = append(c.reqs, req), append(c.nums, lineNo)
 			if len(c.reqs) == manifestChunk {
-				c.chunk, c.read = e.pipeline.PrepareIngest(ctx, c.reqs), mr.read
+				c.chunk, c.read = e.Jobs.PrepareIngest(ctx, c.reqs), mr.read
 				if err := send(c); err != nil {
 					// Stopped, or the committer failed (its error is
 					// then the one told).
@@ -284,7 +285,7 @@ func (a *app) ingestManifest(cmd *cobra.Command, e *pipelineEnv, path string) er
 			}
 		}
 		if len(c.reqs) > 0 {
-			c.chunk = e.pipeline.PrepareIngest(ctx, c.reqs)
+			c.chunk = e.Jobs.PrepareIngest(ctx, c.reqs)
 		}
 		c.read = mr.read
 		if len(c.reqs) > 0 || len(c.refused) > 0 {
@@ -329,7 +330,7 @@ type lineError struct {
 // commitManifest writes the prepared chunks in order, reporting each
 // chunk's bad lines in line order, until prepared is closed or a chunk's
 // transaction fails (its error names the lines; those before were kept).
-func (a *app) commitManifest(ctx context.Context, e *pipelineEnv, path string, prepared <-chan manifestChunkRead, stop func(),
+func (a *commands) commitManifest(ctx context.Context, e *app.Pipeline, path string, prepared <-chan manifestChunkRead, stop func(),
 	report func(int, error), bar progress, created, known *int) error {
 	var failed error
 	for c := range prepared {
@@ -339,7 +340,7 @@ func (a *app) commitManifest(ctx context.Context, e *pipelineEnv, path string, p
 		var res []jobs.IngestItemResult
 		if c.chunk != nil {
 			var err error
-			if res, err = e.pipeline.CommitIngest(ctx, e.client, c.chunk); err != nil {
+			if res, err = e.Jobs.CommitIngest(ctx, e.Client, c.chunk); err != nil {
 				failed = fmt.Errorf("%s: lines %d to %d: %w (the lines before them were kept)", path, c.nums[0], c.nums[len(c.nums)-1], err)
 				stop() // the reader stops at its next chunk
 				continue

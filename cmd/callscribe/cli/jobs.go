@@ -15,13 +15,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/internal/scrub"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 )
 
-func (a *app) jobsCommand() *cobra.Command {
+func (a *commands) jobsCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "jobs", Short: "Look at recordings and their histories; re-drive reviewable ones"}
 
 	var tenant, call string
@@ -34,12 +35,12 @@ func (a *app) jobsCommand() *cobra.Command {
 			if tenant == "" || call == "" {
 				return errors.New("give --tenant and --call")
 			}
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			recs, err := e.ledger.RecordingsByCall(cmd.Context(), tenant, call)
+			recs, err := e.Ledger.RecordingsByCall(cmd.Context(), tenant, call)
 			if err != nil {
 				return err
 			}
@@ -55,11 +56,11 @@ func (a *app) jobsCommand() *cobra.Command {
 			}
 			var all []shown
 			for _, r := range recs {
-				evs, err := e.ledger.Events(cmd.Context(), r.ID)
+				evs, err := e.Ledger.Events(cmd.Context(), r.ID)
 				if err != nil {
 					return err
 				}
-				items, err := e.ledger.ManifestItemsOf(cmd.Context(), r.ID)
+				items, err := e.Ledger.ManifestItemsOf(cmd.Context(), r.ID)
 				if err != nil {
 					return err
 				}
@@ -109,12 +110,12 @@ func (a *app) jobsCommand() *cobra.Command {
 			if state != "" && !ledger.State(state).Valid() {
 				return fmt.Errorf("--state %q is not a state (one of %v)", state, ledger.States())
 			}
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			recs, err := e.ledger.Recordings(cmd.Context(), ledger.RecordingFilter{State: ledger.State(state), TenantID: ltenant, Limit: limit})
+			recs, err := e.Ledger.Recordings(cmd.Context(), ledger.RecordingFilter{State: ledger.State(state), TenantID: ltenant, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -151,23 +152,23 @@ func (a *app) jobsCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) scopesCommand() *cobra.Command {
+func (a *commands) scopesCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "scopes", Short: "Throttling scopes: deadlines, probes, pauses, concurrency windows"}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List every scope that was ever deferred, paused or windowed, with its window",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			ds, err := e.ledger.ScopeDeferrals(cmd.Context())
+			ds, err := e.Ledger.ScopeDeferrals(cmd.Context())
 			if err != nil {
 				return err
 			}
-			w, closeW, err := a.readWindows()
+			w, closeW, err := a.ReadWindows()
 			if err != nil {
 				return err
 			}
@@ -240,7 +241,7 @@ func (a *app) scopesCommand() *cobra.Command {
 		Short: "A scope's concurrency window (size, target, in flight, waiting) and its changes with their causes, newest first",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, closeW, err := a.readWindows()
+			w, closeW, err := a.ReadWindows()
 			if err != nil {
 				return err
 			}
@@ -284,12 +285,12 @@ func (a *app) scopesCommand() *cobra.Command {
 		Short: "Let a paused scope (for example, after a quota top-up) admit again, starting with one probe",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			if err := e.ledger.ScopeResume(cmd.Context(), args[0]); err != nil {
+			if err := e.Ledger.ScopeResume(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "scope %s resumed: the next request is a probe\n", args[0])
@@ -325,7 +326,7 @@ func orDash(s string) string {
 // redriveCommand is an operator command that moves one recording back into
 // the pipeline with move (Retry, Revalidate), recording --reason in its
 // history, and prints report of the moved recording.
-func (a *app) redriveCommand(use, short, defaultReason string,
+func (a *commands) redriveCommand(use, short, defaultReason string,
 	move func(*jobs.Pipeline, context.Context, *river.Client[pgx.Tx], uuid.UUID, string) (ledger.Recording, error),
 	report func(ledger.Recording) string,
 ) *cobra.Command {
@@ -339,13 +340,13 @@ func (a *app) redriveCommand(use, short, defaultReason string,
 			if err != nil {
 				return fmt.Errorf("recording id %q: %w", args[0], err)
 			}
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
 			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) {
-				return move(e.pipeline, cmd.Context(), e.client, id, reason)
+				return move(e.Jobs, cmd.Context(), e.Client, id, reason)
 			})
 			if err != nil {
 				return err

@@ -12,13 +12,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 )
 
 // retentionCommand is `callscribe retention run`: the purge the worker
 // runs periodically, or what it would remove.
-func (a *app) retentionCommand() *cobra.Command {
+func (a *commands) retentionCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retention",
 		Short: "Remove the whole history of terminal recordings past their tenant's retention",
@@ -27,7 +28,7 @@ func (a *app) retentionCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) retentionRunCommand(use, short string) *cobra.Command {
+func (a *commands) retentionRunCommand(use, short string) *cobra.Command {
 	var dryRun, asJSON bool
 	run := &cobra.Command{
 		Use:   use,
@@ -42,20 +43,20 @@ still uses it). Each batch is recorded (retention_purges, retention_audio).
 --dry-run prints what would be removed, per tenant, and changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
 			out := cmd.OutOrStdout()
 			if dryRun {
-				pre, err := e.pipeline.PreviewRetention(cmd.Context())
+				pre, err := e.Jobs.PreviewRetention(cmd.Context())
 				if err != nil {
 					return err
 				}
-				return printRetentionPreview(out, e.pipeline.RetentionPolicy(), pre, asJSON)
+				return printRetentionPreview(out, e.Jobs.RetentionPolicy(), pre, asJSON)
 			}
-			rep, err := e.pipeline.RunRetention(cmd.Context(), "callscribe retention run")
+			rep, err := e.Jobs.RunRetention(cmd.Context(), "callscribe retention run")
 			if err != nil {
 				return err
 			}
@@ -68,7 +69,7 @@ still uses it). Each batch is recorded (retention_purges, retention_audio).
 }
 
 // ledgerCommand keeps `callscribe ledger purge`, now `retention run`.
-func (a *app) ledgerCommand() *cobra.Command {
+func (a *commands) ledgerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger",
 		Short: "Maintain the durable record",

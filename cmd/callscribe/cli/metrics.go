@@ -56,8 +56,8 @@ type metricsSources struct {
 // with m.Handler() served on an address of its own when that process
 // serves no HTTP: Prometheus scrapes every process and sums the
 // counters; the global gauges come from serve alone.
-func (a *app) newMetrics(src metricsSources) *metrics.Metrics {
-	cfg := metrics.Config{MaxTenantLabels: a.config.Metrics.MaxTenantLabels, FailOpen: map[string]func() int64{}}
+func (a *commands) newMetrics(src metricsSources) *metrics.Metrics {
+	cfg := metrics.Config{MaxTenantLabels: a.Config.Metrics.MaxTenantLabels, FailOpen: map[string]func() int64{}}
 	if src.pool != nil {
 		cfg.Pool = src.pool
 		cfg.Cooldowns = cooldownAccounting(src.pool)
@@ -80,11 +80,11 @@ func (a *app) newMetrics(src metricsSources) *metrics.Metrics {
 	if src.tokens != nil {
 		cfg.AuthFailures = src.tokens.Failures
 	}
-	if w := a.alerts().webhook.Load(); w != nil {
+	if w := a.Alerts().Webhook(); w != nil {
 		cfg.LimitAlertWebhook = map[string]func() int64{"delivered": w.Delivered, "failed": w.Failed, "dropped": w.Dropped}
 	}
 	m := metrics.New(cfg)
-	a.alerts().metrics.Store(m)
+	a.Alerts().AttachMetrics(m)
 	return m
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
@@ -14,7 +15,7 @@ import (
 // process without a pool serves no global gauge.
 func TestNewMetrics(t *testing.T) {
 	t.Parallel()
-	a := &app{config: config.Config{Metrics: config.MetricsConfig{MaxTenantLabels: 1}}}
+	a := &commands{App: &app.App{Config: config.Config{Metrics: config.MetricsConfig{MaxTenantLabels: 1}}}}
 	m := a.newMetrics(metricsSources{})
 	m.Committed("t1", "batch", 1, time.Second)
 	m.Committed("t2", "batch", 1, time.Second)

@@ -5,25 +5,26 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/migrations"
 )
 
-func (a *app) migrateCommand() *cobra.Command {
+func (a *commands) migrateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply, roll back or list database migrations (River's and callscribe's)",
 	}
 	run := func(fn func(cmd *cobra.Command, m *migrations.Migrator) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
-			if a.config.DatabaseURL == "" {
-				return errNoDatabase
+			if a.Config.DatabaseURL == "" {
+				return app.ErrNoDatabase
 			}
-			pool, err := connectOwner(cmd.Context(), a.config.DatabaseURL)
+			pool, err := app.ConnectOwner(cmd.Context(), a.Config.DatabaseURL)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			return fn(cmd, migrations.New(pool, a.logger))
+			return fn(cmd, migrations.New(pool, a.Logger))
 		}
 	}
 	printSteps := func(cmd *cobra.Command, steps []migrations.Step, none string) {

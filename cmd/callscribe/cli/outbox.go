@@ -10,10 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/outbox"
 )
 
-func (a *app) outboxCommand() *cobra.Command {
+func (a *commands) outboxCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "outbox", Short: "CRM deliveries: list them, retry dead ones"}
 	var state string
 	var asJSON bool
@@ -27,12 +28,12 @@ func (a *app) outboxCommand() *cobra.Command {
 			default:
 				return fmt.Errorf("--state %q: want pending, delivered or dead", state)
 			}
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			l, err := e.outbox.List(cmd.Context(), state, 1000)
+			l, err := e.Outbox.List(cmd.Context(), state, 1000)
 			if err != nil {
 				return err
 			}
@@ -77,12 +78,12 @@ func (a *app) outboxCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("outbox id %q: %w", args[0], err)
 			}
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			if err := e.outbox.Retry(cmd.Context(), e.client, id); err != nil {
+			if err := e.Outbox.Retry(cmd.Context(), e.Client, id); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "outbox row %d is pending again\n", id)

@@ -15,33 +15,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
-	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 )
 
 // replayPoll is how often `replay --wait` reads its run.
 const replayPoll = 500 * time.Millisecond
-
-// replayTargets are the configured crm_targets as the outbox takes them.
-func (a *app) replayTargets() (map[string]outbox.ReplayTarget, error) {
-	out := make(map[string]outbox.ReplayTarget, len(a.config.CRMTargets))
-	for _, name := range slices.Sorted(maps.Keys(a.config.CRMTargets)) {
-		tc := a.config.CRMTargets[name]
-		tgt, err := connector.New(tc.Config)
-		if err != nil {
-			return nil, fmt.Errorf("crm_targets.%s: %w", name, err)
-		}
-		out[name] = outbox.ReplayTarget{Target: tgt, Scope: cmp.Or(tc.Scope, config.ReplayTargetScope(name)),
-			DeliveryDeadline: tc.DeliveryDeadline, Production: tc.Production}
-	}
-	return out, nil
-}
 
 // replayOptions are the flags of `replay` and its subcommands.
 type replayOptions struct {
@@ -92,7 +75,7 @@ func (o replayOptions) Validate(targets map[string]config.CRMConfig) (from, to t
 	return from, to, nil
 }
 
-func (a *app) replayCommand() *cobra.Command {
+func (a *commands) replayCommand() *cobra.Command {
 	var o replayOptions
 	cmd := &cobra.Command{
 		Use:   "replay --from DATE --to DATE --target NAME [--tenant T] [--state committed] [--max-rate N] [--wait] [--json]",
@@ -120,24 +103,24 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.
   callscribe replay cancel RUN     cancel a run's pending deliveries`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.waitByDefault(cmd, a.env.Stderr)
-			from, to, err := o.Validate(a.config.CRMTargets)
+			o.waitByDefault(cmd, a.Env.Stderr)
+			from, to, err := o.Validate(a.Config.CRMTargets)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			e, stop, err := a.openReplay(ctx, o.wait)
+			e, stop, err := a.OpenReplay(ctx, o.wait)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			id, err := e.outbox.ReplayStart(ctx, outbox.ReplayStartOptions{From: from, To: to, TenantID: o.tenant,
+			id, err := e.Outbox.ReplayStart(ctx, outbox.ReplayStartOptions{From: from, To: to, TenantID: o.tenant,
 				State: ledger.State(o.state), Target: o.target, AllowProduction: o.allowProduction, StartedBy: startedBy(),
 				MaxRate: o.maxRate})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.env.Stderr, "replay run %d to %s: %s .. %s (status: callscribe replay status %d; resume: callscribe replay resume %d)\n",
+			fmt.Fprintf(a.Env.Stderr, "replay run %d to %s: %s .. %s (status: callscribe replay status %d; resume: callscribe replay resume %d)\n",
 				id, o.target, from.Format(time.RFC3339), to.Format(time.RFC3339), id, id)
 			return a.followReplay(ctx, cmd.OutOrStdout(), e, id, o)
 		},
@@ -155,7 +138,7 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.
 	return cmd
 }
 
-func (a *app) replayStatusCommand() *cobra.Command {
+func (a *commands) replayStatusCommand() *cobra.Command {
 	var asJSON bool
 	var limit int
 	cmd := &cobra.Command{
@@ -170,14 +153,14 @@ func (a *app) replayStatusCommand() *cobra.Command {
 					return err
 				}
 			}
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
 			out := cmd.OutOrStdout()
 			if len(args) == 0 {
-				runs, err := e.outbox.ReplayRuns(cmd.Context(), false, limit)
+				runs, err := e.Outbox.ReplayRuns(cmd.Context(), false, limit)
 				if err != nil {
 					return err
 				}
@@ -194,7 +177,7 @@ func (a *app) replayStatusCommand() *cobra.Command {
 				}
 				return nil
 			}
-			run, err := e.outbox.ReplayRunByID(cmd.Context(), id)
+			run, err := e.Outbox.ReplayRunByID(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -210,28 +193,28 @@ func (a *app) replayStatusCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) replayResumeCommand() *cobra.Command {
+func (a *commands) replayResumeCommand() *cobra.Command {
 	var o replayOptions
 	cmd := &cobra.Command{
 		Use:   "resume RUN [--wait] [--json]",
 		Short: "Finish enqueueing a stopped replay run (a crash, Ctrl-C) and, with --wait, follow it to its end",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.waitByDefault(cmd, a.env.Stderr)
+			o.waitByDefault(cmd, a.Env.Stderr)
 			id, err := runID(args[0])
 			if err != nil {
 				return err
 			}
-			e, stop, err := a.openReplay(cmd.Context(), o.wait)
+			e, stop, err := a.OpenReplay(cmd.Context(), o.wait)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			run, err := e.outbox.ReplayRunByID(cmd.Context(), id)
+			run, err := e.Outbox.ReplayRunByID(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
-			if _, ok := a.config.CRMTargets[run.Target]; !ok {
+			if _, ok := a.Config.CRMTargets[run.Target]; !ok {
 				return fmt.Errorf("replay run %d delivers to %q, which is not in this configuration's crm_targets", id, run.Target)
 			}
 			return a.followReplay(cmd.Context(), cmd.OutOrStdout(), e, id, o)
@@ -241,7 +224,7 @@ func (a *app) replayResumeCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) replayCancelCommand() *cobra.Command {
+func (a *commands) replayCancelCommand() *cobra.Command {
 	var asJSON bool
 	var reason string
 	cmd := &cobra.Command{
@@ -253,12 +236,12 @@ func (a *app) replayCancelCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			n, err := e.outbox.ReplayCancel(cmd.Context(), id, cmp.Or(reason, "cancelled by "+startedBy()))
+			n, err := e.Outbox.ReplayCancel(cmd.Context(), id, cmp.Or(reason, "cancelled by "+startedBy()))
 			if err != nil {
 				return err
 			}
@@ -274,70 +257,29 @@ func (a *app) replayCancelCommand() *cobra.Command {
 	return cmd
 }
 
-// openReplay opens the pipeline for a replay command; with work, its River
-// client works the replay queue only, with the scopes' windows when a
-// Redis URL is configured. stop closes what it opened.
-func (a *app) openReplay(ctx context.Context, work bool) (*pipelineEnv, func(), error) {
-	if !work {
-		e, err := a.openPipeline(ctx, pipelineCaps{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return e, e.Close, nil
-	}
-	caps := pipelineCaps{queues: []string{outbox.ReplayQueue}}
-	var rdb *redis.Client
-	if a.config.RedisURL != "" {
-		opts, err := capacity.FailFastOptions(a.config.RedisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("redis_url %s: %w", redactURL(a.config.RedisURL), err)
-		}
-		rdb = redis.NewClient(opts)
-		if caps.windows, err = a.openWindows(rdb); err != nil {
-			_ = rdb.Close()
-			return nil, nil, err
-		}
-	} else {
-		a.logger.Warn("no Redis URL: the replay target's scope has no shared concurrency window (admission is the scope's deadline and probe only)")
-	}
-	e, err := a.openPipeline(ctx, caps)
-	if err != nil {
-		if rdb != nil {
-			_ = rdb.Close()
-		}
-		return nil, nil, err
-	}
-	return e, func() {
-		e.Close()
-		if rdb != nil {
-			_ = rdb.Close()
-		}
-	}, nil
-}
-
 // followReplay enumerates run id (a chunk per transaction; resumes after
 // the last one) and, with o.wait, works the replay queue in this process
 // until the run ends, showing its progress, then prints its report. An
 // interrupted follow leaves the run to `replay resume` and the workers.
-func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, id int64, o replayOptions) error {
+func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipeline, id int64, o replayOptions) error {
 	if o.wait {
-		if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+		if err := e.Client.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("starting the replay workers: %w", err)
 		}
 		defer func() {
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.pipeline.Config().ShutdownGrace)
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.Jobs.Config().ShutdownGrace)
 			defer cancel()
-			_ = e.client.Stop(stopCtx)
+			_ = e.Client.Stop(stopCtx)
 		}()
 	}
 	var bar progress
 	enqueued := func(n int64) {
 		if bar == nil {
-			bar = newProgress(a.env.Stderr, "enqueueing", -1, progressCount)
+			bar = newProgress(a.Env.Stderr, "enqueueing", -1, progressCount)
 		}
 		_ = bar.Set64(n)
 	}
-	err := e.outbox.ReplayEnumerate(ctx, e.client, id, enqueued)
+	err := e.Outbox.ReplayEnumerate(ctx, e.Client, id, enqueued)
 	if bar != nil {
 		_ = bar.Finish()
 		bar = nil
@@ -349,7 +291,7 @@ func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, i
 		return err
 	}
 	if !o.wait {
-		run, err := e.outbox.ReplayRunByID(ctx, id)
+		run, err := e.Outbox.ReplayRunByID(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -365,7 +307,7 @@ func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, i
 	tick := time.NewTicker(replayPoll)
 	defer tick.Stop()
 	for {
-		run, err := e.outbox.ReplayProgress(ctx, id)
+		run, err := e.Outbox.ReplayProgress(ctx, id)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
@@ -375,7 +317,7 @@ func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, i
 			case run.State == outbox.RunEnumerating:
 			case rep.RecordingsReplayed < run.Enumerated:
 				if stage == "" {
-					stage, bar = "re-driving", newProgress(a.env.Stderr, "re-driving", run.Enumerated, progressCount)
+					stage, bar = "re-driving", newProgress(a.Env.Stderr, "re-driving", run.Enumerated, progressCount)
 				}
 				_ = bar.Set64(rep.RecordingsReplayed)
 			case rep.Deliveries > 0:
@@ -384,7 +326,7 @@ func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, i
 						_ = bar.Set64(run.Enumerated)
 						_ = bar.Finish()
 					}
-					stage, bar = "delivering", newProgress(a.env.Stderr, "delivering", rep.Deliveries, progressCount)
+					stage, bar = "delivering", newProgress(a.Env.Stderr, "delivering", rep.Deliveries, progressCount)
 				}
 				_ = bar.Set64(rep.Deliveries - rep.Pending)
 			}
@@ -392,7 +334,7 @@ func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, i
 				if bar != nil {
 					_ = bar.Finish()
 				}
-				if run, err = e.outbox.ReplayRunByID(ctx, id); err != nil {
+				if run, err = e.Outbox.ReplayRunByID(ctx, id); err != nil {
 					return err
 				}
 				return a.replayReport(out, run, o.json)
@@ -411,7 +353,7 @@ func (a *app) followReplay(ctx context.Context, out io.Writer, e *pipelineEnv, i
 
 // replayReport prints a finished run's report and fails when it shows
 // business state changed or deliveries that died.
-func (a *app) replayReport(out io.Writer, run outbox.ReplayRun, asJSON bool) error {
+func (a *commands) replayReport(out io.Writer, run outbox.ReplayRun, asJSON bool) error {
 	if asJSON {
 		if err := writeReplayJSON(out, run); err != nil {
 			return err

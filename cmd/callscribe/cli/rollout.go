@@ -9,10 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/ledger"
 )
 
-func (a *app) rolloutCommand() *cobra.Command {
+func (a *commands) rolloutCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
 		Short: "Roll deferral out by tenant cohort: observe (record what would be held back) or enforce, switched at run time",
@@ -23,12 +24,12 @@ func (a *app) rolloutCommand() *cobra.Command {
 		Short: "Set a cohort's deferral mode; running workers follow within " + "2s" + ", no restart",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			c, err := e.ledger.SetRolloutMode(cmd.Context(), args[0], ledger.RolloutMode(args[1]), reason)
+			c, err := e.Ledger.SetRolloutMode(cmd.Context(), args[0], ledger.RolloutMode(args[1]), reason)
 			if err != nil {
 				return err
 			}
@@ -45,12 +46,12 @@ func (a *app) rolloutCommand() *cobra.Command {
 			Short: short,
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				e, err := a.openPipeline(cmd.Context(), pipelineCaps{})
+				e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 				if err != nil {
 					return err
 				}
 				defer e.Close()
-				rep, err := e.pipeline.RolloutReport(cmd.Context(), time.Now().Add(-since))
+				rep, err := e.Jobs.RolloutReport(cmd.Context(), time.Now().Add(-since))
 				if err != nil {
 					return err
 				}

@@ -10,53 +10,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
-
-// Env is what a command may touch of its process.
-type Env struct {
-	Stdout io.Writer
-	Stderr io.Writer
-	Getenv func(string) string
-}
-
-// app is the state shared by the commands of one invocation.
-type app struct {
-	env        Env
-	configPath string
-	config     config.Config
-	logger     *slog.Logger
-	// limitAlerts: see alerts.go; nil until leases are opened.
-	limitAlerts *limitAlerts
-}
 
 // Run executes the command line args and returns the process exit code.
 // ctx is cancelled on Ctrl-C or SIGTERM.
 func Run(ctx context.Context, args []string, env Env) int {
-	a := &app{env: env}
+	a := &commands{App: &app.App{Env: env}}
 	root := &cobra.Command{
 		Use:           "callscribe",
 		Short:         "Durable transcription pipeline: recordings in, validated transcripts and CRM follow-ups out, exactly once in effect",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := config.LoadConfig(a.configPath, env.Getenv)
+			c, err := config.LoadConfig(a.ConfigPath, env.Getenv)
 			if err != nil {
 				return err
 			}
-			a.config = c
-			a.logger = config.NewLogger(env.Stderr, c.Log)
-			c.LogWarnings(a.logger)
-			a.installRedisLog()
+			a.Config = c
+			a.Logger = config.NewLogger(env.Stderr, c.Log)
+			c.LogWarnings(a.Logger)
+			a.InstallRedisLog()
 			return nil
 		},
 	}
-	root.PersistentFlags().StringVar(&a.configPath, "config", "", "YAML configuration file (see README: Configuration)")
+	root.PersistentFlags().StringVar(&a.ConfigPath, "config", "", "YAML configuration file (see README: Configuration)")
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
@@ -83,6 +65,8 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// errNoDatabase is returned by commands that need a lasting database.
-var errNoDatabase = errors.New(config.EnvDatabaseURL + " is not set (nor database_url in --config): " +
-	"this command needs a real, lasting PostgreSQL; the throwaway one exists only while `callscribe demo` runs")
+// Env is what a command may touch of its process.
+type Env = app.Env
+
+// commands are the commands of one invocation, over its App.
+type commands struct{ *app.App }

@@ -18,6 +18,7 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
@@ -32,7 +33,7 @@ const (
 	serveShutdownGrace = 10 * time.Second
 )
 
-func (a *app) serveCommand() *cobra.Command {
+func (a *commands) serveCommand() *cobra.Command {
 	var addr string
 	var noWorkers bool
 	cmd := &cobra.Command{
@@ -85,12 +86,12 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			leases, rdb, err := a.openLeases()
+			leases, rdb, err := a.OpenLeases()
 			if err != nil {
 				return err
 			}
 			defer func() { _ = rdb.Close() }()
-			stopAlerts, err := a.startAlertWebhook()
+			stopAlerts, err := a.StartAlertWebhook()
 			if err != nil {
 				return err
 			}
@@ -98,26 +99,26 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			// Closed when the HTTP server begins to shut down: waiting
 			// requests (dial long-polls, slot waits) answer at once.
 			shuttingDown := make(chan struct{})
-			orgs := make(map[string]capacity.OrgSlots, len(a.config.Capacity.Orgs))
-			for name, o := range a.config.Capacity.Orgs {
+			orgs := make(map[string]capacity.OrgSlots, len(a.Config.Capacity.Orgs))
+			for name, o := range a.Config.Capacity.Orgs {
 				orgs[name] = capacity.OrgSlots{Limit: o.Limit, Campaigns: o.Campaigns}
 			}
-			slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{OrgLimit: a.config.Capacity.OrgLimit, Orgs: orgs, Logger: a.logger})
+			slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{OrgLimit: a.Config.Capacity.OrgLimit, Orgs: orgs, Logger: a.Logger})
 			if err != nil {
 				return fmt.Errorf("capacity.orgs: %w", err)
 			}
-			token := a.env.Getenv(config.EnvAPIToken)
+			token := a.Env.Getenv(config.EnvAPIToken)
 			agents := map[string]live.CallProviders{}
-			for name, ag := range a.config.Capacity.Agents {
+			for name, ag := range a.Config.Capacity.Agents {
 				agents[name] = live.CallProviders{STT: ag.STT, TTS: ag.TTS}
 			}
 			// Call timelines and the dial queue live in Redis, shared by
 			// every serve process; each runs a re-checker of the queue.
-			timeline, err := live.NewTimeline(rdb, live.TimelineConfig{Logger: a.logger})
+			timeline, err := live.NewTimeline(rdb, live.TimelineConfig{Logger: a.Logger})
 			if err != nil {
 				return fmt.Errorf("call timelines: %w", err)
 			}
-			dialer, err := live.NewDialer(leases, rdb, live.DialerConfig{Timeline: timeline, DetachLeases: true, Logger: a.logger})
+			dialer, err := live.NewDialer(leases, rdb, live.DialerConfig{Timeline: timeline, DetachLeases: true, Logger: a.Logger})
 			if err != nil {
 				return fmt.Errorf("dial queue: %w", err)
 			}
@@ -125,36 +126,36 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			dialerDone := make(chan struct{})
 			go func() { defer close(dialerDone); dialer.Run(dialCtx, nil) }()
 			defer func() { stopDialer(); <-dialerDone }()
-			starts, err := live.NewRateLimiter(rdb, a.config.Capacity.RateLimiterConfig())
+			starts, err := live.NewRateLimiter(rdb, a.Config.Capacity.RateLimiterConfig())
 			if err != nil {
 				return fmt.Errorf("capacity.start_rate: %w", err)
 			}
-			callerIDs, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{Logger: a.logger})
+			callerIDs, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{Logger: a.Logger})
 			if err != nil {
 				return err
 			}
-			opts := httpapi.Options{Logger: a.logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline,
-				Starts: starts, GateTicketTTL: a.config.Capacity.Gate.TicketTTL, CallerIDs: callerIDs,
-				OrgLeaseShare: a.config.Capacity.OrgLeaseShare, MaxDialWaiters: a.config.Capacity.MaxDialWaiters,
+			opts := httpapi.Options{Logger: a.Logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline,
+				Starts: starts, GateTicketTTL: a.Config.Capacity.Gate.TicketTTL, CallerIDs: callerIDs,
+				OrgLeaseShare: a.Config.Capacity.OrgLeaseShare, MaxDialWaiters: a.Config.Capacity.MaxDialWaiters,
 				Shutdown: shuttingDown}
-			if a.config.Capacity.Gate.Size > 0 {
+			if a.Config.Capacity.Gate.Size > 0 {
 				// This process's gate: its tickets live here, not in Redis.
-				if opts.Gate, err = live.NewGate(a.config.Capacity.GateConfig()); err != nil {
+				if opts.Gate, err = live.NewGate(a.Config.Capacity.GateConfig()); err != nil {
 					return fmt.Errorf("capacity.gate: %w", err)
 				}
 			}
 			mux := http.NewServeMux()
 			var (
-				e       *pipelineEnv
+				e       *app.Pipeline
 				workers bool
 			)
-			if a.config.DatabaseURL != "" {
-				caps, stop, err := a.capsFrom(ctx, leases, rdb)
+			if a.Config.DatabaseURL != "" {
+				caps, stop, err := a.CapsFrom(ctx, leases, rdb)
 				if err != nil {
 					return err
 				}
 				defer stop()
-				pool, err := connectWorkers(ctx, a.config.DatabaseURL, a.logger, a.poolSize())
+				pool, err := app.ConnectWorkers(ctx, a.Config.DatabaseURL, a.Logger, a.PoolSize())
 				if err != nil {
 					return err
 				}
@@ -165,29 +166,29 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				// This process's metrics: its workers' counters, and the
 				// global gauges read from the database and Redis.
 				replays := new(lateOutbox)
-				m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, windows: caps.windows, tokens: store, replays: replays})
-				caps.metrics = m
-				if e, err = a.pipelineOn(ctx, pool, caps); err != nil {
+				m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, windows: caps.Windows, tokens: store, replays: replays})
+				caps.Metrics = m
+				if e, err = a.PipelineOn(ctx, pool, caps); err != nil {
 					pool.Close()
 					return err
 				}
 				defer e.Close()
-				replays.set(e.outbox)
+				replays.set(e.Outbox)
 				mux.Handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, opts.Authenticate)))
-				ingest := ingest.NewHandler(ingest.Config{Pipeline: e.pipeline, Ledger: e.ledger, Client: e.client,
-					Auth: store, Logger: a.logger})
+				ingest := ingest.NewHandler(ingest.Config{Pipeline: e.Jobs, Ledger: e.Ledger, Client: e.Client,
+					Auth: store, Logger: a.Logger})
 				for _, p := range []string{"/v1/recordings", "/v1/recordings/", "/v1/recordings:batch"} {
 					mux.Handle(p, ingest)
 				}
-				ui, stopUI, err := newRiverUI(ctx, e.client, a.logger)
+				ui, stopUI, err := newRiverUI(ctx, e.Client, a.Logger)
 				if err != nil {
 					return err
 				}
 				defer stopUI()
 				mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, adminCheck(token, opts.Authenticate)))
 				// The status page at the root (the capacity API keeps the rest of "/").
-				page, err := a.statusPage(statusSources{pool: pool, ledger: e.ledger, outbox: e.outbox, leases: leases,
-					windows: caps.windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, opts.Authenticate)
+				page, err := a.statusPage(statusSources{pool: pool, ledger: e.Ledger, outbox: e.Outbox, leases: leases,
+					windows: caps.Windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, opts.Authenticate)
 				if err != nil {
 					return err
 				}
@@ -195,7 +196,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 				mux.Handle(status.PathPrefix, page)
 				if !noWorkers {
 					// River's own context must outlive the signal: stopping is ours.
-					if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+					if err := e.Client.Start(context.WithoutCancel(ctx)); err != nil {
 						return fmt.Errorf("starting workers: %w", err)
 					}
 					workers = true
@@ -213,9 +214,9 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 			mux.Handle("/", httpapi.NewHandler(leases, slots, opts))
 			err = a.serveHTTP(ctx, addr, mux, auth, shuttingDown)
 			if workers {
-				cfg := e.pipeline.Config()
-				a.logger.Info("stopping the workers: no new work is fetched; running steps get the shutdown grace", slog.Duration("grace", cfg.ShutdownGrace))
-				if serr := e.pipeline.Stop(context.WithoutCancel(ctx), e.client); serr != nil && err == nil {
+				cfg := e.Jobs.Config()
+				a.Logger.Info("stopping the workers: no new work is fetched; running steps get the shutdown grace", slog.Duration("grace", cfg.ShutdownGrace))
+				if serr := e.Jobs.Stop(context.WithoutCancel(ctx), e.Client); serr != nil && err == nil {
 					err = serr
 				}
 			}
@@ -230,7 +231,7 @@ to 10s), then stops the workers within pipeline.shutdown_grace.`,
 // readyz answers 200 when PostgreSQL (with database_url) answers and is
 // migrated, 503 otherwise; Redis down is reported as degraded, not
 // unready, because capacity fails open.
-func (a *app) readyz(e *pipelineEnv, rdb *redis.Client) http.HandlerFunc {
+func (a *commands) readyz(e *app.Pipeline, rdb *redis.Client) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -238,17 +239,17 @@ func (a *app) readyz(e *pipelineEnv, rdb *redis.Client) http.HandlerFunc {
 		ready := true
 		if e != nil {
 			out["postgres"] = "ok"
-			pending, err := migrations.New(e.pool, nil).Pending(ctx)
+			pending, err := migrations.New(e.Pool, nil).Pending(ctx)
 			switch {
 			case err != nil:
-				a.logger.Warn("readyz: PostgreSQL", slog.String("error", err.Error()))
+				a.Logger.Warn("readyz: PostgreSQL", slog.String("error", err.Error()))
 				ready, out["postgres"] = false, "unreachable"
 			case pending > 0:
 				ready, out["postgres"] = false, fmt.Sprintf("%d migrations pending: run callscribe migrate up", pending)
 			}
 		}
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			a.logger.Warn("readyz: Redis", slog.String("error", err.Error()))
+			a.Logger.Warn("readyz: Redis", slog.String("error", err.Error()))
 			out["redis"] = "degraded: unreachable (capacity fails open)"
 		}
 		status := http.StatusOK
@@ -266,7 +267,7 @@ func (a *app) readyz(e *pipelineEnv, rdb *redis.Client) http.HandlerFunc {
 // serveHTTP listens on addr, prints the bound address and serves handler
 // until ctx ends, then shuts down gracefully: shuttingDown is closed as
 // the shutdown begins, so that requests waiting on it answer at once.
-func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, auth bool, shuttingDown chan struct{}) error {
+func (a *commands) serveHTTP(ctx context.Context, addr string, handler http.Handler, auth bool, shuttingDown chan struct{}) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -279,12 +280,12 @@ func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, 
 		// A slot acquire may wait up to SlotWaitMax before answering.
 		WriteTimeout: httpapi.SlotWaitMax + 10*time.Second,
 		IdleTimeout:  2 * time.Minute,
-		ErrorLog:     slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+		ErrorLog:     slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(func() { close(shuttingDown) })
 	bound := ln.Addr().String()
-	fmt.Fprintf(a.env.Stdout, "callscribe serve listening on http://%s\n", bound)
-	a.logger.Info("serve listening", slog.String("addr", bound), slog.Bool("token_required", auth))
+	fmt.Fprintf(a.Env.Stdout, "callscribe serve listening on http://%s\n", bound)
+	a.Logger.Info("serve listening", slog.String("addr", bound), slog.Bool("token_required", auth))
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -293,7 +294,7 @@ func (a *app) serveHTTP(ctx context.Context, addr string, handler http.Handler, 
 		return fmt.Errorf("serving on %s: %w", bound, err)
 	case <-ctx.Done():
 	}
-	a.logger.Info("serve shutting down: no new requests; those in flight finish", slog.String("addr", bound))
+	a.Logger.Info("serve shutting down: no new requests; those in flight finish", slog.String("addr", bound))
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

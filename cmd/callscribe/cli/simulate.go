@@ -10,7 +10,7 @@ import (
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
-func (a *app) simulateCommand() *cobra.Command {
+func (a *commands) simulateCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "simulate", Short: "Run test doubles of the vendors"}
 	var addr string
 	var cfg sttsim.Config
@@ -21,7 +21,7 @@ func (a *app) simulateCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.RetryAfterForm = sttsim.RetryAfterForm(form)
-			cfg.Logger = a.logger
+			cfg.Logger = a.Logger
 			srv, err := sttsim.New(cfg)
 			if err != nil {
 				return err

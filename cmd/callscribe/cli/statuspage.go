@@ -50,7 +50,7 @@ type statusSources struct {
 // PostgreSQL (src.pool), so every serve process knows them and signing out
 // ends one everywhere; a session's token is looked up on every request, so
 // revoking it ends the session at once.
-func (a *app) statusPage(src statusSources, store *auth.Store, token string,
+func (a *commands) statusPage(src statusSources, store *auth.Store, token string,
 	authenticate func(ctx context.Context, bearer string) (string, bool, bool, error),
 ) (http.Handler, error) {
 	sessions, err := status.NewSessions(src.pool, status.SessionTTLDefault, nil)
@@ -87,8 +87,8 @@ func (a *app) statusPage(src statusSources, store *auth.Store, token string,
 			return t.Admin && t.RevokedAt == nil, nil
 		},
 		Sessions:      sessions,
-		SecureCookies: status.SecureCookies(a.config.StatusPage.SecureCookies),
-		Logger:        a.logger.With(slog.String("component", "statuspage")),
+		SecureCookies: status.SecureCookies(a.Config.StatusPage.SecureCookies),
+		Logger:        a.Logger.With(slog.String("component", "statuspage")),
 	})
 }
 

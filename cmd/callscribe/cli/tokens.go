@@ -12,10 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
 
-func (a *app) tokensCommand() *cobra.Command {
+func (a *commands) tokensCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tokens",
 		Short: "Create, list and revoke the API tokens of `callscribe serve` (stored hashed)",
@@ -26,12 +27,12 @@ func (a *app) tokensCommand() *cobra.Command {
 	// every tenant. Listing and revoking act as the runtime role.
 	withStoreAs := func(owner bool, fn func(cmd *cobra.Command, args []string, s *auth.Store) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			if a.config.DatabaseURL == "" {
-				return errNoDatabase
+			if a.Config.DatabaseURL == "" {
+				return app.ErrNoDatabase
 			}
-			connectStore := func() (*pgxpool.Pool, error) { return connect(cmd.Context(), a.config.DatabaseURL, a.logger) }
+			connectStore := func() (*pgxpool.Pool, error) { return app.Connect(cmd.Context(), a.Config.DatabaseURL, a.Logger) }
 			if owner {
-				connectStore = func() (*pgxpool.Pool, error) { return connectOwner(cmd.Context(), a.config.DatabaseURL) }
+				connectStore = func() (*pgxpool.Pool, error) { return app.ConnectOwner(cmd.Context(), a.Config.DatabaseURL) }
 			}
 			pool, err := connectStore()
 			if err != nil {

@@ -10,15 +10,13 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/spf13/cobra"
 
-	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
-func (a *app) workerCommand() *cobra.Command {
+func (a *commands) workerCommand() *cobra.Command {
 	var metricsAddr, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -26,8 +24,8 @@ func (a *app) workerCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if a.config.DatabaseURL == "" {
-				return errNoDatabase
+			if a.Config.DatabaseURL == "" {
+				return app.ErrNoDatabase
 			}
 			if cpuProfile != "" {
 				stopProfile, err := startCPUProfile(cpuProfile)
@@ -36,51 +34,51 @@ func (a *app) workerCommand() *cobra.Command {
 				}
 				defer stopProfile()
 			}
-			var caps pipelineCaps
-			if a.config.RedisURL != "" {
-				leases, rdb, err := a.openLeases()
+			var caps app.Caps
+			if a.Config.RedisURL != "" {
+				leases, rdb, err := a.OpenLeases()
 				if err != nil {
 					return err
 				}
 				defer func() { _ = rdb.Close() }()
-				stopAlerts, err := a.startAlertWebhook()
+				stopAlerts, err := a.StartAlertWebhook()
 				if err != nil {
 					return err
 				}
 				defer stopAlerts()
 				var stop func()
-				if caps, stop, err = a.capsFrom(ctx, leases, rdb); err != nil {
+				if caps, stop, err = a.CapsFrom(ctx, leases, rdb); err != nil {
 					return err
 				}
 				defer stop()
 			} else {
-				a.logger.Warn("no Redis URL: scopes have no shared concurrency window (admission is the scope's deadline and probe only)")
+				a.Logger.Warn("no Redis URL: scopes have no shared concurrency window (admission is the scope's deadline and probe only)")
 			}
 			if metricsAddr != "" {
 				// This process's counters, for Prometheus to scrape and sum
 				// across workers; the global gauges come from serve.
-				caps.metrics = a.newMetrics(metricsSources{windows: caps.windows})
-				stopMetrics, err := a.serveMetrics(ctx, metricsAddr, caps.metrics.Handler())
+				caps.Metrics = a.newMetrics(metricsSources{windows: caps.Windows})
+				stopMetrics, err := a.serveMetrics(ctx, metricsAddr, caps.Metrics.Handler())
 				if err != nil {
 					return err
 				}
 				defer stopMetrics()
 			}
-			e, err := a.openPipeline(ctx, caps)
+			e, err := a.OpenPipeline(ctx, caps)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
 			// River's own context must outlive the signal: stopping is ours.
-			if err := e.client.Start(context.WithoutCancel(ctx)); err != nil {
+			if err := e.Client.Start(context.WithoutCancel(ctx)); err != nil {
 				return fmt.Errorf("starting workers: %w", err)
 			}
-			cfg := e.pipeline.Config()
-			a.logger.Info("worker started", slog.Int("immediate_workers", cfg.ImmediateWorkers), slog.Int("batch_workers", cfg.BatchWorkers),
+			cfg := e.Jobs.Config()
+			a.Logger.Info("worker started", slog.Int("immediate_workers", cfg.ImmediateWorkers), slog.Int("batch_workers", cfg.BatchWorkers),
 				slog.Int("tenants", len(cfg.Tenants)))
 			<-ctx.Done()
-			a.logger.Info("stopping: no new work is fetched; running steps get the shutdown grace", slog.Duration("grace", cfg.ShutdownGrace))
-			return e.pipeline.Stop(context.WithoutCancel(ctx), e.client)
+			a.Logger.Info("stopping: no new work is fetched; running steps get the shutdown grace", slog.Duration("grace", cfg.ShutdownGrace))
+			return e.Jobs.Stop(context.WithoutCancel(ctx), e.Client)
 		},
 	}
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve this process's Prometheus metrics on host:port (loopback only; no authentication) at /metrics")
@@ -107,7 +105,7 @@ func startCPUProfile(path string) (func(), error) {
 
 // serveMetrics serves h at /metrics on addr, a loopback address (the
 // endpoint has no authentication), until the returned func is called.
-func (a *app) serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
+func (a *commands) serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
 	if !config.Loopback(addr) {
 		return nil, fmt.Errorf("--metrics-addr %s: a loopback address only (the endpoint has no authentication; put serve's authenticated /metrics or a proxy in front for more)", addr)
 	}
@@ -120,27 +118,6 @@ func (a *app) serveMetrics(ctx context.Context, addr string, h http.Handler) (fu
 	mux.Handle("GET /metrics", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	fmt.Fprintf(a.env.Stdout, "metrics on http://%s/metrics\n", ln.Addr())
+	fmt.Fprintf(a.Env.Stdout, "metrics on http://%s/metrics\n", ln.Addr())
 	return func() { _ = srv.Close() }, nil
-}
-
-// capsFrom is the shared capacity a pipeline works with, from the
-// process's leases and Redis: the vendor slots (with their heartbeat,
-// stopped by the returned func) when capacity.limits is set, and the
-// scopes' windows.
-func (a *app) capsFrom(ctx context.Context, leases *capacity.Leases, rdb *redis.Client) (pipelineCaps, func(), error) {
-	var caps pipelineCaps
-	stop := func() {}
-	if len(a.config.Capacity.Limits) > 0 {
-		hb := leases.StartHeartbeat(context.WithoutCancel(ctx), capacity.HeartbeatConfig{})
-		stop = hb.Stop
-		caps.slots = leaseSlots{leases: leases, limits: a.config.Capacity.Limits}
-		a.logger.Info("vendor slots shared through Redis", slog.Int("limits", len(a.config.Capacity.Limits)))
-	}
-	var err error
-	if caps.windows, err = a.openWindows(rdb); err != nil {
-		stop()
-		return caps, func() {}, err
-	}
-	return caps, stop, nil
 }

@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -23,59 +23,59 @@ import (
 	"github.com/callscribe/callscribe/outbox"
 )
 
-// pipelineEnv is what the pipeline commands run against.
-type pipelineEnv struct {
-	pool     *pgxpool.Pool
-	ledger   *ledger.Ledger
-	store    *audio.Store
-	pipeline *jobs.Pipeline
-	outbox   *outbox.Outbox
-	client   *river.Client[pgx.Tx]
+// Pipeline is what the pipeline commands run against.
+type Pipeline struct {
+	Pool   *pgxpool.Pool
+	Ledger *ledger.Ledger
+	Store  *audio.Store
+	Jobs   *jobs.Pipeline
+	Outbox *outbox.Outbox
+	Client *river.Client[pgx.Tx]
 }
 
-func (e *pipelineEnv) Close() {
-	if e.store != nil {
-		_ = e.store.Close()
+func (e *Pipeline) Close() {
+	if e.Store != nil {
+		_ = e.Store.Close()
 	}
-	if e.pool != nil {
-		e.pool.Close()
+	if e.Pool != nil {
+		e.Pool.Close()
 	}
 }
 
-// pipelineCaps is the shared capacity a pipeline works with; the zero
+// Caps is the shared capacity a pipeline works with; the zero
 // value is none.
-type pipelineCaps struct {
-	// slots: the vendor concurrency shared with live calls.
-	slots jobs.Slots
-	// windows: the scopes' concurrency windows.
-	windows *capacity.Windows
-	// metrics: what the pipeline and the outbox record (newMetrics); nil:
+type Caps struct {
+	// Slots: the vendor concurrency shared with live calls.
+	Slots jobs.Slots
+	// Windows: the scopes' concurrency Windows.
+	Windows *capacity.Windows
+	// Metrics: what the pipeline and the outbox record (newMetrics); nil:
 	// nothing.
-	metrics *metrics.Metrics
-	// queues: the River queues this process works (nil: every queue of
+	Metrics *metrics.Metrics
+	// Queues: the River Queues this process works (nil: every queue of
 	// the pipeline and the outbox); `replay --wait` works the replay
 	// queue only.
-	queues []string
+	Queues []string
 }
 
-// openPipeline connects to the configured (lasting) database and builds
+// OpenPipeline connects to the configured (lasting) database and builds
 // the pipeline, the outbox and a River client running both, with caps.
-func (a *app) openPipeline(ctx context.Context, caps pipelineCaps) (*pipelineEnv, error) {
-	if a.config.DatabaseURL == "" {
-		return nil, errNoDatabase
+func (a *App) OpenPipeline(ctx context.Context, caps Caps) (*Pipeline, error) {
+	if a.Config.DatabaseURL == "" {
+		return nil, ErrNoDatabase
 	}
-	pool, err := connectWorkers(ctx, a.config.DatabaseURL, a.logger, a.poolSize())
+	pool, err := ConnectWorkers(ctx, a.Config.DatabaseURL, a.Logger, a.PoolSize())
 	if err != nil {
 		return nil, err
 	}
-	return a.pipelineOn(ctx, pool, caps)
+	return a.PipelineOn(ctx, pool, caps)
 }
 
-// pipelineOn wires the pipeline's parts on pool: the ledger, the
+// PipelineOn wires the pipeline's parts on pool: the ledger, the
 // recordings store, the outbox with each tenant's CRM, the pipeline, and
 // the River client that runs the workers of both.
-func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineCaps) (*pipelineEnv, error) {
-	e := &pipelineEnv{pool: pool}
+func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*Pipeline, error) {
+	e := &Pipeline{Pool: pool}
 	ok := false
 	defer func() {
 		if !ok {
@@ -83,24 +83,24 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 		}
 	}()
 	var err error
-	e.ledger, err = ledger.New(pool, &ledger.Config{Logger: a.logger, Retention: a.config.Ledger.Retention})
+	e.Ledger, err = ledger.New(pool, &ledger.Config{Logger: a.Logger, Retention: a.Config.Ledger.Retention})
 	if err != nil {
 		return nil, err
 	}
-	root := a.config.Audio.Root
+	root := a.Config.Audio.Root
 	if root == "" {
 		if root, err = os.Getwd(); err != nil {
 			return nil, err
 		}
 	}
-	e.store, err = audio.Open(ctx, audio.Config{URL: root, MaxBytes: a.config.Audio.MaxBytes})
+	e.Store, err = audio.Open(ctx, audio.Config{URL: root, MaxBytes: a.Config.Audio.MaxBytes})
 	if err != nil {
 		return nil, fmt.Errorf("audio.root: %w", err)
 	}
-	cfg := a.config.PipelineConfig()
-	cfg.Logger = a.logger
+	cfg := a.Config.PipelineConfig()
+	cfg.Logger = a.Logger
 	dests := map[string]outbox.Destination{}
-	for id, c := range a.config.TenantCRMs() {
+	for id, c := range a.Config.TenantCRMs() {
 		tgt, err := connector.New(c.Config)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline.tenants.%s.crm: %w", id, err)
@@ -111,32 +111,32 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	// leaves a row alone for a job run's limit after its deadline, so that
 	// a try begun before it can record the CRM's answer.
 	timing := cfg.WithDefaults()
-	replayTargets, err := a.replayTargets()
+	replayTargets, err := a.ReplayTargets()
 	if err != nil {
 		return nil, err
 	}
-	obCfg := outbox.Config{Destinations: dests, RetryAfter: a.config.RetryAfter.Policy(), Logger: a.logger,
-		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.windows, AdmissionMaxAge: cfg.AdmissionMaxAge,
+	obCfg := outbox.Config{Destinations: dests, RetryAfter: a.Config.RetryAfter.Policy(), Logger: a.Logger,
+		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.Windows, AdmissionMaxAge: cfg.AdmissionMaxAge,
 		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout, ReplayTargets: replayTargets,
-		ReplayWorkers: a.config.Replay.Workers, ReplayChunk: a.config.Replay.Chunk,
+		ReplayWorkers: a.Config.Replay.Workers, ReplayChunk: a.Config.Replay.Chunk,
 		// An unfinished recording of a replay run is re-ingested by its
 		// business key (converging on its row).
 		Reingest: func(ctx context.Context, r ledger.Recording) error {
-			_, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI,
+			_, err := e.Jobs.Ingest(ctx, e.Client, jobs.IngestRequest{TenantID: r.TenantID, CallID: r.CallID, Audio: r.AudioURI,
 				Lane: r.Lane, Model: r.Model, Language: r.Language, StartedAt: r.StartedAt})
 			return err
 		}}
-	deps := jobs.Deps{Store: e.store, Slots: caps.slots, Window: caps.windows, PlanLimit: a.planLimit}
-	if caps.metrics != nil {
-		obCfg.Metrics, deps.Metrics = caps.metrics, caps.metrics
+	deps := jobs.Deps{Store: e.Store, Slots: caps.Slots, Window: caps.Windows, PlanLimit: a.PlanLimit}
+	if caps.Metrics != nil {
+		obCfg.Metrics, deps.Metrics = caps.Metrics, caps.Metrics
 	}
-	e.outbox = outbox.New(obCfg, pool, e.ledger)
-	deps.Commit = e.outbox.CommitStep
-	e.pipeline, err = jobs.New(pool, e.ledger, cfg, deps)
+	e.Outbox = outbox.New(obCfg, pool, e.Ledger)
+	deps.Commit = e.Outbox.CommitStep
+	e.Jobs, err = jobs.New(pool, e.Ledger, cfg, deps)
 	if err != nil {
 		return nil, err
 	}
-	e.client, err = newRiverClient(pool, a.logger, e.pipeline, e.outbox, caps.queues)
+	e.Client, err = NewRiverClient(pool, a.Logger, e.Jobs, e.Outbox, caps.Queues)
 	if err != nil {
 		return nil, err
 	}
@@ -144,10 +144,10 @@ func (a *app) pipelineOn(ctx context.Context, pool *pgxpool.Pool, caps pipelineC
 	return e, nil
 }
 
-// newRiverClient builds the one River client of a process: the queues,
+// NewRiverClient builds the one River client of a process: the queues,
 // workers and periodic jobs of the pipeline and of the outbox; only (when
 // not nil) narrows the queues it works, without periodic jobs.
-func newRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *outbox.Outbox, only []string) (*river.Client[pgx.Tx], error) {
+func NewRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *outbox.Outbox, only []string) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	p.AddWorkers(workers)
 	o.AddWorkers(workers)

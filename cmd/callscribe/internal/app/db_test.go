@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"testing"
@@ -17,9 +17,9 @@ func TestPoolSizeFollowsWorkers(t *testing.T) {
 		immediate, batch, replay int
 		want                     int32
 	}{{0, 0, 0, 44}, {5, 5, 0, 40}, {10, 60, 0, 94}, {100, 100, 0, 224}, {10, 60, 16, 106}} {
-		a := &app{config: config.Config{Pipeline: config.PipelineConfig{Config: jobs.Config{ImmediateWorkers: c.immediate, BatchWorkers: c.batch}},
+		a := &App{Config: config.Config{Pipeline: config.PipelineConfig{Config: jobs.Config{ImmediateWorkers: c.immediate, BatchWorkers: c.batch}},
 			Replay: config.ReplayConfig{Workers: c.replay}}}
-		if got := a.poolSize(); got != c.want {
+		if got := a.PoolSize(); got != c.want {
 			t.Errorf("immediate %d, batch %d, replay %d: pool %d, want %d", c.immediate, c.batch, c.replay, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"fmt"
@@ -9,16 +9,16 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 )
 
-// limitAlerts fans a learned-limit alert out, besides capacity's own log
+// LimitAlerts fans a learned-limit alert out, besides capacity's own log
 // line and limit event: to this process's metrics and to the webhook of
 // capacity.alerts. Both are attached after the leases are opened, hence
 // the atomic pointers. It never blocks (the webhook queues).
-type limitAlerts struct {
+type LimitAlerts struct {
 	metrics atomic.Pointer[metrics.Metrics]
 	webhook atomic.Pointer[alert.Webhook]
 }
 
-func (l *limitAlerts) learned(x capacity.LimitLearned) {
+func (l *LimitAlerts) learned(x capacity.LimitLearned) {
 	if m := l.metrics.Load(); m != nil {
 		m.LimitLearned(x.Provider, x.Kind)
 	}
@@ -27,29 +27,36 @@ func (l *limitAlerts) learned(x capacity.LimitLearned) {
 	}
 }
 
-// alerts returns the process's learned-limit fan-out.
-func (a *app) alerts() *limitAlerts {
+// Alerts returns the process's learned-limit fan-out.
+func (a *App) Alerts() *LimitAlerts {
 	if a.limitAlerts == nil {
-		a.limitAlerts = &limitAlerts{}
+		a.limitAlerts = &LimitAlerts{}
 	}
 	return a.limitAlerts
 }
 
-// startAlertWebhook starts the webhook of capacity.alerts.webhook_url, if
+// StartAlertWebhook starts the webhook of capacity.alerts.webhook_url, if
 // set, for a long-running command (serve, worker); the returned func
 // stops it. Call it before newMetrics, which counts its outcomes.
-func (a *app) startAlertWebhook() (func(), error) {
-	c := a.config.Capacity.Alerts
+func (a *App) StartAlertWebhook() (func(), error) {
+	c := a.Config.Capacity.Alerts
 	if c.WebhookURL == "" {
 		return func() {}, nil
 	}
-	w, err := alert.NewWebhook(alert.WebhookConfig{URL: c.WebhookURL, Token: c.WebhookToken, Logger: a.logger})
+	w, err := alert.NewWebhook(alert.WebhookConfig{URL: c.WebhookURL, Token: c.WebhookToken, Logger: a.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("capacity.alerts.webhook_url: %w", err)
 	}
-	a.alerts().webhook.Store(w)
+	a.Alerts().webhook.Store(w)
 	return func() {
-		a.alerts().webhook.Store(nil)
+		a.Alerts().webhook.Store(nil)
 		w.Close()
 	}, nil
 }
+
+// Webhook is the webhook of capacity.alerts attached by StartAlertWebhook,
+// nil when none.
+func (l *LimitAlerts) Webhook() *alert.Webhook { return l.webhook.Load() }
+
+// AttachMetrics makes m count every learned-limit alert from now on.
+func (l *LimitAlerts) AttachMetrics(m *metrics.Metrics) { l.metrics.Store(m) }

@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"cmp"
@@ -29,45 +29,45 @@ const PoolMaxConnsDefault = 40
 // and serve's API requests.
 const poolSpare = 10
 
-// poolSize is the pool a process running the configured workers needs:
+// PoolSize is the pool a process running the configured workers needs:
 // one connection per worker of each queue (immediate, batch, the CRM
 // dispatcher's, replay's) plus poolSpare, and never below PoolMaxConnsDefault.
-func (a *app) poolSize() int32 {
-	c := a.config.PipelineConfig().WithDefaults()
-	replay := cmp.Or(a.config.Replay.Workers, outbox.ReplayWorkersDefault)
+func (a *App) PoolSize() int32 {
+	c := a.Config.PipelineConfig().WithDefaults()
+	replay := cmp.Or(a.Config.Replay.Workers, outbox.ReplayWorkersDefault)
 	return int32(max(c.ImmediateWorkers+c.BatchWorkers+outbox.WorkersDefault+replay+poolSpare, PoolMaxConnsDefault))
 }
 
-// connect opens a pool on url for the runtime and checks that the server
+// Connect opens a pool on url for the runtime and checks that the server
 // answers. Its connections act as the runtime role (SET ROLE
 // callscribe_runtime) when the role exists and the user may take it; when
 // not, it warns on log: the process then acts as the user it logged in as,
 // usually the tables' owner.
-func connect(ctx context.Context, dbURL string, log *slog.Logger) (*pgxpool.Pool, error) {
+func Connect(ctx context.Context, dbURL string, log *slog.Logger) (*pgxpool.Pool, error) {
 	return connectAs(ctx, dbURL, migrations.RuntimeRole, log, PoolMaxConnsDefault)
 }
 
-// connectWorkers is connect with a pool sized for size connections (see
+// ConnectWorkers is connect with a pool sized for size connections (see
 // poolSize), for a process that runs the pipeline's workers.
-func connectWorkers(ctx context.Context, dbURL string, log *slog.Logger, size int32) (*pgxpool.Pool, error) {
+func ConnectWorkers(ctx context.Context, dbURL string, log *slog.Logger, size int32) (*pgxpool.Pool, error) {
 	return connectAs(ctx, dbURL, migrations.RuntimeRole, log, size)
 }
 
-// connectOwner opens a pool that acts as the user it logs in as: for
+// ConnectOwner opens a pool that acts as the user it logs in as: for
 // migrations, which need the tables' owner.
-func connectOwner(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+func ConnectOwner(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 	return connectAs(ctx, dbURL, "", nil, PoolMaxConnsDefault)
 }
 
 func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger, size int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
-		return nil, fmt.Errorf("database URL %s: %w", redactURL(dbURL), err)
+		return nil, fmt.Errorf("database URL %s: %w", RedactURL(dbURL), err)
 	}
 	if role != "" {
 		usable, err := roleUsable(ctx, cfg, role)
 		if err != nil {
-			return nil, fmt.Errorf("connecting to %s: %w", redactURL(dbURL), err)
+			return nil, fmt.Errorf("connecting to %s: %w", RedactURL(dbURL), err)
 		}
 		if usable {
 			pgrole.Apply(cfg, role)
@@ -83,21 +83,21 @@ func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger, size i
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", redactURL(dbURL), err)
+		return nil, fmt.Errorf("connecting to %s: %w", RedactURL(dbURL), err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connecting to %s: %w", redactURL(dbURL), err)
+		return nil, fmt.Errorf("connecting to %s: %w", RedactURL(dbURL), err)
 	}
 	return pool, nil
 }
 
-// redactURL hides the password of a URL before it is printed or logged.
-func redactURL(s string) string { return devservice.RedactURL(s) }
+// RedactURL hides the password of a URL before it is printed or logged.
+func RedactURL(s string) string { return devservice.RedactURL(s) }
 
-func sha256Hex(b []byte) string {
+func SHA256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }

@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/callscribe/callscribe/internal/devservice"
 )
 
-// services are the PostgreSQL and Redis a command runs against: the
+// Services are the PostgreSQL and Redis a command runs against: the
 // configured ones, or throwaway ones when none is configured.
-type services struct {
+type Services struct {
 	Pool        *pgxpool.Pool
 	Redis       *redis.Client
 	DatabaseURL string
@@ -30,10 +30,10 @@ type services struct {
 	miniRed  *devservice.Redis
 }
 
-// openServices connects to the configured services, starting a throwaway
+// OpenServices connects to the configured services, starting a throwaway
 // PostgreSQL cluster and an in-process Redis for what is not configured.
-func (a *app) openServices(ctx context.Context) (*services, error) {
-	s := &services{DatabaseURL: a.config.DatabaseURL, RedisURL: a.config.RedisURL}
+func (a *App) OpenServices(ctx context.Context) (*Services, error) {
+	s := &Services{DatabaseURL: a.Config.DatabaseURL, RedisURL: a.Config.RedisURL}
 	ok := false
 	defer func() {
 		if !ok {
@@ -41,11 +41,11 @@ func (a *app) openServices(ctx context.Context) (*services, error) {
 		}
 	}()
 	if s.DatabaseURL == "" {
-		a.logger.Info("no database URL configured: starting a throwaway PostgreSQL cluster")
+		a.Logger.Info("no database URL configured: starting a throwaway PostgreSQL cluster")
 		pg, err := devservice.StartPostgres(ctx, devservice.PostgresConfig{
-			BinDir:    a.config.EmbeddedPostgres.BinDir,
-			RunAsUser: a.config.EmbeddedPostgres.RunAsUser,
-			Logger:    a.logger,
+			BinDir:    a.Config.EmbeddedPostgres.BinDir,
+			RunAsUser: a.Config.EmbeddedPostgres.RunAsUser,
+			Logger:    a.Logger,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting a throwaway PostgreSQL (set %s to use a running server): %w", config.EnvDatabaseURL, err)
@@ -54,10 +54,10 @@ func (a *app) openServices(ctx context.Context) (*services, error) {
 		s.DatabaseURL, s.DatabaseHint = pg.URL(), pg.ConnectHint()
 		s.Throwaway = append(s.Throwaway, "PostgreSQL cluster in "+pg.Dir())
 	} else {
-		s.DatabaseHint = fmt.Sprintf("psql %q", redactURL(s.DatabaseURL))
+		s.DatabaseHint = fmt.Sprintf("psql %q", RedactURL(s.DatabaseURL))
 	}
 	if s.RedisURL == "" {
-		a.logger.Info("no Redis URL configured: starting an in-process Redis (miniredis)")
+		a.Logger.Info("no Redis URL configured: starting an in-process Redis (miniredis)")
 		mr, err := devservice.StartMiniredis()
 		if err != nil {
 			return nil, fmt.Errorf("starting an in-process Redis: %w", err)
@@ -66,30 +66,30 @@ func (a *app) openServices(ctx context.Context) (*services, error) {
 		s.RedisURL, s.RedisHint = mr.URL(), mr.ConnectHint()
 		s.Throwaway = append(s.Throwaway, "in-process Redis at "+mr.URL())
 	} else {
-		s.RedisHint = "redis-cli -u " + redactURL(s.RedisURL)
+		s.RedisHint = "redis-cli -u " + RedactURL(s.RedisURL)
 	}
 
-	pool, err := connectOwner(ctx, s.DatabaseURL)
+	pool, err := ConnectOwner(ctx, s.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
 	s.Pool = pool
 	opts, err := redis.ParseURL(s.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the Redis URL %s: %w", redactURL(s.RedisURL), err)
+		return nil, fmt.Errorf("parsing the Redis URL %s: %w", RedactURL(s.RedisURL), err)
 	}
 	s.Redis = redis.NewClient(opts)
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.Redis.Ping(pingCtx).Err(); err != nil {
-		return nil, fmt.Errorf("connecting to Redis at %s: %w", redactURL(s.RedisURL), err)
+		return nil, fmt.Errorf("connecting to Redis at %s: %w", RedactURL(s.RedisURL), err)
 	}
 	ok = true
 	return s, nil
 }
 
 // Close disconnects and stops whatever openServices started. Idempotent.
-func (s *services) Close(ctx context.Context) error {
+func (s *Services) Close(ctx context.Context) error {
 	var errs []error
 	if s.Pool != nil {
 		s.Pool.Close()

@@ -1,0 +1,146 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+)
+
+// InstallRedisLog routes go-redis's own messages (a line per failed dial
+// during an outage) to a.logger at warn level, at most one a minute with a
+// count of the rest, like the fail-open warning of package capacity.
+// go-redis has one logger per process: the last command to start wins.
+func (a *App) InstallRedisLog() {
+	capacity.InstallRedisLog(capacity.NewRedisLog(a.Logger, capacity.WarnIntervalDefault, nil))
+}
+
+// OpenLeases connects the vendor slot counters to the configured Redis.
+func (a *App) OpenLeases() (*capacity.Leases, *redis.Client, error) {
+	if a.Config.RedisURL == "" {
+		return nil, nil, errors.New(config.EnvRedisURL + " is not set (nor redis_url in --config): capacity counts slots in a lasting, shared Redis")
+	}
+	opts, err := capacity.FailFastOptions(a.Config.RedisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis_url %s: %w", RedactURL(a.Config.RedisURL), err)
+	}
+	rdb := redis.NewClient(opts)
+	limits := map[string]capacity.ProviderLimit{}
+	for k, v := range a.Config.Capacity.Limits {
+		limits[k] = capacity.ProviderLimit{Limit: v.Limit, BatchReserve: v.BatchReserve}
+	}
+	l, err := capacity.New(capacity.Config{Redis: rdb, Limits: limits, LeaseSTT: a.Config.Capacity.LeaseSTT, LeaseTTS: a.Config.Capacity.LeaseTTS,
+		HeartbeatEvery: a.Config.Capacity.HeartbeatEvery, PeakRetention: a.Config.Capacity.PeakRetention, Logger: a.Logger,
+		OnLimitLearned: a.Alerts().learned})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("capacity: %w", err)
+	}
+	return l, rdb, nil
+}
+
+// OpenWindows builds the scopes' concurrency windows on rdb, or nil when
+// capacity.window.disabled is set.
+func (a *App) OpenWindows(rdb redis.UniversalClient) (*capacity.Windows, error) {
+	c := a.Config.Capacity.Window
+	if c.Disabled || rdb == nil {
+		return nil, nil
+	}
+	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, ImmediateShare: c.ImmediateShare, StartTarget: c.StartTarget,
+		GrowRounds: c.GrowRounds, Strikes: c.Strikes, CeilingRetry: c.CeilingRetry, Logger: a.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("capacity.window: %w", err)
+	}
+	return w, nil
+}
+
+// ReadWindows opens the scopes' windows for an operator command: nil (and
+// a no-op close) when no Redis URL is configured.
+func (a *App) ReadWindows() (*capacity.Windows, func(), error) {
+	if a.Config.RedisURL == "" {
+		return nil, func() {}, nil
+	}
+	opts, err := redis.ParseURL(a.Config.RedisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis_url %s: %w", RedactURL(a.Config.RedisURL), err)
+	}
+	rdb := redis.NewClient(opts)
+	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return w, func() { _ = rdb.Close() }, nil
+}
+
+// PlanLimit is the configured limit of a provider's transcriptions (0:
+// none), the cap of its scopes' windows.
+func (a *App) PlanLimit(provider string) int {
+	return a.Config.Capacity.Limits[provider+"/"+capacity.KindSTT].Limit
+}
+
+// OpenCallerIDs connects the organisations' caller-ID pools to the
+// configured Redis; close closes the connection.
+func (a *App) OpenCallerIDs() (c *capacity.CallerIDs, closeFn func(), err error) {
+	if a.Config.RedisURL == "" {
+		return nil, nil, errors.New(config.EnvRedisURL + " is not set (nor redis_url in --config): caller-ID pools live in a lasting, shared Redis")
+	}
+	opts, err := capacity.FailFastOptions(a.Config.RedisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis_url %s: %w", RedactURL(a.Config.RedisURL), err)
+	}
+	rdb := redis.NewClient(opts)
+	c, err = capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{Logger: a.Logger})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return c, func() { _ = rdb.Close() }, nil
+}
+
+// leaseSlots lends the pipeline STT slots from the shared counters, as
+// batch work, keyed by recording ("pipeline:<recording id>") so that
+// whichever process polls the vendor's result can give the slot back. A
+// provider with no configured limit is not counted.
+type leaseSlots struct {
+	leases *capacity.Leases
+	limits map[string]config.CapacityLimit
+}
+
+func pipelineLeaseID(holder string) string { return "pipeline:" + holder }
+
+func (s leaseSlots) counted(provider string) bool {
+	_, ok := s.limits[provider+"/"+capacity.KindSTT]
+	return ok
+}
+
+func (s leaseSlots) AcquireBatch(ctx context.Context, provider, holder string) (int, bool) {
+	if !s.counted(provider) {
+		return 0, true
+	}
+	_, g := s.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: holder, Lane: capacity.Batch,
+		ID: pipelineLeaseID(holder)})
+	return g.InUse, g.Granted
+}
+
+func (s leaseSlots) Release(ctx context.Context, provider, holder string) {
+	if !s.counted(provider) {
+		return
+	}
+	s.leases.Release(ctx, s.leases.Restore(capacity.Lease{ID: pipelineLeaseID(holder), Provider: provider, Kind: capacity.KindSTT, Holder: holder}, true))
+}
+
+func (s leaseSlots) Extend(ctx context.Context, provider, holder string, d time.Duration) {
+	if s.counted(provider) {
+		s.leases.Extend(ctx, provider, capacity.KindSTT, pipelineLeaseID(holder), s.leases.LeaseLength(capacity.KindSTT)+d)
+	}
+}
+
+func (s leaseSlots) ReportRefusal(ctx context.Context, provider string, inUse int) {
+	s.leases.ReportRefusal(ctx, provider, capacity.KindSTT, inUse)
+}
