@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,24 +122,4 @@ func (a *commands) tokensCommand() *cobra.Command {
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd
-}
-
-// serveAuthenticator checks serve's tokens against the database.
-func serveAuthenticator(pool *pgxpool.Pool) func(ctx context.Context, bearer string) (string, bool, bool, error) {
-	return storeAuthenticator(auth.New(pool))
-}
-
-// storeAuthenticator checks tokens against s (one store per process, so
-// that its refusals are counted in one place).
-func storeAuthenticator(s *auth.Store) func(ctx context.Context, bearer string) (string, bool, bool, error) {
-	return func(ctx context.Context, bearer string) (string, bool, bool, error) {
-		p, err := s.Authenticate(ctx, bearer)
-		switch {
-		case errors.Is(err, auth.ErrInvalid):
-			return "", false, false, nil
-		case err != nil:
-			return "", false, false, err
-		}
-		return p.Tenant, p.Admin, true, nil
-	}
 }

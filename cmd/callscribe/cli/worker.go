@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"runtime/pprof"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve"
 )
 
 func (a *commands) workerCommand() *cobra.Command {
@@ -57,8 +54,8 @@ func (a *commands) workerCommand() *cobra.Command {
 			if metricsAddr != "" {
 				// This process's counters, for Prometheus to scrape and sum
 				// across workers; the global gauges come from serve.
-				caps.Metrics = a.newMetrics(metricsSources{windows: caps.Windows})
-				stopMetrics, err := a.serveMetrics(ctx, metricsAddr, caps.Metrics.Handler())
+				caps.Metrics = serve.NewMetrics(a.App, serve.MetricsSources{Windows: caps.Windows})
+				stopMetrics, err := serve.ListenMetrics(ctx, a.App, metricsAddr, caps.Metrics.Handler())
 				if err != nil {
 					return err
 				}
@@ -101,23 +98,4 @@ func startCPUProfile(path string) (func(), error) {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}, nil
-}
-
-// serveMetrics serves h at /metrics on addr, a loopback address (the
-// endpoint has no authentication), until the returned func is called.
-func (a *commands) serveMetrics(ctx context.Context, addr string, h http.Handler) (func(), error) {
-	if !config.Loopback(addr) {
-		return nil, fmt.Errorf("--metrics-addr %s: a loopback address only (the endpoint has no authentication; put serve's authenticated /metrics or a proxy in front for more)", addr)
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: listening on %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	fmt.Fprintf(a.Env.Stdout, "metrics on http://%s/metrics\n", ln.Addr())
-	return func() { _ = srv.Close() }, nil
 }

@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"net/http"
@@ -11,12 +11,12 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 )
 
-// newMetrics bounds tenant labels by metrics.max_tenant_labels, and a
+// NewMetrics bounds tenant labels by metrics.max_tenant_labels, and a
 // process without a pool serves no global gauge.
 func TestNewMetrics(t *testing.T) {
 	t.Parallel()
-	a := &commands{App: &app.App{Config: config.Config{Metrics: config.MetricsConfig{MaxTenantLabels: 1}}}}
-	m := a.newMetrics(metricsSources{})
+	a := &app.App{Config: config.Config{Metrics: config.MetricsConfig{MaxTenantLabels: 1}}}
+	m := NewMetrics(a, MetricsSources{})
 	m.Committed("t1", "batch", 1, time.Second)
 	m.Committed("t2", "batch", 1, time.Second)
 	rr := httptest.NewRecorder()

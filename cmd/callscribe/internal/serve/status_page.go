@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 	"github.com/callscribe/callscribe/ledger"
@@ -50,7 +51,7 @@ type statusSources struct {
 // PostgreSQL (src.pool), so every serve process knows them and signing out
 // ends one everywhere; a session's token is looked up on every request, so
 // revoking it ends the session at once.
-func (a *commands) statusPage(src statusSources, store *auth.Store, token string,
+func statusPage(a *app.App, src statusSources, store *auth.Store, token string,
 	authenticate func(ctx context.Context, bearer string) (string, bool, bool, error),
 ) (http.Handler, error) {
 	sessions, err := status.NewSessions(src.pool, status.SessionTTLDefault, nil)

@@ -1,14 +1,19 @@
-package cli
+package serve
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/ledger"
@@ -17,68 +22,68 @@ import (
 
 // metricsSources is what one process's metrics read besides what its own
 // pipeline and outbox record. Every field may be nil.
-type metricsSources struct {
-	// pool: the database of the global gauges (queue depths, backlogs,
+type MetricsSources struct {
+	// Pool: the database of the global gauges (queue depths, backlogs,
 	// cooldowns, duplicate-key conflicts). Give it to one process only
 	// (serve); a worker passes nil.
-	pool *pgxpool.Pool
-	// leases: its fail-open grants (this process's), and with pool the
+	Pool *pgxpool.Pool
+	// Leases: its fail-open grants (this process's), and with pool the
 	// vendors' capacity (in use, limits, learned limits: global).
-	leases *capacity.Leases
-	// slots and windows: their fail-open grants (this process's).
-	slots   *capacity.Slots
-	windows *capacity.Windows
-	// tokens: the process's token store, whose refusals are counted.
-	tokens *auth.Store
-	// replays: with pool, the outbox whose active replay runs are
+	Leases *capacity.Leases
+	// Slots and windows: their fail-open grants (this process's).
+	Slots   *capacity.Slots
+	Windows *capacity.Windows
+	// Tokens: the process's token store, whose refusals are counted.
+	Tokens *auth.Store
+	// Replays: with Pool, the outbox whose active replay runs are
 	// exported (global, like pool's gauges). serve builds its metrics
 	// before its pipeline, so the outbox is set once that exists.
-	replays *lateOutbox
+	Replays *LateOutbox
 }
 
-// newMetrics builds this process's metrics from src, with
+// NewMetrics builds this process's metrics from src, with
 // metrics.max_tenant_labels. Serve it with Handler at /metrics; give it
-// to the pipeline through pipelineCaps.metrics so that the workers of
+// to the pipeline through app.Caps.Metrics so that the workers of
 // this process record into it.
 //
 // In `callscribe serve`:
 //
-//	replays := new(lateOutbox)
-//	m := a.newMetrics(metricsSources{pool: pool, leases: leases, slots: slots, replays: replays})
-//	... // the pipeline env e, recording into m
-//	replays.set(e.outbox)
+//	replays := new(LateOutbox)
+//	m := NewMetrics(a, MetricsSources{Pool: pool, Leases: leases, Slots: slots, Replays: replays})
+//	... // the pipeline e, recording into m
+//	replays.Set(e.Outbox)
 //	mux.Handle("GET /metrics", m.Handler())
 //
-// and in a process running workers (caps being its pipelineCaps):
+// and in a process running workers (caps being its app.Caps):
 //
-//	caps.metrics = a.newMetrics(metricsSources{leases: leases, windows: caps.windows})
+//	caps.Metrics = NewMetrics(a, MetricsSources{Leases: leases, Windows: caps.Windows})
 //
 // with m.Handler() served on an address of its own when that process
 // serves no HTTP: Prometheus scrapes every process and sums the
 // counters; the global gauges come from serve alone.
-func (a *commands) newMetrics(src metricsSources) *metrics.Metrics {
+func NewMetrics(a *app.App, src MetricsSources) *metrics.Metrics {
 	cfg := metrics.Config{MaxTenantLabels: a.Config.Metrics.MaxTenantLabels, FailOpen: map[string]func() int64{}}
-	if src.pool != nil {
-		cfg.Pool = src.pool
-		cfg.Cooldowns = cooldownAccounting(src.pool)
-		if src.replays != nil {
-			cfg.ReplayRuns = src.replays.activeRuns
+	if src.Pool != nil {
+		cfg.Pool = src.Pool
+		cfg.Cooldowns = cooldownAccounting(src.Pool)
+		if src.Replays != nil {
+			cfg.ReplayRuns = src.Replays.activeRuns
 		}
-		if src.leases != nil {
-			cfg.Capacity = src.leases
+		if src.Leases != nil {
+			cfg.Capacity = src.Leases
 		}
 	}
-	if src.leases != nil {
-		cfg.FailOpen["leases"] = src.leases.Uncounted
+	if src.Leases != nil {
+		cfg.FailOpen["leases"] = src.Leases.Uncounted
 	}
-	if src.slots != nil {
-		cfg.FailOpen["slots"] = src.slots.Uncounted
+	if src.Slots != nil {
+		cfg.FailOpen["slots"] = src.Slots.Uncounted
 	}
-	if src.windows != nil {
-		cfg.FailOpen["windows"] = src.windows.Uncounted
+	if src.Windows != nil {
+		cfg.FailOpen["windows"] = src.Windows.Uncounted
 	}
-	if src.tokens != nil {
-		cfg.AuthFailures = src.tokens.Failures
+	if src.Tokens != nil {
+		cfg.AuthFailures = src.Tokens.Failures
 	}
 	if w := a.Alerts().Webhook(); w != nil {
 		cfg.LimitAlertWebhook = map[string]func() int64{"delivered": w.Delivered, "failed": w.Failed, "dropped": w.Dropped}
@@ -118,16 +123,16 @@ func cooldownAccounting(pool *pgxpool.Pool) func(ctx context.Context, since time
 // page read at once (newest first).
 const replayRunsRead = 20
 
-// lateOutbox is an outbox given to readers built before it: serve builds
+// LateOutbox is an outbox given to readers built before it: serve builds
 // its metrics first, then the pipeline whose outbox they read.
-type lateOutbox struct{ o atomic.Pointer[outbox.Outbox] }
+type LateOutbox struct{ o atomic.Pointer[outbox.Outbox] }
 
-// set gives the outbox.
-func (l *lateOutbox) set(o *outbox.Outbox) { l.o.Store(o) }
+// Set gives the outbox.
+func (l *LateOutbox) Set(o *outbox.Outbox) { l.o.Store(o) }
 
 // activeRuns is metrics.Config.ReplayRuns: the figures of the replay runs
 // still active (the newest replayRunsRead), read from the database.
-func (l *lateOutbox) activeRuns(ctx context.Context) ([]metrics.ReplayRun, error) {
+func (l *LateOutbox) activeRuns(ctx context.Context) ([]metrics.ReplayRun, error) {
 	o := l.o.Load()
 	if o == nil {
 		return nil, errors.New("replay runs: the outbox is not set up yet")
@@ -155,4 +160,23 @@ func replayFigures(r outbox.ReplayRun) metrics.ReplayRun {
 		Throttled: rep.Throttled, Transient: rep.Transient, Dead: rep.Dead,
 		AuditEventsAppended: rep.AuditEventsAppended, NewActionVersions: rep.NewActionVersions,
 		SentInsideKnownCooldown: int64(rep.Sends.IgnoredKnownCooldown), InFlightAtCooldown: int64(rep.Sends.InFlight)}
+}
+
+// ListenMetrics serves h at /metrics on addr, a loopback address (the
+// endpoint has no authentication), until the returned func is called.
+func ListenMetrics(ctx context.Context, a *app.App, addr string, h http.Handler) (func(), error) {
+	if !config.Loopback(addr) {
+		return nil, fmt.Errorf("--metrics-addr %s: a loopback address only (the endpoint has no authentication; put serve's authenticated /metrics or a proxy in front for more)", addr)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: listening on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(a.Env.Stdout, "metrics on http://%s/metrics\n", ln.Addr())
+	return func() { _ = srv.Close() }, nil
 }

@@ -1,0 +1,319 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/migrations"
+)
+
+// Defaults of `callscribe serve`.
+const (
+	// AddrDefault is where serve listens unless told otherwise.
+	AddrDefault = "127.0.0.1:8081"
+	// ShutdownGrace is how long in-flight requests get after Ctrl-C.
+	ShutdownGrace = 10 * time.Second
+)
+
+// Deps are what a Server is built from.
+type Deps struct {
+	// App gives the configuration, the logger, the process's environment
+	// and the openers of the pool, the pipeline and capacity.
+	App *app.App
+	// Addr is host:port to listen on (port 0: any free port).
+	Addr string
+	// Workers runs the pipeline's workers beside the APIs (needs
+	// database_url).
+	Workers bool
+}
+
+// Server is `callscribe serve`: the recordings API, the capacity and
+// live-call API, /metrics, River UI and the status page on one mux, with
+// the pipeline's workers. New opens what it serves; Run serves it until
+// its context ends, then shuts down in order and closes it all.
+type Server struct {
+	deps    Deps
+	handler http.Handler
+	// shuttingDown is closed as the HTTP server begins to shut down:
+	// waiting requests (dial long-polls, slot waits) answer at once.
+	shuttingDown chan struct{}
+	// pipeline is nil without database_url.
+	pipeline *app.Pipeline
+	// authenticated: some token is required (tokens in the database or
+	// the environment's admin token).
+	authenticated bool
+	// closers are run in reverse order by Close.
+	closers []func()
+}
+
+// New opens what the server serves (Redis capacity, and with
+// database_url the pool, the pipeline and River UI) and mounts every
+// surface on one mux. It refuses to listen beyond loopback without
+// authentication. On error what it opened is closed again.
+func New(ctx context.Context, d Deps) (s *Server, err error) {
+	a := d.App
+	s = &Server{deps: d, shuttingDown: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	leases, rdb, err := a.OpenLeases()
+	if err != nil {
+		return nil, err
+	}
+	s.onClose(func() { _ = rdb.Close() })
+	stopAlerts, err := a.StartAlertWebhook()
+	if err != nil {
+		return nil, err
+	}
+	s.onClose(stopAlerts)
+	orgs := make(map[string]capacity.OrgSlots, len(a.Config.Capacity.Orgs))
+	for name, o := range a.Config.Capacity.Orgs {
+		orgs[name] = capacity.OrgSlots{Limit: o.Limit, Campaigns: o.Campaigns}
+	}
+	slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{OrgLimit: a.Config.Capacity.OrgLimit, Orgs: orgs, Logger: a.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("capacity.orgs: %w", err)
+	}
+	token := a.Env.Getenv(config.EnvAPIToken)
+	agents := map[string]live.CallProviders{}
+	for name, ag := range a.Config.Capacity.Agents {
+		agents[name] = live.CallProviders{STT: ag.STT, TTS: ag.TTS}
+	}
+	// Call timelines and the dial queue live in Redis, shared by every
+	// serve process; each runs a re-checker of the queue.
+	timeline, err := live.NewTimeline(rdb, live.TimelineConfig{Logger: a.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("call timelines: %w", err)
+	}
+	dialer, err := live.NewDialer(leases, rdb, live.DialerConfig{Timeline: timeline, DetachLeases: true, Logger: a.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("dial queue: %w", err)
+	}
+	dialCtx, stopDialer := context.WithCancel(context.WithoutCancel(ctx))
+	dialerDone := make(chan struct{})
+	go func() { defer close(dialerDone); dialer.Run(dialCtx, nil) }()
+	s.onClose(func() { stopDialer(); <-dialerDone })
+	starts, err := live.NewRateLimiter(rdb, a.Config.Capacity.RateLimiterConfig())
+	if err != nil {
+		return nil, fmt.Errorf("capacity.start_rate: %w", err)
+	}
+	callerIDs, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{Logger: a.Logger})
+	if err != nil {
+		return nil, err
+	}
+	opts := httpapi.Options{Logger: a.Logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline,
+		Starts: starts, GateTicketTTL: a.Config.Capacity.Gate.TicketTTL, CallerIDs: callerIDs,
+		OrgLeaseShare: a.Config.Capacity.OrgLeaseShare, MaxDialWaiters: a.Config.Capacity.MaxDialWaiters,
+		Shutdown: s.shuttingDown}
+	if a.Config.Capacity.Gate.Size > 0 {
+		// This process's gate: its tickets live here, not in Redis.
+		if opts.Gate, err = live.NewGate(a.Config.Capacity.GateConfig()); err != nil {
+			return nil, fmt.Errorf("capacity.gate: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	if a.Config.DatabaseURL != "" {
+		caps, stop, err := a.CapsFrom(ctx, leases, rdb)
+		if err != nil {
+			return nil, err
+		}
+		s.onClose(stop)
+		pool, err := app.ConnectWorkers(ctx, a.Config.DatabaseURL, a.Logger, a.PoolSize())
+		if err != nil {
+			return nil, err
+		}
+		// One token store for every API of this process, so that its
+		// refusals are counted in one place.
+		store := auth.New(pool)
+		opts.Authenticate = Authenticator(store)
+		// This process's metrics: its workers' counters, and the global
+		// gauges read from the database and Redis.
+		replays := new(LateOutbox)
+		m := NewMetrics(a, MetricsSources{Pool: pool, Leases: leases, Slots: slots, Windows: caps.Windows, Tokens: store, Replays: replays})
+		caps.Metrics = m
+		e, err := a.PipelineOn(ctx, pool, caps)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		s.pipeline = e
+		s.onClose(e.Close)
+		replays.Set(e.Outbox)
+		isAdmin := adminCheck(token, opts.Authenticate)
+		mux.Handle("GET /metrics", requireAdmin(m.Handler(), isAdmin))
+		recordings := ingest.NewHandler(ingest.Config{Pipeline: e.Jobs, Ledger: e.Ledger, Client: e.Client,
+			Auth: store, Logger: a.Logger})
+		for _, p := range []string{"/v1/recordings", "/v1/recordings/", "/v1/recordings:batch"} {
+			mux.Handle(p, recordings)
+		}
+		ui, stopUI, err := newRiverUI(ctx, e.Client, a.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.onClose(stopUI)
+		mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, isAdmin))
+		// The status page at the root (the capacity API keeps the rest of "/").
+		page, err := statusPage(a, statusSources{pool: pool, ledger: e.Ledger, outbox: e.Outbox, leases: leases,
+			windows: caps.Windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, opts.Authenticate)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("GET /{$}", page)
+		mux.Handle(status.PathPrefix, page)
+	}
+	s.authenticated = opts.Token != "" || opts.Authenticate != nil
+	if !s.authenticated && !config.Loopback(d.Addr) {
+		return nil, fmt.Errorf("serve: refusing to listen on %s without authentication: set database_url (tokens from `callscribe tokens create`) or %s, or listen on a loopback address", d.Addr, config.EnvAPIToken)
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", readyz(a.Logger, s.pipeline, rdb))
+	mux.Handle("/", httpapi.NewHandler(leases, slots, opts))
+	s.handler = mux
+	return s, nil
+}
+
+// onClose adds f to what Close runs (last added, first run).
+func (s *Server) onClose(f func()) { s.closers = append(s.closers, f) }
+
+// Close closes what New opened, in reverse order. Run calls it; call it
+// yourself only for a Server you do not Run.
+func (s *Server) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// Handler is every surface of the server on one mux, for tests and for
+// mounting behind another server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run starts the pipeline's workers (with Deps.Workers and a database),
+// listens on Deps.Addr, prints the bound address on the App's stdout and
+// serves until ctx ends; then it stops accepting requests, lets those in
+// flight finish (up to ShutdownGrace), stops the workers within
+// pipeline.shutdown_grace and closes everything New opened.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.Close()
+	a, e := s.deps.App, s.pipeline
+	workers := false
+	if s.deps.Workers && e != nil {
+		// River's own context must outlive the signal: stopping is ours.
+		if err := e.Client.Start(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("starting workers: %w", err)
+		}
+		workers = true
+	}
+	err := s.serveHTTP(ctx)
+	if workers {
+		cfg := e.Jobs.Config()
+		a.Logger.Info("stopping the workers: no new work is fetched; running steps get the shutdown grace", slog.Duration("grace", cfg.ShutdownGrace))
+		if serr := e.Jobs.Stop(context.WithoutCancel(ctx), e.Client); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
+// readyz answers 200 when PostgreSQL (with database_url) answers and is
+// migrated, 503 otherwise; Redis down is reported as degraded, not
+// unready, because capacity fails open.
+func readyz(logger *slog.Logger, e *app.Pipeline, rdb *redis.Client) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		out := map[string]string{"postgres": "not configured", "redis": "ok"}
+		ready := true
+		if e != nil {
+			out["postgres"] = "ok"
+			pending, err := migrations.New(e.Pool, nil).Pending(ctx)
+			switch {
+			case err != nil:
+				logger.Warn("readyz: PostgreSQL", slog.String("error", err.Error()))
+				ready, out["postgres"] = false, "unreachable"
+			case pending > 0:
+				ready, out["postgres"] = false, fmt.Sprintf("%d migrations pending: run callscribe migrate up", pending)
+			}
+		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			logger.Warn("readyz: Redis", slog.String("error", err.Error()))
+			out["redis"] = "degraded: unreachable (capacity fails open)"
+		}
+		status := http.StatusOK
+		out["status"] = "ready"
+		if !ready {
+			status, out["status"] = http.StatusServiceUnavailable, "unready"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(out)
+	}
+}
+
+// serveHTTP listens on the address, prints the bound address and serves
+// the handler until ctx ends, then shuts down gracefully: shuttingDown is
+// closed as the shutdown begins, so that requests waiting on it answer at
+// once.
+func (s *Server) serveHTTP(ctx context.Context) error {
+	a, addr := s.deps.App, s.deps.Addr
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		// A slot acquire may wait up to SlotWaitMax before answering.
+		WriteTimeout: httpapi.SlotWaitMax + 10*time.Second,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(func() { close(s.shuttingDown) })
+	bound := ln.Addr().String()
+	fmt.Fprintf(a.Env.Stdout, "callscribe serve listening on http://%s\n", bound)
+	a.Logger.Info("serve listening", slog.String("addr", bound), slog.Bool("token_required", s.authenticated))
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving on %s: %w", bound, err)
+	case <-ctx.Done():
+	}
+	a.Logger.Info("serve shutting down: no new requests; those in flight finish", slog.String("addr", bound))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutting down %s: %w", bound, err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving on %s: %w", bound, err)
+	}
+	return nil
+}
