@@ -20,6 +20,7 @@ import (
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/jobs"
@@ -85,19 +86,19 @@ that did not reach committed, or an action set applied twice in the CRM.`,
 	return cmd
 }
 
-func readDemoManifest(dir string) ([]manifestLine, error) {
+func readDemoManifest(dir string) ([]ingest.Item, error) {
 	f, err := os.Open(filepath.Join(dir, "manifest.jsonl"))
 	if err != nil {
 		return nil, fmt.Errorf("demo recordings: %w (run from the repository root, or give --recordings)", err)
 	}
 	defer func() { _ = f.Close() }()
-	var out []manifestLine
+	var out []ingest.Item
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		if strings.TrimSpace(sc.Text()) == "" {
 			continue
 		}
-		var l manifestLine
+		var l ingest.Item
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", f.Name(), n, err)
 		}
@@ -227,7 +228,7 @@ func (a *commands) runDemo(cmd *cobra.Command, o demoOpts) error {
 	total := 0
 	for c := range o.copies {
 		for _, l := range lines {
-			req, err := l.request()
+			req, err := l.Request(ingest.Operator)
 			if err != nil {
 				return err
 			}

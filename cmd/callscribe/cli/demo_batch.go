@@ -13,6 +13,7 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/jobs"
@@ -44,7 +45,7 @@ func (f batchLaneFigures) perTranscript() float64 {
 // calls (suffix), on a fresh vendor with the main run's trouble and seed
 // and a fresh CRM, with the batch lane's manifests on or off, until every
 // one is settled and delivered; it returns what that cost at the vendor.
-func (a *commands) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capacity.Windows, lines []manifestLine, copies int,
+func (a *commands) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capacity.Windows, lines []ingest.Item, copies int,
 	simCfg sttsim.Config, seed uint64, manifests bool, suffix string, timeout time.Duration,
 ) (batchLaneFigures, error) {
 	var f batchLaneFigures
@@ -90,7 +91,7 @@ func (a *commands) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *
 			if l.Lane != string(ledger.LaneBatch) {
 				continue
 			}
-			req, err := l.request()
+			req, err := l.Request(ingest.Operator)
 			if err != nil {
 				return f, err
 			}

@@ -1,138 +1,23 @@
 package cli
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/jobs"
-	"github.com/callscribe/callscribe/ledger"
 )
 
-// MaxManifestLine is the longest manifest line ingest reads, in bytes,
-// without its line ending. A longer line is reported with its number and
-// skipped; the lines after it are read on.
-const MaxManifestLine = 64 << 10
-
-// rawLine is one line of a manifest as read: its text, or tooLong when it
-// ran past MaxManifestLine (its text is then empty).
-type rawLine struct {
-	text    string
-	tooLong bool
-}
-
-// manifestReader reads a manifest's lines (LF or CRLF), keeping at most
-// MaxManifestLine bytes of each: its memory is one line's, whatever the
-// manifest's length.
-type manifestReader struct {
-	br   *bufio.Reader
-	read int64 // bytes read so far
-	done bool
-}
-
-func newManifestReader(r io.Reader) *manifestReader {
-	return &manifestReader{br: bufio.NewReaderSize(r, 64<<10)}
-}
-
-// next returns the next line, or io.EOF after the last.
-func (m *manifestReader) next() (rawLine, error) {
-	if m.done {
-		return rawLine{}, io.EOF
-	}
-	var buf []byte
-	n := 0
-	for {
-		chunk, err := m.br.ReadSlice('\n')
-		n += len(chunk)
-		m.read += int64(len(chunk))
-		if n <= MaxManifestLine+2 { // room for "\r\n"
-			buf = append(buf, chunk...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return rawLine{}, err
-		}
-		if errors.Is(err, io.EOF) {
-			m.done = true
-			if n == 0 {
-				return rawLine{}, io.EOF
-			}
-		}
-		text := strings.TrimSuffix(strings.TrimSuffix(string(buf), "\n"), "\r")
-		if n > MaxManifestLine+2 || len(text) > MaxManifestLine {
-			return rawLine{tooLong: true}, nil
-		}
-		return rawLine{text: text}, nil
-	}
-}
-
-// decode parses the line as one JSON object with nothing after it but
-// spaces.
-func (l rawLine) decode() (manifestLine, error) {
-	var m manifestLine
-	if l.tooLong {
-		return m, fmt.Errorf("line longer than %d bytes: skipped", MaxManifestLine)
-	}
-	dec := json.NewDecoder(strings.NewReader(l.text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return m, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return m, errors.New("data after the JSON object: one object per line")
-	}
-	return m, nil
-}
-
-// manifestLine is one line of an ingest manifest (JSONL).
-type manifestLine struct {
-	TenantID string    `json:"tenant_id"`
-	CallID   string    `json:"call_id"`
-	Audio    string    `json:"audio"`
-	Lane     string    `json:"lane"`
-	Deadline time.Time `json:"deadline"`
-	// ActionDeadline is when the call's CRM follow-up is due; it only
-	// routes (jobs.IngestRequest.ActionDeadline).
-	ActionDeadline time.Time `json:"action_deadline"`
-	Model          string    `json:"model"`
-	Language       string    `json:"language"`
-	StartedAt      time.Time `json:"started_at"`
-	// ExpectedText is what testdata manifests say was spoken; ingest ignores it.
-	ExpectedText string `json:"expected_text"`
-}
-
-func (m manifestLine) request() (jobs.IngestRequest, error) {
-	var missing []string
-	for name, v := range map[string]string{"tenant_id": m.TenantID, "call_id": m.CallID, "audio": m.Audio} {
-		if v == "" {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		return jobs.IngestRequest{}, fmt.Errorf("missing %s", strings.Join(missing, ", "))
-	}
-	lane := ledger.Lane(m.Lane)
-	if m.Lane != "" && lane != ledger.LaneImmediate && lane != ledger.LaneBatch {
-		return jobs.IngestRequest{}, fmt.Errorf("lane %q is neither immediate nor batch", m.Lane)
-	}
-	return jobs.IngestRequest{TenantID: m.TenantID, CallID: m.CallID, Audio: m.Audio, Lane: lane, Deadline: m.Deadline,
-		ActionDeadline: m.ActionDeadline, Model: m.Model, Language: m.Language, StartedAt: m.StartedAt}, nil
-}
-
 func (a *commands) ingestCommand() *cobra.Command {
-	var one manifestLine
+	var one ingest.Item
 	var deadline, actionDeadline, manifest string
 	cmd := &cobra.Command{
 		Use:   "ingest (--tenant T --call C --audio PATH | --manifest FILE.jsonl)",
@@ -149,14 +34,14 @@ func (a *commands) ingestCommand() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--deadline %q: want RFC 3339, like 2026-11-30T18:00:00Z", deadline)
 				}
-				one.Deadline = d
+				one.Deadline = &d
 			}
 			if actionDeadline != "" {
 				d, err := time.Parse(time.RFC3339, actionDeadline)
 				if err != nil {
 					return fmt.Errorf("--action-deadline %q: want RFC 3339, like 2026-11-30T17:00:00Z", actionDeadline)
 				}
-				one.ActionDeadline = d
+				one.ActionDeadline = &d
 			}
 			e, err := a.OpenPipeline(ctx, app.Caps{})
 			if err != nil {
@@ -164,7 +49,7 @@ func (a *commands) ingestCommand() *cobra.Command {
 			}
 			defer e.Close()
 			if manifest == "" {
-				req, err := one.request()
+				req, err := one.Request(ingest.Operator)
 				if err != nil {
 					return err
 				}
@@ -227,7 +112,7 @@ func (a *commands) ingestManifest(cmd *cobra.Command, e *app.Pipeline, path stri
 		size = st.Size()
 	}
 	bar := newProgress(a.Env.Stderr, "ingesting", size, progressBytes)
-	mr := newManifestReader(f)
+	mr := ingest.NewManifestReader(f)
 	var created, known, bad, lineNo int
 	report := func(line int, err error) {
 		bad++
@@ -253,7 +138,7 @@ func (a *commands) ingestManifest(cmd *cobra.Command, e *app.Pipeline, path stri
 	readErr := func() error {
 		var c manifestChunkRead
 		for {
-			line, err := mr.next()
+			line, err := mr.Next()
 			if errors.Is(err, io.EOF) {
 				break
 			}
@@ -261,13 +146,13 @@ func (a *commands) ingestManifest(cmd *cobra.Command, e *app.Pipeline, path stri
 				return fmt.Errorf("reading manifest %s after line %d: %w", path, lineNo, err)
 			}
 			lineNo++
-			if !line.tooLong && strings.TrimSpace(line.text) == "" {
+			if line.Blank() {
 				continue
 			}
-			m, err := line.decode()
+			m, err := line.Item()
 			var req jobs.IngestRequest
 			if err == nil {
-				req, err = m.request()
+				req, err = m.Request(ingest.Operator)
 			}
 			if err != nil {
 				c.refused = append(c.refused, lineError{line: lineNo, err: err})
@@ -275,7 +160,7 @@ func (a *commands) ingestManifest(cmd *cobra.Command, e *app.Pipeline, path stri
 			}
 			c.reqs, c.nums = append(c.reqs, req), append(c.nums, lineNo)
 			if len(c.reqs) == manifestChunk {
-				c.chunk, c.read = e.Jobs.PrepareIngest(ctx, c.reqs), mr.read
+				c.chunk, c.read = e.Jobs.PrepareIngest(ctx, c.reqs), mr.Read()
 				if err := send(c); err != nil {
 					// Stopped, or the committer failed (its error is
 					// then the one told).
@@ -287,7 +172,7 @@ func (a *commands) ingestManifest(cmd *cobra.Command, e *app.Pipeline, path stri
 		if len(c.reqs) > 0 {
 			c.chunk = e.Jobs.PrepareIngest(ctx, c.reqs)
 		}
-		c.read = mr.read
+		c.read = mr.Read()
 		if len(c.reqs) > 0 || len(c.refused) > 0 {
 			if err := send(c); err != nil {
 				return fmt.Errorf("ingest stopped after line %d: %w", lineNo, err)

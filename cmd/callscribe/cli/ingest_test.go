@@ -60,7 +60,7 @@ func TestIngestManifestKeepsGoodLinesAndNamesBadOnes(t *testing.T) {
 	if !strings.Contains(out, "2 ingested, 1 already known, 5 bad lines") {
 		t.Fatalf("summary: %q", out)
 	}
-	for _, want := range []string{"m.jsonl:2:", "m.jsonl:3: unknown tenant \"nobody\"", "m.jsonl:4:", "m.jsonl:5:", "m.jsonl:6: lane \"slow\""} {
+	for _, want := range []string{"m.jsonl:2:", "m.jsonl:3: unknown tenant \"nobody\"", "m.jsonl:4:", "m.jsonl:5:", "m.jsonl:6: lane: \"slow\""} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr does not report %q:\n%s", want, stderr)
 		}
@@ -224,7 +224,7 @@ func TestIngestManifestAcrossChunks(t *testing.T) {
 	if code == 0 || !strings.Contains(out, fmt.Sprintf("%d ingested, 300 already known, 1 bad lines", distinct-1)) {
 		t.Fatalf("first run: %d %q\n%.2000s", code, out, stderr)
 	}
-	if !strings.Contains(stderr, `m.jsonl:777: lane "slow"`) {
+	if !strings.Contains(stderr, `m.jsonl:777: lane: "slow"`) {
 		t.Errorf("stderr does not name line 777:\n%.2000s", stderr)
 	}
 	code, out, stderr = run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)

@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -126,23 +125,6 @@ func unauthorized(w http.ResponseWriter) {
 	writeError(w, http.StatusUnauthorized, "unauthorized", "", "missing or wrong bearer token")
 }
 
-// item is one recording to ingest.
-type item struct {
-	// TenantID: an admin token's choice; a tenant token may omit it or
-	// repeat its own.
-	TenantID string     `json:"tenant_id,omitempty"`
-	CallID   string     `json:"call_id"`
-	Audio    string     `json:"audio"`
-	Lane     string     `json:"lane,omitempty"`
-	Deadline *time.Time `json:"deadline,omitempty"`
-	// ActionDeadline: when the call's CRM follow-up is due; it only
-	// routes a recording that names no lane.
-	ActionDeadline *time.Time `json:"action_deadline,omitempty"`
-	Model          string     `json:"model,omitempty"`
-	Language       string     `json:"language,omitempty"`
-	StartedAt      *time.Time `json:"started_at,omitempty"`
-}
-
 // fieldError is a refused field.
 type fieldError struct {
 	status      int
@@ -159,55 +141,22 @@ func invalid(field, format string, args ...any) *fieldError {
 }
 
 // request turns an item into an ingest request for principal p.
-func request(p auth.Principal, it item) (jobs.IngestRequest, *fieldError) {
-	tenant := it.TenantID
-	switch {
-	case p.Admin && tenant == "":
-		return jobs.IngestRequest{}, invalid("tenant_id", "is required with an admin token")
-	case !p.Admin && tenant == "":
-		tenant = p.Tenant
-	case !p.Admin && tenant != p.Tenant:
-		// Not this token's tenant: as if it did not exist.
-		return jobs.IngestRequest{}, &fieldError{status: http.StatusNotFound, typ: "not_found", field: "tenant_id", msg: "no such tenant", notYourData: true}
-	}
-	if it.CallID == "" {
-		return jobs.IngestRequest{}, invalid("call_id", "is required")
-	}
-	if it.Audio == "" {
-		return jobs.IngestRequest{}, invalid("audio", "is required: the recording's key under the recordings root, \"%s/...\"", tenant)
-	}
-	if p := idtext.Problem(it.Audio); p != "" {
-		return jobs.IngestRequest{}, invalid("audio", "%s", p)
-	}
-	// Confined to the tenant's part of the root: a clean relative key
-	// under "<tenant>/".
-	if strings.HasPrefix(it.Audio, "/") || strings.Contains(it.Audio, "://") || path.Clean(it.Audio) != it.Audio ||
-		!strings.HasPrefix(it.Audio, tenant+"/") {
-		return jobs.IngestRequest{}, invalid("audio", "must be a clean key under the tenant's part of the recordings root, \"%s/...\"", tenant)
-	}
-	req := jobs.IngestRequest{TenantID: tenant, CallID: it.CallID, Audio: it.Audio, Model: it.Model, Language: it.Language}
-	switch it.Lane {
-	case "":
-	case string(ledger.LaneImmediate), string(ledger.LaneBatch):
-		req.Lane = ledger.Lane(it.Lane)
-	default:
-		return jobs.IngestRequest{}, invalid("lane", "%q: want immediate or batch", it.Lane)
-	}
-	if it.Deadline != nil {
-		req.Deadline = *it.Deadline
-	}
-	if it.ActionDeadline != nil {
-		req.ActionDeadline = *it.ActionDeadline
-	}
-	if it.StartedAt != nil {
-		req.StartedAt = *it.StartedAt
+func request(p auth.Principal, it Item) (jobs.IngestRequest, *fieldError) {
+	req, err := it.Request(For{Tenant: p.Tenant, Admin: p.Admin, ConfineAudio: true})
+	var ie *ItemError
+	if errors.As(err, &ie) {
+		if ie.NotYours {
+			// Not this token's tenant: as if it did not exist.
+			return jobs.IngestRequest{}, &fieldError{status: http.StatusNotFound, typ: "not_found", field: ie.Field, msg: ie.Msg, notYourData: true}
+		}
+		return jobs.IngestRequest{}, invalid(ie.Field, "%s", ie.Msg)
 	}
 	return req, nil
 }
 
 // ingest ingests one item: the recording and whether it is new, or the
 // refusal.
-func (a *api) ingest(ctx context.Context, p auth.Principal, it item) (jobs.IngestResult, *fieldError) {
+func (a *api) ingest(ctx context.Context, p auth.Principal, it Item) (jobs.IngestResult, *fieldError) {
 	req, fe := request(p, it)
 	if fe != nil {
 		return jobs.IngestResult{}, fe
@@ -272,7 +221,7 @@ func (a *api) refusal(req jobs.IngestRequest, index int, err error) *fieldError 
 }
 
 func (a *api) create(w http.ResponseWriter, r *http.Request) {
-	var it item
+	var it Item
 	if fe := decode(w, r, MaxBodyBytes, &it); fe != nil {
 		writeFieldError(w, fe)
 		return
@@ -291,7 +240,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) batch(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Items []item `json:"items"`
+		Items []Item `json:"items"`
 	}
 	if fe := decode(w, r, MaxBatchBodyBytes, &body); fe != nil {
 		writeFieldError(w, fe)
