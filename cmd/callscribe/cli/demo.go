@@ -20,6 +20,7 @@ import (
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/progress"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/crmsim"
@@ -247,7 +248,7 @@ func (a *commands) runDemo(cmd *cobra.Command, o demoOpts) error {
 	if err := e.Client.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	bar := newProgress(a.Env.Stderr, "settling", int64(total), progressCount)
+	bar := progress.New(a.Env.Stderr, "settling", int64(total), progress.Count)
 	deadline := time.After(o.timeout)
 	ticker := time.NewTicker(200 * time.Millisecond)
 	defer ticker.Stop()

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/progress"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/jobs"
 )
@@ -111,7 +112,7 @@ func (a *commands) ingestManifest(cmd *cobra.Command, e *app.Pipeline, path stri
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
-	bar := newProgress(a.Env.Stderr, "ingesting", size, progressBytes)
+	bar := progress.New(a.Env.Stderr, "ingesting", size, progress.Bytes)
 	mr := ingest.NewManifestReader(f)
 	var created, known, bad, lineNo int
 	report := func(line int, err error) {
@@ -216,7 +217,7 @@ type lineError struct {
 // chunk's bad lines in line order, until prepared is closed or a chunk's
 // transaction fails (its error names the lines; those before were kept).
 func (a *commands) commitManifest(ctx context.Context, e *app.Pipeline, path string, prepared <-chan manifestChunkRead, stop func(),
-	report func(int, error), bar progress, created, known *int) error {
+	report func(int, error), bar progress.Reporter, created, known *int) error {
 	var failed error
 	for c := range prepared {
 		if failed != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/progress"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 )
@@ -44,7 +45,7 @@ func (o *replayOptions) followFlags(cmd *cobra.Command) {
 // terminal.
 func (o *replayOptions) waitByDefault(cmd *cobra.Command, stderr io.Writer) {
 	if !cmd.Flags().Changed("wait") {
-		o.wait = isTerminal(stderr)
+		o.wait = progress.IsTerminal(stderr)
 	}
 }
 
@@ -272,10 +273,10 @@ func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipel
 			_ = e.Client.Stop(stopCtx)
 		}()
 	}
-	var bar progress
+	var bar progress.Reporter
 	enqueued := func(n int64) {
 		if bar == nil {
-			bar = newProgress(a.Env.Stderr, "enqueueing", -1, progressCount)
+			bar = progress.New(a.Env.Stderr, "enqueueing", -1, progress.Count)
 		}
 		_ = bar.Set64(n)
 	}
@@ -317,7 +318,7 @@ func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipel
 			case run.State == outbox.RunEnumerating:
 			case rep.RecordingsReplayed < run.Enumerated:
 				if stage == "" {
-					stage, bar = "re-driving", newProgress(a.Env.Stderr, "re-driving", run.Enumerated, progressCount)
+					stage, bar = "re-driving", progress.New(a.Env.Stderr, "re-driving", run.Enumerated, progress.Count)
 				}
 				_ = bar.Set64(rep.RecordingsReplayed)
 			case rep.Deliveries > 0:
@@ -326,7 +327,7 @@ func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipel
 						_ = bar.Set64(run.Enumerated)
 						_ = bar.Finish()
 					}
-					stage, bar = "delivering", newProgress(a.Env.Stderr, "delivering", rep.Deliveries, progressCount)
+					stage, bar = "delivering", progress.New(a.Env.Stderr, "delivering", rep.Deliveries, progress.Count)
 				}
 				_ = bar.Set64(rep.Deliveries - rep.Pending)
 			}

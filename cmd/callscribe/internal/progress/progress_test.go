@@ -1,4 +1,4 @@
-package cli
+package progress
 
 import (
 	"bytes"
@@ -29,16 +29,16 @@ func (c *fakeClock) set(d time.Duration, start time.Time) {
 	c.now = start.Add(d)
 }
 
-// lineProgressOn returns newProgress's report on w, which must not be a
+// lineProgressOn returns New's report on w, which must not be a
 // terminal, with its clock replaced by clock (started at start).
-func lineProgressOn(t *testing.T, w io.Writer, desc string, max int64, unit progressUnit,
+func lineProgressOn(t *testing.T, w io.Writer, desc string, max int64, unit Unit,
 	clock *fakeClock, start time.Time) *lineProgress {
 	t.Helper()
-	p, ok := newProgress(w, desc, max, unit).(*lineProgress)
+	p, ok := New(w, desc, max, unit).(*lineProgress)
 	if !ok {
-		t.Fatalf("newProgress on a %T = %T, want *lineProgress (not a terminal)", w, newProgress(w, desc, max, unit))
+		t.Fatalf("New on a %T = %T, want *lineProgress (not a terminal)", w, New(w, desc, max, unit))
 	}
-	if p.Interval != progressLineInterval || progressLineInterval != 5*time.Second {
+	if p.Interval != lineInterval || lineInterval != 5*time.Second {
 		t.Fatalf("Interval = %s, want 5s", p.Interval)
 	}
 	clock.set(0, start)
@@ -53,7 +53,7 @@ func TestProgressOffATerminalWritesLines(t *testing.T) {
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var clock fakeClock
 	var buf bytes.Buffer
-	p := lineProgressOn(t, &buf, "settling", 36, progressCount, &clock, start)
+	p := lineProgressOn(t, &buf, "settling", 36, Count, &clock, start)
 
 	steps := []struct {
 		at time.Duration
@@ -102,16 +102,16 @@ func TestProgressOffATerminalLineForms(t *testing.T) {
 	tests := []struct {
 		name string
 		max  int64
-		unit progressUnit
+		unit Unit
 		n    int64
 		want string
 	}{
-		{"count", 12, progressCount, 12, "d: 12/12 (100%), 5.0s\n"},
-		{"nothing to do", 0, progressCount, 0, "d: 0/0 (100%), 5.0s\n"},
-		{"bytes", 3_400_000, progressBytes, 1_200_000, "d: 1.2 MB/3.4 MB (35%), 5.0s\n"},
-		{"bytes, small", 906, progressBytes, 450, "d: 450 B/906 B (49%), 5.0s\n"},
-		{"bytes, unknown size (a pipe)", -1, progressBytes, 2_500, "d: 2.5 kB, 5.0s\n"},
-		{"count, unknown", -1, progressCount, 7, "d: 7, 5.0s\n"},
+		{"count", 12, Count, 12, "d: 12/12 (100%), 5.0s\n"},
+		{"nothing to do", 0, Count, 0, "d: 0/0 (100%), 5.0s\n"},
+		{"bytes", 3_400_000, Bytes, 1_200_000, "d: 1.2 MB/3.4 MB (35%), 5.0s\n"},
+		{"bytes, small", 906, Bytes, 450, "d: 450 B/906 B (49%), 5.0s\n"},
+		{"bytes, unknown size (a pipe)", -1, Bytes, 2_500, "d: 2.5 kB, 5.0s\n"},
+		{"count, unknown", -1, Count, 7, "d: 7, 5.0s\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,9 +136,9 @@ func TestProgressToAFileWritesLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
-	p := newProgress(f, "settling", 3, progressCount)
+	p := New(f, "settling", 3, Count)
 	if _, ok := p.(*lineProgress); !ok {
-		t.Fatalf("newProgress on a regular file = %T, want *lineProgress", p)
+		t.Fatalf("New on a regular file = %T, want *lineProgress", p)
 	}
 	for n := range 4 {
 		_ = p.Set(n)
@@ -159,7 +159,7 @@ func TestProgressToAFileWritesLines(t *testing.T) {
 func TestProgressOffATerminalConcurrent(t *testing.T) {
 	t.Parallel()
 	var buf syncedBuffer
-	p := newLineProgress(&buf, "replaying", 1000, progressCount)
+	p := newLineProgress(&buf, "replaying", 1000, Count)
 	p.Interval = time.Millisecond
 	var wg sync.WaitGroup
 	for g := range 4 {

@@ -1,4 +1,6 @@
-package cli
+// Package progress reports a command's progress: a redrawn bar on a
+// terminal, plain lines anywhere else.
+package progress
 
 import (
 	"fmt"
@@ -11,10 +13,10 @@ import (
 	"golang.org/x/term"
 )
 
-// progress is what the commands' progress reports do: a redrawn bar on a
+// Reporter is what the commands' progress reports do: a redrawn bar on a
 // terminal (*progressbar.ProgressBar), plain lines anywhere else
 // (*lineProgress).
-type progress interface {
+type Reporter interface {
 	Set(n int) error
 	Set64(n int64) error
 	// Clear takes the bar off the line before other output is written.
@@ -23,29 +25,29 @@ type progress interface {
 	Finish() error
 }
 
-// progressUnit says what a progress report counts.
-type progressUnit int
+// Unit says what a progress report counts.
+type Unit int
 
 const (
-	progressCount progressUnit = iota // items: "24/36"
-	progressBytes                     // bytes: "1.2 MB/3.4 MB"
+	Count Unit = iota // items: "24/36"
+	Bytes             // bytes: "1.2 MB/3.4 MB"
 )
 
-// progressLineInterval is how often a progress report off a terminal
+// lineInterval is how often a progress report off a terminal
 // writes a line.
-const progressLineInterval = 5 * time.Second
+const lineInterval = 5 * time.Second
 
-// newProgress reports progress towards max (-1: unknown) on w, described
+// New reports progress towards max (-1: unknown) on w, described
 // as desc. On a terminal it is the progress bar, redrawn in place and
 // cleared when finished; otherwise (a file, a pipe, a buffer) a plain line
 // such as "settling: 24/36 (66%), 12.3s" at most every 5 seconds and a
 // last one on Finish, with no carriage returns, so a log stays readable.
-func newProgress(w io.Writer, desc string, max int64, unit progressUnit) progress {
-	if isTerminal(w) {
+func New(w io.Writer, desc string, max int64, unit Unit) Reporter {
+	if IsTerminal(w) {
 		opts := []progressbar.Option{
 			progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(desc), progressbar.OptionClearOnFinish(),
 		}
-		if unit == progressBytes {
+		if unit == Bytes {
 			opts = append(opts, progressbar.OptionShowBytes(true))
 		} else {
 			opts = append(opts, progressbar.OptionShowCount())
@@ -55,8 +57,8 @@ func newProgress(w io.Writer, desc string, max int64, unit progressUnit) progres
 	return newLineProgress(w, desc, max, unit)
 }
 
-// isTerminal says whether w is a terminal.
-func isTerminal(w io.Writer) bool {
+// IsTerminal says whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
@@ -67,10 +69,10 @@ type lineProgress struct {
 	w    io.Writer
 	desc string
 	max  int64 // -1: unknown
-	unit progressUnit
+	unit Unit
 
 	// Interval is the least time between two lines before Finish.
-	// newLineProgress sets progressLineInterval; tests shorten it.
+	// newLineProgress sets lineInterval; tests shorten it.
 	Interval time.Duration
 	// Now reads the clock; newLineProgress sets time.Now.
 	Now func() time.Time
@@ -82,9 +84,9 @@ type lineProgress struct {
 	finished bool
 }
 
-func newLineProgress(w io.Writer, desc string, max int64, unit progressUnit) *lineProgress {
+func newLineProgress(w io.Writer, desc string, max int64, unit Unit) *lineProgress {
 	now := time.Now()
-	return &lineProgress{w: w, desc: desc, max: max, unit: unit, Interval: progressLineInterval, Now: time.Now, start: now, last: now}
+	return &lineProgress{w: w, desc: desc, max: max, unit: unit, Interval: lineInterval, Now: time.Now, start: now, last: now}
 }
 
 // Set records that n are done, and writes a line if Interval has passed
@@ -138,7 +140,7 @@ func (p *lineProgress) writeLine(now time.Time) error {
 }
 
 func (p *lineProgress) amount(n int64) string {
-	if p.unit == progressBytes {
+	if p.unit == Bytes {
 		return formatBytes(n)
 	}
 	return fmt.Sprint(n)
