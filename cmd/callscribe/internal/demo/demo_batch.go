@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func (f batchLaneFigures) perTranscript() float64 {
 // calls (suffix), on a fresh vendor with the main run's trouble and seed
 // and a fresh CRM, with the batch lane's manifests on or off, until every
 // one is settled and delivered; it returns what that cost at the vendor.
-func (a *commands) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capacity.Windows, lines []ingest.Item, copies int,
+func (a *demo) runBatchLane(ctx context.Context, rt *pgxpool.Pool, windows *capacity.Windows, lines []ingest.Item, copies int,
 	simCfg sttsim.Config, seed uint64, manifests bool, suffix string, timeout time.Duration,
 ) (batchLaneFigures, error) {
 	var f batchLaneFigures

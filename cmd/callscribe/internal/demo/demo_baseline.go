@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func inFlightLimit(n int) string {
 // sleepers (as many as the pipeline's workers, each honouring Retry-After
 // alone) against a fresh simulator with the same configuration and seed,
 // and returns what that cost.
-func (a *commands) runBaseline(ctx context.Context, e *app.Pipeline, simCfg sttsim.Config, seed uint64, total int) (vendorFigures, error) {
+func (a *demo) runBaseline(ctx context.Context, e *app.Pipeline, simCfg sttsim.Config, seed uint64, total int) (vendorFigures, error) {
 	simCfg.Rand = rand.New(rand.NewPCG(seed, seed))
 	sim, err := sttsim.New(simCfg)
 	if err != nil {
