@@ -67,9 +67,9 @@ type Server struct {
 // database_url the pool, the pipeline and River UI) and mounts every
 // surface on one mux. It refuses to listen beyond loopback without
 // authentication. On error what it opened is closed again.
-func New(ctx context.Context, d Deps) (s *Server, err error) {
+func New(ctx context.Context, d Deps) (_ *Server, err error) {
 	a := d.App
-	s = &Server{deps: d, shuttingDown: make(chan struct{})}
+	s := &Server{deps: d, shuttingDown: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.Close()
