@@ -86,8 +86,8 @@ func TestSimulateSTTInFlightLimit(t *testing.T) {
 func TestSimulateSTTRefusesANegativeLimit(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ flag, field string }{
-		{"--max-in-flight=-1", "csconfig.Config.MaxInFlight"},
-		{"--in-flight-retry-after=-1s", "csconfig.Config.InFlightRetryAfter"},
+		{"--max-in-flight=-1", "Config.MaxInFlight"},
+		{"--in-flight-retry-after=-1s", "Config.InFlightRetryAfter"},
 	} {
 		code, _, stderr := run(t, context.Background(), nil, "simulate", "stt", "--addr", "127.0.0.1:0", c.flag)
 		if code == 0 || !strings.Contains(stderr, c.field) {

@@ -57,7 +57,7 @@ const (
 //     InsertMany before the clock, as many workers in all as the pipeline
 //     run has (immediate + batch + crm queues), FetchCooldown at River's
 //     minimum (river.FetchCooldownMin, 1ms) → jobs/s.
-//   - app.Pipeline/1000 and app.Pipeline/10000: `callscribe ingest --manifest`
+//   - Pipeline/1000 and Pipeline/10000: `callscribe ingest --manifest`
 //     (timed: the ingest rate), then a `callscribe worker` process, built
 //     from this tree and run with the defaults (benchPlan configured as the
 //     doubles' plan), against zero-latency,
@@ -100,8 +100,8 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	b.Run("RiverNoop", func(b *testing.B) { rig.riverNoop(b, benchMedium) })
 	b.Run("CommitFloor", func(b *testing.B) { rig.commitFloor(b) })
-	b.Run("app.Pipeline/1000", func(b *testing.B) { rig.pipeline(b, benchSmall, 0) })
-	b.Run("app.Pipeline/10000", func(b *testing.B) { rig.pipeline(b, benchMedium, 0) })
+	b.Run("Pipeline/1000", func(b *testing.B) { rig.pipeline(b, benchSmall, 0) })
+	b.Run("Pipeline/10000", func(b *testing.B) { rig.pipeline(b, benchMedium, 0) })
 	if os.Getenv("BENCH_LARGE") != "" {
 		b.Run("Queued/100000", func(b *testing.B) { rig.pipeline(b, benchLarge, benchHold) })
 	}
