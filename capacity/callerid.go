@@ -1,23 +1,15 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-)
-
-// CallerIDDigitsMin and CallerIDDigitsMax bound the digits of a caller ID
-// (E.164: a '+', then a country code that does not start with 0, at most
-// 15 digits in all).
-const (
-	CallerIDDigitsMin = 8
-	CallerIDDigitsMax = 15
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 )
 
 // ErrNoCallerID is what CallerIDs.Acquire returns, wrapped in a
@@ -120,37 +112,15 @@ func CheckNumber(field, v string) error {
 
 // CallerIDsConfig configures NewCallerIDs.
 type CallerIDsConfig struct {
-	// KeyPrefix prefixes every Redis key. Default "": KeyPrefixDefault.
-	KeyPrefix string
 	// StaleAfter is how long a number may stay busy before the next
 	// acquire of its organisation takes it back, as for call slots.
 	// Default 0: StaleAfterDefault (20m).
 	StaleAfter time.Duration
-	// OpTimeout bounds each Redis round trip. Default 0:
-	// SlotsOpTimeoutDefault (1s).
-	OpTimeout time.Duration
-	// Logger receives the warnings of an unreachable Redis. Default nil:
-	// discard.
-	Logger *slog.Logger
-	// WarnInterval is the least time between two such warnings.
-	// Default 0: WarnIntervalDefault (1m).
-	WarnInterval time.Duration
 }
 
 // WithDefaults returns a copy of c with each zero field set to its default.
 func (c CallerIDsConfig) WithDefaults() CallerIDsConfig {
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = KeyPrefixDefault
-	}
-	if c.StaleAfter == 0 {
-		c.StaleAfter = StaleAfterDefault
-	}
-	if c.OpTimeout == 0 {
-		c.OpTimeout = SlotsOpTimeoutDefault
-	}
-	if c.WarnInterval == 0 {
-		c.WarnInterval = WarnIntervalDefault
-	}
+	c.StaleAfter = cmp.Or(c.StaleAfter, StaleAfterDefault)
 	return c
 }
 
@@ -159,28 +129,27 @@ func (c CallerIDsConfig) WithDefaults() CallerIDsConfig {
 // time, and one whose holder never gave it back returns to the pool after
 // StaleAfter. It is safe for concurrent use.
 type CallerIDs struct {
-	rdb  redis.UniversalClient
+	kit  rediskit.Kit
 	cfg  CallerIDsConfig
-	fail *FailOpen
+	fail *rediskit.FailOpen
 
 	// nowMs, when not 0, replaces Redis TIME in the scripts (tests only).
 	nowMs atomic.Int64
 }
 
-// NewCallerIDs returns the caller-ID pools kept in rdb. It returns an
-// error naming the field that cfg gets wrong.
-func NewCallerIDs(rdb redis.UniversalClient, cfg CallerIDsConfig) (*CallerIDs, error) {
-	if rdb == nil {
-		return nil, errors.New("capacity.NewCallerIDs: Redis client is nil")
+// NewCallerIDs returns the caller-ID pools kept in r, each round trip
+// bounded by RedisConfig.AdmitOpTimeout. It returns an error naming the
+// field that cfg gets wrong.
+func NewCallerIDs(r *Redis, cfg CallerIDsConfig) (*CallerIDs, error) {
+	if r == nil {
+		return nil, errors.New("capacity.NewCallerIDs: Redis is nil")
 	}
 	cfg = cfg.WithDefaults()
 	if cfg.StaleAfter < time.Millisecond {
 		return nil, fmt.Errorf("CallerIDsConfig.StaleAfter must be at least 1ms, got %s", cfg.StaleAfter)
 	}
-	if cfg.OpTimeout < 0 {
-		return nil, fmt.Errorf("CallerIDsConfig.OpTimeout must not be negative, got %s", cfg.OpTimeout)
-	}
-	return &CallerIDs{rdb: rdb, cfg: cfg, fail: NewFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
+	kit := r.kit.Admission()
+	return &CallerIDs{kit: kit, cfg: cfg, fail: kit.NewFailOpen()}, nil
 }
 
 // Unreachable returns how many acquires and releases found Redis
@@ -220,17 +189,10 @@ const (
 )
 
 func (c *CallerIDs) keys(org string) []string {
-	return []string{
-		Key(c.cfg.KeyPrefix, org, "cid", "pool"), Key(c.cfg.KeyPrefix, org, "cid", "free"),
-		Key(c.cfg.KeyPrefix, org, "cid", "hold"), Key(c.cfg.KeyPrefix, org, "cid", "call"),
-	}
+	return []string{c.kit.Key(org, "cid", "pool"), c.kit.Key(org, "cid", "free"), c.kit.Key(org, "cid", "hold"), c.kit.Key(org, "cid", "call")}
 }
 
-func (c *CallerIDs) nowArg() string { return scriptNowArg(c.nowMs.Load()) }
-
-func (c *CallerIDs) op(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.cfg.OpTimeout)
-}
+func (c *CallerIDs) nowArg() string { return rediskit.NowArg(c.nowMs.Load()) }
 
 func checkNumbers(numbers []string) error {
 	if len(numbers) == 0 {
@@ -250,7 +212,7 @@ func checkNumbers(numbers []string) error {
 // free it returns a *NoCallerIDError (errors.Is ErrNoCallerID) saying how
 // many are busy. An invalid org or call id gives an *IDError. When Redis
 // cannot be reached (or ctx ends) it returns an error wrapping
-// ErrCallerIDsUnavailable at once, after at most OpTimeout: the caller
+// ErrCallerIDsUnavailable at once, after at most RedisConfig.AdmitOpTimeout: the caller
 // dials with its default number.
 func (c *CallerIDs) Acquire(ctx context.Context, org, callID string) (CallerID, error) {
 	if err := CheckID("org", org); err != nil {
@@ -263,9 +225,9 @@ func (c *CallerIDs) Acquire(ctx context.Context, org, callID string) (CallerID, 
 	if err != nil {
 		return CallerID{}, fmt.Errorf("acquiring a caller ID for org %q: %w: %w", org, ErrCallerIDsUnavailable, err)
 	}
-	octx, cancel := c.op(ctx)
+	octx, cancel := c.kit.Op(ctx)
 	defer cancel()
-	res, err := callerIDAcquireScript.Run(octx, c.rdb, c.keys(org), c.nowArg(), c.cfg.StaleAfter.Milliseconds(), token, callID).Slice()
+	res, err := callerIDAcquireScript.Run(octx, c.kit.Client, c.keys(org), c.nowArg(), c.cfg.StaleAfter.Milliseconds(), token, callID).Slice()
 	if err == nil && len(res) != 5 {
 		err = fmt.Errorf("caller-ID acquire script returned %d values, want 5", len(res))
 	}
@@ -301,9 +263,9 @@ func (c *CallerIDs) Release(ctx context.Context, org, number, token string) (boo
 	if err := CheckID("token", token); err != nil {
 		return false, err
 	}
-	octx, cancel := c.op(context.WithoutCancel(ctx))
+	octx, cancel := c.kit.Detached(ctx)
 	defer cancel()
-	n, err := callerIDReleaseScript.Run(octx, c.rdb, c.keys(org), c.nowArg(), number, token).Int()
+	n, err := callerIDReleaseScript.Run(octx, c.kit.Client, c.keys(org), c.nowArg(), number, token).Int()
 	if err != nil {
 		c.fail.Note("caller-id release", err)
 		return false, nil
@@ -322,13 +284,13 @@ func (c *CallerIDs) Add(ctx context.Context, org string, numbers ...string) (int
 	if err := checkNumbers(numbers); err != nil {
 		return 0, err
 	}
-	octx, cancel := c.op(ctx)
+	octx, cancel := c.kit.Op(ctx)
 	defer cancel()
 	args := make([]any, len(numbers))
 	for i, n := range numbers {
 		args[i] = n
 	}
-	n, err := callerIDAddScript.Run(octx, c.rdb, c.keys(org)[:2], args...).Int()
+	n, err := callerIDAddScript.Run(octx, c.kit.Client, c.keys(org)[:2], args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("adding caller IDs to org %q: %w", org, err)
 	}
@@ -348,7 +310,7 @@ func (c *CallerIDs) Remove(ctx context.Context, org string, force bool, numbers 
 	if err := checkNumbers(numbers); err != nil {
 		return 0, err
 	}
-	octx, cancel := c.op(ctx)
+	octx, cancel := c.kit.Op(ctx)
 	defer cancel()
 	forceArg := ""
 	if force {
@@ -358,7 +320,7 @@ func (c *CallerIDs) Remove(ctx context.Context, org string, force bool, numbers 
 	for _, n := range numbers {
 		args = append(args, n)
 	}
-	res, err := callerIDRemoveScript.Run(octx, c.rdb, c.keys(org), args...).Slice()
+	res, err := callerIDRemoveScript.Run(octx, c.kit.Client, c.keys(org), args...).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("removing caller IDs from org %q: %w", org, err)
 	}
@@ -386,10 +348,10 @@ func (c *CallerIDs) List(ctx context.Context, org string) ([]CallerIDState, erro
 	if err := CheckID("org", org); err != nil {
 		return nil, err
 	}
-	octx, cancel := c.op(ctx)
+	octx, cancel := c.kit.Op(ctx)
 	defer cancel()
 	keys := c.keys(org)
-	res, err := callerIDListScript.Run(octx, c.rdb, []string{keys[0], keys[3]}, c.nowArg()).Slice()
+	res, err := callerIDListScript.Run(octx, c.kit.Client, []string{keys[0], keys[3]}, c.nowArg()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("listing caller IDs of org %q: %w", org, err)
 	}

@@ -75,7 +75,7 @@ func TestCallerIDsProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		prefix := testredis.UniquePrefix("capacity", t.Name())
 		defer testredis.DeleteKeys(rdb, prefix)
-		c, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{KeyPrefix: prefix})
+		c, err := capacity.NewCallerIDs(onRedis(rt, rdb, prefix), capacity.CallerIDsConfig{})
 		if err != nil {
 			rt.Fatal(err)
 		}

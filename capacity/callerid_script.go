@@ -1,6 +1,10 @@
 package capacity
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
+)
 
 // The caller-ID pool's keys, all of one organisation (hash tag org):
 //
@@ -35,7 +39,7 @@ end
 // longest ago (ties: the lowest number, byte-wise) and marks it busy since
 // now for token and call id. Returns {number, now, busy, total, reclaimed},
 // number "" when none is free.
-var callerIDAcquireScript = NowScript(luaCallerIDReclaim + `
+var callerIDAcquireScript = rediskit.NowScript(luaCallerIDReclaim + `
 local total = redis.call('ZCARD', KEYS[1])
 local first = redis.call('ZRANGE', KEYS[2], 0, 0)
 if #first == 0 then
@@ -53,7 +57,7 @@ return {n, now, total - redis.call('ZCARD', KEYS[2]), total, reclaimed}
 // token. Frees the number only while token holds it. Returns 1 if it freed
 // it, 0 otherwise (released already, reclaimed, removed, or another
 // holder's).
-var callerIDReleaseScript = NowScript(`
+var callerIDReleaseScript = rediskit.NowScript(`
 if redis.call('HGET', KEYS[3], ARGV[2]) ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[3], ARGV[2])
 redis.call('HDEL', KEYS[4], ARGV[2])
@@ -83,7 +87,7 @@ return added
 // removal when any number is busy and not stale, returning {0, busy
 // numbers...}; otherwise removes every number (a holder's later release
 // then frees nothing) and returns {1, removed count}.
-var callerIDRemoveScript = NowScript(`
+var callerIDRemoveScript = rediskit.NowScript(`
 local stale = tonumber(ARGV[2])
 if ARGV[3] ~= '1' then
   local busy = {0}
@@ -105,7 +109,7 @@ return {1, removed}
 
 // callerIDListScript: KEYS pool, call; ARGV now. Returns {now, number,
 // busy since ms, call id, ...} for every number, lowest number first.
-var callerIDListScript = NowScript(`
+var callerIDListScript = rediskit.NowScript(`
 local out = {now}
 local pool = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local byNumber = {}

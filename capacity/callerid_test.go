@@ -10,15 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
-func newTestCallerIDs(t testing.TB, rdb redis.UniversalClient, cfg capacity.CallerIDsConfig) *capacity.CallerIDs {
+func newTestCallerIDs(t testing.TB, r *capacity.Redis, cfg capacity.CallerIDsConfig) *capacity.CallerIDs {
 	t.Helper()
-	c, err := capacity.NewCallerIDs(rdb, cfg)
+	c, err := capacity.NewCallerIDs(r, cfg)
 	if err != nil {
 		t.Fatalf("NewCallerIDs: %v", err)
 	}
@@ -67,7 +65,7 @@ func TestCallerIDsAcquireRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	c := newTestCallerIDs(t, rdb, capacity.CallerIDsConfig{KeyPrefix: prefix})
+	c := newTestCallerIDs(t, onRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	capacity.SetCallerIDsNowForTest(c, t0)
 
@@ -162,7 +160,7 @@ func TestCallerIDsReclaimStale(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	c := newTestCallerIDs(t, rdb, capacity.CallerIDsConfig{KeyPrefix: prefix})
+	c := newTestCallerIDs(t, onRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	capacity.SetCallerIDsNowForTest(c, t0)
 	if _, err := c.Add(ctx, "acme", "+4930123456"); err != nil {
@@ -199,7 +197,7 @@ func TestCallerIDsRemove(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	c := newTestCallerIDs(t, rdb, capacity.CallerIDsConfig{KeyPrefix: prefix})
+	c := newTestCallerIDs(t, onRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
 	if _, err := c.Add(ctx, "acme", "+4930111111", "+4930222222", "+4930333333"); err != nil {
 		t.Fatal(err)
 	}
@@ -246,8 +244,8 @@ func TestCallerIDsUnavailable(t *testing.T) {
 	ctx := context.Background()
 	srv, rdb := testredis.Throwaway(t)
 	logs := &slotsLogs{}
-	c := newTestCallerIDs(t, rdb, capacity.CallerIDsConfig{OpTimeout: 300 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	r := newRedis(t, capacity.RedisConfig{Client: rdb, AdmitOpTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	c := newTestCallerIDs(t, r, capacity.CallerIDsConfig{})
 	if _, err := c.Add(ctx, "acme", "+4930111111"); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +287,7 @@ func TestCallerIDsConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	c := newTestCallerIDs(t, rdb, capacity.CallerIDsConfig{KeyPrefix: prefix, OpTimeout: 10 * time.Second})
+	c := newTestCallerIDs(t, newRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 10 * time.Second}), capacity.CallerIDsConfig{})
 	const pool, workers, rounds = 10, 50, 40
 	numbers := make([]string, pool)
 	for i := range numbers {

@@ -22,7 +22,12 @@ func ExampleCallerIDs() {
 	prefix := testredis.UniquePrefix("capacity", "ExampleCallerIDs")
 	defer testredis.DeleteKeys(rdb, prefix)
 
-	pool, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{KeyPrefix: prefix})
+	r, err := capacity.NewRedis(capacity.RedisConfig{Client: rdb, KeyPrefix: prefix})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	pool, err := capacity.NewCallerIDs(r, capacity.CallerIDsConfig{})
 	if err != nil {
 		fmt.Println(err)
 		return

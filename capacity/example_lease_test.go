@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -15,20 +14,19 @@ import (
 // example needs the Redis at TEST_REDIS_URL, like the rest of the suite.
 func ExampleLeases_Acquire() {
 	ctx := context.Background()
-	opt, err := capacity.FailFastOptions(testredis.URL())
+	prefix := testredis.UniquePrefix("capacity", "ExampleLeases_Acquire")
+	// In production: RedisConfig{URL: ...}, which dials with fail-fast
+	// client options.
+	r, err := capacity.NewRedis(capacity.RedisConfig{URL: testredis.URL(), KeyPrefix: prefix})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	prefix := testredis.UniquePrefix("capacity", "ExampleLeases_Acquire")
-	defer testredis.DeleteKeys(rdb, prefix)
+	defer r.Close()
+	defer testredis.DeleteKeys(r.Client(), prefix)
 
-	leases, err := capacity.New(capacity.Config{
-		Redis:     rdb,
-		KeyPrefix: prefix,
-		Limits:    map[string]capacity.ProviderLimit{"deepgram/stt": {Limit: 2, BatchReserve: 1}},
+	leases, err := capacity.New(r, capacity.Config{
+		Limits: map[string]capacity.ProviderLimit{"deepgram/stt": {Limit: 2, BatchReserve: 1}},
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -39,10 +37,10 @@ func ExampleLeases_Acquire() {
 	})
 	defer hb.Stop()
 
-	call, g := leases.Acquire(ctx, capacity.Request{Provider: "deepgram", Kind: capacity.KindSTT, Holder: "call-42", Lane: capacity.Live})
+	call, g := leases.Acquire(ctx, capacity.Request{Provider: "deepgram", Kind: capacity.KindSTT, Holder: "call-42", Lane: lane.Live})
 	fmt.Printf("live:  granted=%v in use %d of %d uncounted=%v\n", g.Granted, g.InUse, g.Limit, g.Uncounted)
 
-	_, g = leases.Acquire(ctx, capacity.Request{Provider: "deepgram", Kind: capacity.KindSTT, Holder: "job-7", Lane: capacity.Batch})
+	_, g = leases.Acquire(ctx, capacity.Request{Provider: "deepgram", Kind: capacity.KindSTT, Holder: "job-7", Lane: lane.Batch})
 	fmt.Printf("batch: granted=%v in use %d of %d (one slot is kept for live calls)\n", g.Granted, g.InUse, g.Limit)
 
 	leases.Release(ctx, call)

@@ -28,9 +28,13 @@ func ExampleSlots() {
 		}
 	}()
 
-	slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{
-		KeyPrefix: prefix,
-		Orgs:      map[string]capacity.OrgSlots{"acme": {Limit: 10, Campaigns: map[string]int{"spring-renewals": 1}}},
+	r, err := capacity.NewRedis(capacity.RedisConfig{Client: rdb, KeyPrefix: prefix})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	slots, err := capacity.NewSlots(r, capacity.SlotsConfig{
+		Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 10, Campaigns: map[string]int{"spring-renewals": 1}}},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -71,7 +71,7 @@ func TestHeartbeatRealTicker(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
 	rdb := testredis.Client(t)
-	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: testredis.Prefix(t, rdb, "capacity"),
+	l, err := capacity.New(onRedis(t, rdb, testredis.Prefix(t, rdb, "capacity")), capacity.Config{
 		Limits:   map[string]capacity.ProviderLimit{"acme/stt": {Limit: 1}},
 		LeaseSTT: 300 * time.Millisecond, HeartbeatEvery: 20 * time.Millisecond})
 	if err != nil {

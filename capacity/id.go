@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-// IDMaxLen is the longest organisation, campaign, call or slot id Slots
-// accepts.
-const IDMaxLen = 128
-
 // ErrInvalidID is what Slots returns, wrapped in an *IDError, for an
 // organisation, campaign, call or slot id it does not accept.
 var ErrInvalidID = errors.New("capacity: invalid id")

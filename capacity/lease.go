@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,15 +9,15 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
+	"github.com/callscribe/callscribe/internal/lane"
 )
 
 // Kinds of vendor stream a lease counts.
@@ -25,37 +26,11 @@ const (
 	KindTTS = "tts" // a voice (speech synthesis) stream
 )
 
-// Defaults of Config's zero fields.
-const (
-	LeaseSTTDefault       = 90 * time.Second
-	LeaseTTSDefault       = 60 * time.Second
-	HeartbeatEveryDefault = 20 * time.Second
-	OpTimeoutDefault      = 250 * time.Millisecond
-	PeakRetentionDefault  = 24 * time.Hour
-	LimitEventsCapDefault = 100
-	// LearnedLimitFloor is the lowest limit a vendor refusal can teach: a
-	// learned limit of 0 would stop every stream to that vendor for good,
-	// since nothing raises a limit automatically. Only SetLimit goes lower.
-	LearnedLimitFloor = 1
-)
-
-// Lane says whose traffic a lease is for.
-type Lane int
-
-const (
-	// Live is a call in progress: it may use every slot up to the limit.
-	Live Lane = iota
-	// Batch is post-call work: it may use only Limit − BatchReserve slots,
-	// so live traffic keeps the reserve.
-	Batch
-)
-
-func (l Lane) String() string {
-	if l == Batch {
-		return "batch"
-	}
-	return "live"
-}
+// Lane says whose traffic a lease is for: lane.Live (and the zero Lane)
+// may use every slot up to the limit, lane.Batch only Limit −
+// BatchReserve, so that live traffic keeps the reserve. It is the one lane
+// type of the ledger, the pipeline and capacity.
+type Lane = lane.Lane
 
 // ProviderLimit is the configured concurrency of one provider and kind.
 type ProviderLimit struct {
@@ -69,15 +44,6 @@ type ProviderLimit struct {
 
 // Config configures New.
 type Config struct {
-	// Redis is the client. Required. Capacity calls fail open after
-	// OpTimeout; for a dead Redis to cost milliseconds rather than seconds,
-	// build the client from FailFastOptions (no retries, short dial and
-	// socket timeouts, context deadlines honoured).
-	Redis redis.UniversalClient
-
-	// KeyPrefix prefixes every key. Default "": KeyPrefixDefault.
-	KeyPrefix string
-
 	// Limits maps "provider/kind" (kind KindSTT or KindTTS) to its limit.
 	// A provider/kind not listed here is not counted: Acquire grants it
 	// uncounted and warns once.
@@ -93,12 +59,6 @@ type Config struct {
 	// it must be shorter than both lease lengths.
 	// Default 0: HeartbeatEveryDefault (20s).
 	HeartbeatEvery time.Duration
-	// WarnInterval is how often, at most, a fail-open warning is logged.
-	// Default 0: WarnIntervalDefault (1m).
-	WarnInterval time.Duration
-	// OpTimeout bounds each Redis round trip; past it the call fails open.
-	// Default 0: OpTimeoutDefault (250ms).
-	OpTimeout time.Duration
 	// PeakRetention is how long per-minute peak usage is kept.
 	// Default 0: PeakRetentionDefault (24h).
 	PeakRetention time.Duration
@@ -106,17 +66,11 @@ type Config struct {
 	// sets) are kept per provider/kind. Default 0: LimitEventsCapDefault.
 	LimitEventsCap int
 
-	// Logger receives warnings. Default nil: discard.
-	Logger *slog.Logger
 	// OnLimitLearned, when set, is called after a vendor refusal lowered a
 	// limit (ReportRefusal), on the reporting goroutine: it must not block
 	// (hand the alert to a queue). Default nil: the alert is logged and
 	// counted (LimitAlerts) only.
 	OnLimitLearned func(LimitLearned)
-	// Clock is the local clock, used only to rate-limit warnings and to
-	// stamp uncounted leases; lease expiry uses Redis time. Default nil:
-	// clock.System.
-	Clock clock.Clock
 
 	// testNow, when set (tests only, see lease_export_test.go), replaces
 	// Redis TIME inside the scripts with its value in Unix milliseconds, so
@@ -127,82 +81,44 @@ type Config struct {
 
 // WithDefaults returns a copy of c with each zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = KeyPrefixDefault
-	}
-	if c.LeaseSTT == 0 {
-		c.LeaseSTT = LeaseSTTDefault
-	}
-	if c.LeaseTTS == 0 {
-		c.LeaseTTS = LeaseTTSDefault
-	}
-	if c.HeartbeatEvery == 0 {
-		c.HeartbeatEvery = HeartbeatEveryDefault
-	}
-	if c.WarnInterval == 0 {
-		c.WarnInterval = WarnIntervalDefault
-	}
-	if c.OpTimeout == 0 {
-		c.OpTimeout = OpTimeoutDefault
-	}
-	if c.PeakRetention == 0 {
-		c.PeakRetention = PeakRetentionDefault
-	}
-	if c.LimitEventsCap == 0 {
-		c.LimitEventsCap = LimitEventsCapDefault
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Clock == nil {
-		c.Clock = clock.System{}
-	}
+	c.LeaseSTT = cmp.Or(c.LeaseSTT, LeaseSTTDefault)
+	c.LeaseTTS = cmp.Or(c.LeaseTTS, LeaseTTSDefault)
+	c.HeartbeatEvery = cmp.Or(c.HeartbeatEvery, HeartbeatEveryDefault)
+	c.PeakRetention = cmp.Or(c.PeakRetention, PeakRetentionDefault)
+	c.LimitEventsCap = cmp.Or(c.LimitEventsCap, LimitEventsCapDefault)
 	return c
 }
 
-func (c Config) validate() error {
-	if c.Redis == nil {
-		return errors.New("capacity: Config.Redis is required")
-	}
-	for key, pl := range c.Limits {
+// Validate returns every field c gets wrong, each error naming the field,
+// such as "HeartbeatEvery: must be shorter than LeaseSTT (…) and LeaseTTS
+// (…)". Run it on WithDefaults' result.
+func (c Config) Validate() error {
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(c.Limits)) {
+		pl := c.Limits[key]
 		provider, kind, ok := strings.Cut(key, "/")
 		if !ok || provider == "" || strings.ContainsAny(provider, "{}") || (kind != KindSTT && kind != KindTTS) {
-			return fmt.Errorf("capacity: Config.Limits key %q must be \"provider/stt\" or \"provider/tts\" (provider without braces)", key)
+			errs = append(errs, fmt.Errorf("Limits[%q]: key must be \"provider/stt\" or \"provider/tts\" (provider without braces)", key))
 		}
 		if pl.Limit < 0 || pl.BatchReserve < 0 {
-			return fmt.Errorf("capacity: Config.Limits[%q] must not be negative, got %+v", key, pl)
+			errs = append(errs, fmt.Errorf("Limits[%q]: must not be negative, got %+v", key, pl))
 		}
 	}
-	for name, d := range map[string]time.Duration{"LeaseSTT": c.LeaseSTT, "LeaseTTS": c.LeaseTTS,
-		"HeartbeatEvery": c.HeartbeatEvery, "WarnInterval": c.WarnInterval, "OpTimeout": c.OpTimeout, "PeakRetention": c.PeakRetention} {
-		if d < 0 {
-			return fmt.Errorf("capacity: Config.%s must not be negative, got %s", name, d)
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"LeaseSTT", c.LeaseSTT}, {"LeaseTTS", c.LeaseTTS}, {"HeartbeatEvery", c.HeartbeatEvery}, {"PeakRetention", c.PeakRetention}} {
+		if f.d < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", f.name, f.d))
 		}
 	}
 	if c.HeartbeatEvery >= min(c.LeaseSTT, c.LeaseTTS) {
-		return fmt.Errorf("capacity: Config.HeartbeatEvery (%s) must be shorter than LeaseSTT (%s) and LeaseTTS (%s)", c.HeartbeatEvery, c.LeaseSTT, c.LeaseTTS)
+		errs = append(errs, fmt.Errorf("HeartbeatEvery: %s must be shorter than LeaseSTT (%s) and LeaseTTS (%s)", c.HeartbeatEvery, c.LeaseSTT, c.LeaseTTS))
 	}
 	if c.LimitEventsCap < 0 {
-		return fmt.Errorf("capacity: Config.LimitEventsCap must not be negative, got %d", c.LimitEventsCap)
+		errs = append(errs, fmt.Errorf("LimitEventsCap: must not be negative, got %d", c.LimitEventsCap))
 	}
-	return nil
-}
-
-// FailFastOptions parses a redis:// or unix:// URL into client options that
-// make an unreachable Redis cost milliseconds: no command retries, one dial
-// attempt, 250ms dial and socket timeouts, context deadlines honoured.
-func FailFastOptions(url string) (*redis.Options, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("capacity: parsing Redis URL: %w", err)
-	}
-	opt.MaxRetries = -1
-	opt.DialerRetries = 1
-	opt.DialTimeout = OpTimeoutDefault
-	opt.ReadTimeout = OpTimeoutDefault
-	opt.WriteTimeout = OpTimeoutDefault
-	opt.ContextTimeoutEnabled = true
-	return opt, nil
+	return errors.Join(errs...)
 }
 
 // Leases counts vendor slots. It is safe for concurrent use; one per
@@ -210,8 +126,8 @@ func FailFastOptions(url string) (*redis.Options, error) {
 // its Heartbeat.
 type Leases struct {
 	cfg    Config
-	rdb    redis.UniversalClient
-	fail   *FailOpen
+	kit    rediskit.Kit
+	fail   *rediskit.FailOpen
 	logger *slog.Logger
 
 	// counters holds each configured provider/kind's keys and script
@@ -225,19 +141,23 @@ type Leases struct {
 	limitAlerts   atomic.Int64
 }
 
-// New returns Leases for cfg after filling defaults and validating it.
-func New(cfg Config) (*Leases, error) {
+// New returns Leases counting in r for cfg after filling defaults, or an
+// error naming each field cfg gets wrong.
+func New(r *Redis, cfg Config) (*Leases, error) {
+	if r == nil {
+		return nil, errors.New("capacity.New: Redis is nil")
+	}
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("capacity: Config: %w", err)
 	}
 	// A copy: the limits are read here, once; the caller's map may change.
 	cfg.Limits = maps.Clone(cfg.Limits)
 	l := &Leases{
 		cfg:      cfg,
-		rdb:      cfg.Redis,
-		fail:     NewFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Clock),
-		logger:   cfg.Logger,
+		kit:      r.kit,
+		fail:     r.kit.NewFailOpen(),
+		logger:   r.kit.Logger,
 		counters: make(map[counterKey]*counter, len(cfg.Limits)),
 		held:     make(map[string]Lease),
 	}
@@ -360,46 +280,19 @@ func (l *Leases) leaseLen(kind string) time.Duration {
 
 func (l *Leases) tag(provider, kind string) string { return provider + "/" + kind }
 
-func (l *Leases) leasesKey(tag string) string { return Key(l.cfg.KeyPrefix, tag, "leases") }
-func (l *Leases) limitKey(tag string) string  { return Key(l.cfg.KeyPrefix, tag, "limit") }
-func (l *Leases) peakKey(tag string) string   { return Key(l.cfg.KeyPrefix, tag, "peak") }
-func (l *Leases) eventsKey(tag string) string { return Key(l.cfg.KeyPrefix, tag, "events") }
-func (l *Leases) ownerKey(tag, owner string) string {
-	return Key(l.cfg.KeyPrefix, tag, "owner", owner)
-}
+func (l *Leases) leasesKey(tag string) string       { return l.kit.Key(tag, "leases") }
+func (l *Leases) limitKey(tag string) string        { return l.kit.Key(tag, "limit") }
+func (l *Leases) peakKey(tag string) string         { return l.kit.Key(tag, "peak") }
+func (l *Leases) eventsKey(tag string) string       { return l.kit.Key(tag, "events") }
+func (l *Leases) ownerKey(tag, owner string) string { return l.kit.Key(tag, "owner", owner) }
 
 // nowArg is the scripts' time argument (ARGV[1]): "" means Redis TIME.
 func (l *Leases) nowArg() string {
 	if l.cfg.testNow != nil {
-		return scriptNowArg(l.cfg.testNow())
+		return rediskit.NowArg(l.cfg.testNow())
 	}
 	return ""
 }
-
-// opCtx is the context of one Redis round trip: ctx's values, never its
-// cancellation, and a deadline OpTimeout away, which the client's socket
-// reads and writes honour (FailFastOptions enables that). No timer is
-// started: a timer per round trip (context.WithTimeout) cost a tenth of a
-// lease's CPU, and nothing waits on the context's Done, since the socket
-// deadlines end a hung round trip. Waiting for a pooled connection is
-// bounded by the client's PoolTimeout.
-func (l *Leases) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx.Done() != nil { // cancellable: detach, keeping its values
-		ctx = context.WithoutCancel(ctx)
-	}
-	return opDeadline{Context: ctx, at: time.Now().Add(l.cfg.OpTimeout)}, noCancel
-}
-
-// opDeadline is a detached context (Done nil, Err nil) whose Deadline is
-// at; see opCtx.
-type opDeadline struct {
-	context.Context
-	at time.Time
-}
-
-func (c opDeadline) Deadline() (time.Time, bool) { return c.at, true }
-
-func noCancel() {}
 
 func newLeaseID(holder string) string {
 	var b [12]byte
@@ -420,7 +313,7 @@ func newLeaseID(holder string) string {
 // uncounted too. A granted lease must be released; the process's Heartbeat
 // keeps it alive meanwhile. ctx's cancellation is ignored (a hung-up call
 // still gets a definite answer); each Redis round trip is bounded by
-// Config.OpTimeout.
+// RedisConfig.OpTimeout.
 func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 	lease := Lease{ID: req.ID, Provider: req.Provider, Kind: req.Kind, Holder: req.Holder}
 	keyed := keyedArg
@@ -432,11 +325,11 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 		if _, warned := l.warnedUnknown.LoadOrStore(l.tag(req.Provider, req.Kind), struct{}{}); !warned {
 			l.logger.Warn("capacity: no limit configured; not counting", slog.String("provider", req.Provider), slog.String("kind", req.Kind))
 		}
-		lease.Expires = l.cfg.Clock.Now().Add(l.leaseLen(req.Kind))
+		lease.Expires = l.kit.Clock.Now().Add(l.leaseLen(req.Kind))
 		return lease, Grant{Granted: true, Uncounted: true}
 	}
 	reserve := c.liveReserve
-	if req.Lane == Batch {
+	if req.Lane.IsBatch() {
 		reserve = c.batchReserve
 	}
 	keys, args := c.acquireKeys, []any{l.nowArg(), lease.ID, c.leaseMs, c.limitArg, reserve, c.retentionMs, keyed}
@@ -448,12 +341,12 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 		keys = append(keys[:len(keys):len(keys)], l.ownerKey(c.tag, req.Owner))
 		args = append(args, strconv.FormatFloat(share, 'f', -1, 64))
 	}
-	octx, cancel := l.opCtx(ctx)
+	octx, cancel := l.kit.Detached(ctx)
 	defer cancel()
-	res, err := acquireScript.Run(octx, l.rdb, keys, args...).Int64Slice()
+	res, err := acquireScript.Run(octx, l.kit.Client, keys, args...).Int64Slice()
 	if err != nil {
 		l.fail.Note("acquire "+c.tag, err)
-		lease.Expires = l.cfg.Clock.Now().Add(l.leaseLen(req.Kind))
+		lease.Expires = l.kit.Clock.Now().Add(l.leaseLen(req.Kind))
 		return lease, Grant{Granted: true, Limit: c.limit.Limit, Uncounted: true}
 	}
 	// res: granted, inUse, effective limit, expiry ms, owner in use, owner quota
@@ -485,9 +378,9 @@ func (l *Leases) Release(ctx context.Context, lease Lease) {
 	if c == nil { // not configured here, so never counted in Redis by this process
 		return
 	}
-	octx, cancel := l.opCtx(ctx)
+	octx, cancel := l.kit.Detached(ctx)
 	defer cancel()
-	if err := l.rdb.ZRem(octx, c.leasesKey, lease.ID).Err(); err != nil {
+	if err := l.kit.Client.ZRem(octx, c.leasesKey, lease.ID).Err(); err != nil {
 		l.fail.Note("release "+c.tag, err)
 	}
 }

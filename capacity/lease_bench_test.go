@@ -16,7 +16,7 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	rdb := testredis.Client(b)
-	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: testredis.Prefix(b, rdb, "capacity"),
+	l, err := capacity.New(onRedis(b, rdb, testredis.Prefix(b, rdb, "capacity")), capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"bench/stt": {Limit: 1000}}})
 	if err != nil {
 		b.Fatal(err)
@@ -51,7 +51,7 @@ func BenchmarkEvalshaTrivial(b *testing.B) {
 func BenchmarkLeaseVsEvalsha(b *testing.B) {
 	ctx := context.Background()
 	rdb := testredis.Client(b)
-	l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: testredis.Prefix(b, rdb, "capacity"),
+	l, err := capacity.New(onRedis(b, rdb, testredis.Prefix(b, rdb, "capacity")), capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"bench/stt": {Limit: 1000}}})
 	if err != nil {
 		b.Fatal(err)

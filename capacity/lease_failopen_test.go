@@ -29,15 +29,12 @@ func TestLeaseFailOpen(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Stop() })
 	socket := strings.TrimPrefix(srv.URL(), "unix://")
 
-	opt, err := capacity.FailFastOptions(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
 	clk := newLeaseClock()
 	logs := &leaseLogs{}
-	l, err := capacity.New(capacity.Config{Redis: rdb, Logger: logs.logger(), Clock: clk, WarnInterval: time.Minute,
+	r := newRedis(t, capacity.RedisConfig{URL: srv.URL(), Logger: logs.logger(), Clock: clk, WarnInterval: time.Minute})
+	t.Cleanup(func() { _ = r.Close() })
+	rdb := r.Client()
+	l, err := capacity.New(r, capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 2}, "acme/tts": {Limit: 2}}})
 	if err != nil {
 		t.Fatal(err)
@@ -156,15 +153,18 @@ func TestLeaseFailOpenOnASilentRedis(t *testing.T) {
 			t.Cleanup(func() { _ = conn.Close() }) // held open, never answered
 		}
 	}()
-	opt, err := capacity.FailFastOptions("redis://" + ln.Addr().String())
+	opt, err := redis.ParseURL("redis://" + ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.ReadTimeout, opt.WriteTimeout = time.Minute, time.Minute // only the round trip's deadline can end a read
+	// Fail-fast options (RedisConfig.URL's) but for the socket timeouts:
+	// only the round trip's deadline can end a read.
+	opt.MaxRetries, opt.DialerRetries, opt.ContextTimeoutEnabled = -1, 1, true
+	opt.ReadTimeout, opt.WriteTimeout = time.Minute, time.Minute
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	const opTimeout = 100 * time.Millisecond
-	l, err := capacity.New(capacity.Config{Redis: rdb, OpTimeout: opTimeout,
+	l, err := capacity.New(newRedis(t, capacity.RedisConfig{Client: rdb, OpTimeout: opTimeout}), capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 2}}})
 	if err != nil {
 		t.Fatal(err)

@@ -41,9 +41,9 @@ func init() {
 	}
 }
 
-func leaseRaceConfig(rdb redis.UniversalClient, prefix string) capacity.Config {
-	return capacity.Config{Redis: rdb, KeyPrefix: prefix, OpTimeout: 30 * time.Second,
-		Limits: map[string]capacity.ProviderLimit{"racer/stt": {Limit: leaseRaceLimit}}}
+func leaseRaceConfig(rdb redis.UniversalClient, prefix string) (capacity.RedisConfig, capacity.Config) {
+	return capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, OpTimeout: 30 * time.Second},
+		capacity.Config{Limits: map[string]capacity.ProviderLimit{"racer/stt": {Limit: leaseRaceLimit}}}
 }
 
 // runLeaseRacer runs leaseRaceGoroutines goroutines that acquire, hold
@@ -59,7 +59,13 @@ func runLeaseRacer(prefix string) int {
 	opt.PoolSize = 64
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	l, err := capacity.New(leaseRaceConfig(rdb, prefix))
+	rcfg, cfg := leaseRaceConfig(rdb, prefix)
+	r, err := capacity.NewRedis(rcfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	l, err := capacity.New(r, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -49,10 +50,11 @@ func TestLeaseScriptsProperty(t *testing.T) {
 		clk := newLeaseClock()
 		m := &leaseModel{now: clk.Now().UnixMilli(), expiry: map[string]int64{}, owner: map[string]int{},
 			limit: rapid.IntRange(0, 4).Draw(rt, "limit"), reserve: rapid.IntRange(0, 2).Draw(rt, "reserve"), length: 1000}
-		cfg := capacity.WithTestNow(capacity.Config{Redis: rdb, KeyPrefix: prefix, LeaseSTT: time.Second, HeartbeatEvery: 100 * time.Millisecond,
+		r := onRedis(rt, rdb, prefix)
+		cfg := capacity.WithTestNow(capacity.Config{LeaseSTT: time.Second, HeartbeatEvery: 100 * time.Millisecond,
 			Limits: map[string]capacity.ProviderLimit{"p/stt": {Limit: m.limit, BatchReserve: m.reserve}}}, millis(clk))
 		newProc := func() *capacity.Leases {
-			l, err := capacity.New(cfg)
+			l, err := capacity.New(r, cfg)
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -64,24 +66,24 @@ func TestLeaseScriptsProperty(t *testing.T) {
 		rt.Repeat(map[string]func(*rapid.T){
 			"acquire": func(rt *rapid.T) {
 				p := rapid.IntRange(0, len(procs)-1).Draw(rt, "proc")
-				lane := rapid.SampledFrom([]capacity.Lane{capacity.Live, capacity.Batch}).Draw(rt, "lane")
+				ln := rapid.SampledFrom([]capacity.Lane{lane.Live, lane.Batch}).Draw(rt, "lane")
 				for id, e := range m.expiry { // the script trims first
 					if e <= m.now {
 						delete(m.expiry, id)
 					}
 				}
 				capN := m.limit
-				if lane == capacity.Batch {
+				if ln == lane.Batch {
 					capN -= m.reserve
 				}
 				inUse := len(m.expiry)
 				want := inUse < capN
-				lease, g := procs[p].Acquire(ctx, capacity.Request{Provider: "p", Kind: capacity.KindSTT, Holder: "h", Lane: lane})
+				lease, g := procs[p].Acquire(ctx, capacity.Request{Provider: "p", Kind: capacity.KindSTT, Holder: "h", Lane: ln})
 				if want {
 					inUse++
 				}
 				if g != (capacity.Grant{Granted: want, InUse: inUse, Limit: m.limit}) {
-					rt.Fatalf("acquire on %v lane, model in use %d cap %d: got %+v", lane, len(m.expiry), capN, g)
+					rt.Fatalf("acquire on %v lane, model in use %d cap %d: got %+v", ln, len(m.expiry), capN, g)
 				}
 				if want {
 					if lease.Expires.UnixMilli() != m.now+m.length {

@@ -41,7 +41,7 @@ func (l *Leases) Refresh(ctx context.Context, held []Lease) RefreshResult {
 	if len(order) == 0 {
 		return RefreshResult{}
 	}
-	octx, cancel := l.opCtx(ctx)
+	octx, cancel := l.kit.Detached(ctx)
 	defer cancel()
 	now := l.nowArg()
 	cmds := make([]*redis.Cmd, len(order))
@@ -69,12 +69,12 @@ func (l *Leases) Refresh(ctx context.Context, held []Lease) RefreshResult {
 		for _, h := range g {
 			args = append(args, h.ID)
 		}
-		cmds[0] = refreshScript.Run(octx, l.rdb, []string{l.leasesKey(order[0])}, args...)
+		cmds[0] = refreshScript.Run(octx, l.kit.Client, []string{l.leasesKey(order[0])}, args...)
 		err = cmds[0].Err()
 	} else {
-		_, err = l.rdb.Pipelined(octx, func(p redis.Pipeliner) error { run(p, true); return nil })
+		_, err = l.kit.Client.Pipelined(octx, func(p redis.Pipeliner) error { run(p, true); return nil })
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			_, err = l.rdb.Pipelined(octx, func(p redis.Pipeliner) error { run(p, false); return nil })
+			_, err = l.kit.Client.Pipelined(octx, func(p redis.Pipeliner) error { run(p, false); return nil })
 		}
 	}
 	if err != nil {
@@ -140,9 +140,9 @@ func (l *Leases) Extend(ctx context.Context, provider, kind, id string, d time.D
 	if c == nil {
 		return true
 	}
-	octx, cancel := l.opCtx(ctx)
+	octx, cancel := l.kit.Detached(ctx)
 	defer cancel()
-	res, err := refreshScript.Run(octx, l.rdb, c.leasesKeys, l.nowArg(), d.Milliseconds(), id).Int64Slice()
+	res, err := refreshScript.Run(octx, l.kit.Client, c.leasesKeys, l.nowArg(), d.Milliseconds(), id).Int64Slice()
 	if err != nil {
 		l.fail.Note("extend "+c.tag, err)
 		return true

@@ -1,6 +1,10 @@
 package capacity
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
+)
 
 // luaEffective sets local eff: the learned limit, else the operator's,
 // else the configured ARGV[%d]. KEYS[%d] is the limit hash.
@@ -27,7 +31,7 @@ local eff = tonumber(lim[1]) or tonumber(lim[2]) or tonumber(ARGV[%d])
 // The peak hash is written, and its expiry renewed, only when the minute's
 // peak rises, which is at least once in every minute with an Acquire: most
 // calls only read it.
-var acquireScript = NowScript(fmt.Sprintf(luaEffective, 2, 4) + `
+var acquireScript = rediskit.NowScript(fmt.Sprintf(luaEffective, 2, 4) + `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local n = redis.call('ZCARD', KEYS[1])
 local granted = 0
@@ -72,7 +76,7 @@ return {granted, n, eff, exp, mine, quota}
 // refreshScript: KEYS leases zset; ARGV now, lease ms, ids...
 // Extends each live id; an id gone or expired is lost (and removed).
 // Returns {new expiry ms, lost positions (1-based) ...}.
-var refreshScript = NowScript(`
+var refreshScript = rediskit.NowScript(`
 local exp = now + tonumber(ARGV[2])
 local out = {exp}
 for i = 3, #ARGV do
@@ -91,7 +95,7 @@ return out
 // in use at the refusal, floor, events cap. Lowers the learned limit to
 // max(in use − 1, floor) when that is below the effective limit.
 // Returns {lowered 0/1, effective before, effective after}.
-var refusalScript = NowScript(fmt.Sprintf(luaEffective, 1, 2) + `
+var refusalScript = rediskit.NowScript(fmt.Sprintf(luaEffective, 1, 2) + `
 local inuse = tonumber(ARGV[3])
 local new = math.max(inuse - 1, tonumber(ARGV[4]))
 if inuse >= eff or new >= eff then return {0, eff, eff} end
@@ -104,7 +108,7 @@ return {1, eff, new}
 // setLimitScript: KEYS limit hash, events list; ARGV now, configured
 // limit, new limit, events cap. Sets the operator's limit and forgets the
 // learned one. Returns the effective limit before.
-var setLimitScript = NowScript(fmt.Sprintf(luaEffective, 1, 2) + `
+var setLimitScript = rediskit.NowScript(fmt.Sprintf(luaEffective, 1, 2) + `
 redis.call('HSET', KEYS[1], 'set', ARGV[3])
 redis.call('HDEL', KEYS[1], 'learned')
 redis.call('LPUSH', KEYS[2], cjson.encode({at = now, reason = 'set', in_use = -1, from = eff, to = tonumber(ARGV[3])}))
@@ -114,7 +118,7 @@ return eff
 
 // statusScript: KEYS leases zset, limit hash, peak hash; ARGV now.
 // Returns {in use, learned or -1, set or -1, minute, peak, ...}.
-var statusScript = NowScript(`
+var statusScript = rediskit.NowScript(`
 local out = {redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')}
 local lim = redis.call('HMGET', KEYS[2], 'learned', 'set')
 out[2] = tonumber(lim[1]) or -1

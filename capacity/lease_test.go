@@ -10,6 +10,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -21,18 +22,19 @@ type leaseBundle struct {
 	logs   *leaseLogs
 	leases *capacity.Leases
 	cfg    capacity.Config
+	redis  *capacity.Redis
 }
 
 // leaseSetup returns Leases over a fresh key prefix whose script clock is
-// the bundle's clock (WithTestNow); cfg's Redis, KeyPrefix, Logger and Clock
-// are filled in.
+// the bundle's clock (WithTestNow); the handle's KeyPrefix, Logger and Clock
+// are the bundle's.
 func leaseSetup(t *testing.T, cfg capacity.Config) *leaseBundle {
 	t.Helper()
 	b := &leaseBundle{rdb: testredis.Client(t), clock: newLeaseClock(), logs: &leaseLogs{}}
 	b.prefix = testredis.Prefix(t, b.rdb, "capacity")
-	cfg.Redis, cfg.KeyPrefix, cfg.Logger, cfg.Clock = b.rdb, b.prefix, b.logs.logger(), b.clock
+	b.redis = newRedis(t, capacity.RedisConfig{Client: b.rdb, KeyPrefix: b.prefix, Logger: b.logs.logger(), Clock: b.clock})
 	b.cfg = capacity.WithTestNow(cfg, millis(b.clock))
-	l, err := capacity.New(b.cfg)
+	l, err := capacity.New(b.redis, b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,8 +151,8 @@ func TestLeaseBatchReserve(t *testing.T) {
 	ctx := context.Background()
 	b := leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 5, BatchReserve: 2}}})
 	l := b.leases
-	batch := capacity.Request{Provider: "acme", Kind: capacity.KindSTT, Holder: "job", Lane: capacity.Batch}
-	live := capacity.Request{Provider: "acme", Kind: capacity.KindSTT, Holder: "call", Lane: capacity.Live}
+	batch := capacity.Request{Provider: "acme", Kind: capacity.KindSTT, Holder: "job", Lane: lane.Batch}
+	live := capacity.Request{Provider: "acme", Kind: capacity.KindSTT, Holder: "call", Lane: lane.Live}
 	var held []capacity.Lease
 	for i := range 3 {
 		lease, g := l.Acquire(ctx, batch)
@@ -183,24 +185,61 @@ func TestLeaseConfigValidate(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer rdb.Close()
+	r := onRedis(t, rdb, "")
 	for name, tc := range map[string]struct {
+		r       *capacity.Redis
 		cfg     capacity.Config
 		wantErr string
 	}{
-		"no redis":         {capacity.Config{}, "Config.Redis"},
-		"bad kind":         {capacity.Config{Redis: rdb, Limits: map[string]capacity.ProviderLimit{"acme/asr": {Limit: 1}}}, "Config.Limits"},
-		"no kind":          {capacity.Config{Redis: rdb, Limits: map[string]capacity.ProviderLimit{"acme": {Limit: 1}}}, "Config.Limits"},
-		"brace":            {capacity.Config{Redis: rdb, Limits: map[string]capacity.ProviderLimit{"a{b}/stt": {Limit: 1}}}, "Config.Limits"},
-		"negative limit":   {capacity.Config{Redis: rdb, Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: -1}}}, "Config.Limits"},
-		"negative lease":   {capacity.Config{Redis: rdb, LeaseTTS: -time.Second}, "Config.LeaseTTS"},
-		"slow heartbeat":   {capacity.Config{Redis: rdb, HeartbeatEvery: time.Minute}, "Config.HeartbeatEvery"},
-		"negative events":  {capacity.Config{Redis: rdb, LimitEventsCap: -1}, "Config.LimitEventsCap"},
-		"defaults are ok":  {capacity.Config{Redis: rdb}, ""},
-		"configured is ok": {capacity.Config{Redis: rdb, Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 3, BatchReserve: 1}}}, ""},
+		"no redis":         {nil, capacity.Config{}, "Redis is nil"},
+		"bad kind":         {r, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme/asr": {Limit: 1}}}, `Limits["acme/asr"]`},
+		"no kind":          {r, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme": {Limit: 1}}}, `Limits["acme"]`},
+		"brace":            {r, capacity.Config{Limits: map[string]capacity.ProviderLimit{"a{b}/stt": {Limit: 1}}}, `Limits["a{b}/stt"]`},
+		"negative limit":   {r, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: -1}}}, `Limits["acme/stt"]: must not be negative`},
+		"negative lease":   {r, capacity.Config{LeaseTTS: -time.Second}, "LeaseTTS: must not be negative"},
+		"slow heartbeat":   {r, capacity.Config{HeartbeatEvery: time.Minute}, "HeartbeatEvery: 1m0s must be shorter"},
+		"negative events":  {r, capacity.Config{LimitEventsCap: -1}, "LimitEventsCap: must not be negative"},
+		"defaults are ok":  {r, capacity.Config{}, ""},
+		"configured is ok": {r, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 3, BatchReserve: 1}}}, ""},
 	} {
-		_, err := capacity.New(tc.cfg)
+		_, err := capacity.New(tc.r, tc.cfg)
 		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("%s: New error %v, want one naming %q", name, err, tc.wantErr)
+		}
+	}
+}
+
+// RedisConfig.Validate names every field it refuses by its Go name.
+func TestRedisConfigValidate(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer rdb.Close()
+	for name, tc := range map[string]struct {
+		cfg  capacity.RedisConfig
+		want []string
+	}{
+		"no client":         {capacity.RedisConfig{}, []string{"Client: is required (or URL)"}},
+		"client and URL":    {capacity.RedisConfig{Client: rdb, URL: "redis://127.0.0.1:1"}, []string{"URL: must be empty when Client is set"}},
+		"negative timeouts": {capacity.RedisConfig{Client: rdb, OpTimeout: -1, AdmitOpTimeout: -1, WarnInterval: -1}, []string{"AdmitOpTimeout: must be > 0", "OpTimeout: must be > 0", "WarnInterval: must be > 0"}},
+		"bad URL":           {capacity.RedisConfig{URL: "http://x"}, []string{"parsing Redis URL"}},
+		"defaults are ok":   {capacity.RedisConfig{Client: rdb}, nil},
+		"a URL is ok":       {capacity.RedisConfig{URL: "redis://127.0.0.1:1/0"}, nil},
+	} {
+		r, err := capacity.NewRedis(tc.cfg)
+		if (err == nil) != (len(tc.want) == 0) {
+			t.Errorf("%s: NewRedis error %v, want %q", name, err, tc.want)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: NewRedis error %v, want one naming %q", name, err, w)
+			}
+		}
+		if err == nil {
+			if got := r.KeyPrefix(); got != capacity.KeyPrefixDefault {
+				t.Errorf("%s: KeyPrefix %q, want the default %q", name, got, capacity.KeyPrefixDefault)
+			}
+			_ = r.Close()
 		}
 	}
 }

@@ -24,9 +24,9 @@ func (l *Leases) ReportRefusal(ctx context.Context, provider, kind string, inUse
 	if !ok {
 		return
 	}
-	octx, cancel := l.opCtx(ctx)
+	octx, cancel := l.kit.Detached(ctx)
 	defer cancel()
-	res, err := refusalScript.Run(octx, l.rdb, []string{l.limitKey(tag), l.eventsKey(tag)},
+	res, err := refusalScript.Run(octx, l.kit.Client, []string{l.limitKey(tag), l.eventsKey(tag)},
 		l.nowArg(), pl.Limit, inUse, LearnedLimitFloor, l.cfg.LimitEventsCap).Int64Slice()
 	if err != nil {
 		l.fail.Note("report refusal "+tag, err)
@@ -80,9 +80,9 @@ func (l *Leases) SetLimit(ctx context.Context, provider, kind string, limit int)
 	if limit < 0 {
 		return fmt.Errorf("capacity: setting limit of %s: limit must not be negative, got %d", tag, limit)
 	}
-	octx, cancel := l.opCtx(ctx)
+	octx, cancel := l.kit.Detached(ctx)
 	defer cancel()
-	before, err := setLimitScript.Run(octx, l.rdb, []string{l.limitKey(tag), l.eventsKey(tag)},
+	before, err := setLimitScript.Run(octx, l.kit.Client, []string{l.limitKey(tag), l.eventsKey(tag)},
 		l.nowArg(), pl.Limit, limit, l.cfg.LimitEventsCap).Int64()
 	if err != nil {
 		return fmt.Errorf("capacity: setting limit of %s: %w", tag, err)
@@ -105,9 +105,9 @@ type LimitEvent struct {
 // (at most Config.LimitEventsCap are kept).
 func (l *Leases) LimitEvents(ctx context.Context, provider, kind string) ([]LimitEvent, error) {
 	tag := l.tag(provider, kind)
-	octx, cancel := l.opCtx(ctx)
+	octx, cancel := l.kit.Detached(ctx)
 	defer cancel()
-	raw, err := l.rdb.LRange(octx, l.eventsKey(tag), 0, -1).Result()
+	raw, err := l.kit.Client.LRange(octx, l.eventsKey(tag), 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("capacity: reading limit events of %s: %w", tag, err)
 	}
@@ -159,8 +159,8 @@ func (l *Leases) Status(ctx context.Context) ([]ProviderStatus, error) {
 	out := make([]ProviderStatus, 0, len(tags))
 	for _, tag := range tags {
 		pl := l.cfg.Limits[tag]
-		octx, cancel := l.opCtx(ctx)
-		vals, err := statusScript.Run(octx, l.rdb, []string{l.leasesKey(tag), l.limitKey(tag), l.peakKey(tag)}, l.nowArg()).Int64Slice()
+		octx, cancel := l.kit.Detached(ctx)
+		vals, err := statusScript.Run(octx, l.kit.Client, []string{l.leasesKey(tag), l.limitKey(tag), l.peakKey(tag)}, l.nowArg()).Int64Slice()
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("capacity: reading status of %s: %w", tag, err)

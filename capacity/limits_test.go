@@ -56,7 +56,7 @@ func TestLimitsLearnedFromRefusal(t *testing.T) {
 	}
 
 	// The learned limit binds every process sharing Redis.
-	other, err := capacity.New(b.cfg)
+	other, err := capacity.New(b.redis, b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

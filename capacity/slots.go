@@ -1,41 +1,19 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// Defaults of SlotsConfig and Slots.Acquire.
-const (
-	// OrgLimitDefault is an organisation's concurrent-call cap when
-	// SlotsConfig names none for it.
-	OrgLimitDefault = 10
-	// CampaignLimitDefault is a campaign's cap when SlotsConfig names none
-	// for it (lowered to the organisation's cap if that is smaller).
-	CampaignLimitDefault = 5
-	// CampaignLimitMax is the largest campaign cap SlotsConfig accepts.
-	CampaignLimitMax = 20
-	// StaleAfterDefault is how long a slot lives before the next acquire
-	// reclaims it.
-	StaleAfterDefault = 20 * time.Minute
-	// SlotsOpTimeoutDefault bounds each Redis round trip, so that an unreachable
-	// Redis delays a call by at most this before capacity fails open.
-	SlotsOpTimeoutDefault = time.Second
-	// RetryIntervalDefault is Acquire's retry interval when it is given 0.
-	RetryIntervalDefault = 250 * time.Millisecond
-	// RetryIntervalMin is Acquire's shortest retry interval: a smaller one
-	// is raised to it, so a waiting call costs Redis at most 20 scripts a
-	// second.
-	RetryIntervalMin = 50 * time.Millisecond
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 )
 
 // ErrNoSlot is what Acquire returns, wrapped in a *NoSlotError, when Redis
@@ -93,8 +71,6 @@ type OrgSlots struct {
 
 // SlotsConfig configures NewSlots.
 type SlotsConfig struct {
-	// KeyPrefix prefixes every Redis key. Default "": KeyPrefixDefault.
-	KeyPrefix string
 	// OrgLimit is the cap of an organisation not listed in Orgs.
 	// Default 0: OrgLimitDefault (10).
 	OrgLimit int
@@ -109,35 +85,13 @@ type SlotsConfig struct {
 	// acquire for the organisation reclaims older ones.
 	// Default 0: StaleAfterDefault (20m).
 	StaleAfter time.Duration
-	// OpTimeout bounds each Redis round trip. Default 0: SlotsOpTimeoutDefault (1s).
-	OpTimeout time.Duration
-	// Logger receives the fail-open warnings. Default nil: discard.
-	Logger *slog.Logger
-	// WarnInterval is the least time between two fail-open warnings.
-	// Default 0: WarnIntervalDefault (1m).
-	WarnInterval time.Duration
 }
 
 // WithDefaults returns a copy of c with each zero field set to its default.
 func (c SlotsConfig) WithDefaults() SlotsConfig {
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = KeyPrefixDefault
-	}
-	if c.OrgLimit == 0 {
-		c.OrgLimit = OrgLimitDefault
-	}
-	if c.CampaignLimit == 0 {
-		c.CampaignLimit = CampaignLimitDefault
-	}
-	if c.StaleAfter == 0 {
-		c.StaleAfter = StaleAfterDefault
-	}
-	if c.OpTimeout == 0 {
-		c.OpTimeout = SlotsOpTimeoutDefault
-	}
-	if c.WarnInterval == 0 {
-		c.WarnInterval = WarnIntervalDefault
-	}
+	c.OrgLimit = cmp.Or(c.OrgLimit, OrgLimitDefault)
+	c.CampaignLimit = cmp.Or(c.CampaignLimit, CampaignLimitDefault)
+	c.StaleAfter = cmp.Or(c.StaleAfter, StaleAfterDefault)
 	return c
 }
 
@@ -150,9 +104,6 @@ func (c SlotsConfig) validate() error {
 	}
 	if c.StaleAfter < time.Millisecond {
 		return fmt.Errorf("SlotsConfig.StaleAfter must be at least 1ms, got %s", c.StaleAfter)
-	}
-	if c.OpTimeout < 0 {
-		return fmt.Errorf("SlotsConfig.OpTimeout must not be negative, got %s", c.OpTimeout)
 	}
 	orgs := make([]string, 0, len(c.Orgs))
 	for org := range c.Orgs {
@@ -195,25 +146,27 @@ func (c SlotsConfig) validate() error {
 // Slots counts live calls per organisation and campaign in Redis. It is
 // safe for concurrent use.
 type Slots struct {
-	rdb  redis.UniversalClient
+	kit  rediskit.Kit
 	cfg  SlotsConfig
-	fail *FailOpen
+	fail *rediskit.FailOpen
 
 	// nowMs, when not 0, replaces Redis TIME in the scripts (tests only).
 	nowMs atomic.Int64
 }
 
-// NewSlots returns Slots counting in rdb. It returns an error naming the
-// field (and the organisation or campaign) that cfg gets wrong.
-func NewSlots(rdb redis.UniversalClient, cfg SlotsConfig) (*Slots, error) {
-	if rdb == nil {
-		return nil, errors.New("capacity.NewSlots: Redis client is nil")
+// NewSlots returns Slots counting in r, each round trip bounded by
+// RedisConfig.AdmitOpTimeout. It returns an error naming the field (and the
+// organisation or campaign) that cfg gets wrong.
+func NewSlots(r *Redis, cfg SlotsConfig) (*Slots, error) {
+	if r == nil {
+		return nil, errors.New("capacity.NewSlots: Redis is nil")
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Slots{rdb: rdb, cfg: cfg, fail: NewFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
+	kit := r.kit.Admission()
+	return &Slots{kit: kit, cfg: cfg, fail: kit.NewFailOpen()}, nil
 }
 
 // Limits returns the caps Acquire applies to org and campaign; the
@@ -280,25 +233,17 @@ const (
 	callPart       = "call"
 )
 
-func (s *Slots) orgKey(org string) string { return Key(s.cfg.KeyPrefix, org, orgSetPart) }
-func (s *Slots) campKey(org, campaign string) string {
-	return Key(s.cfg.KeyPrefix, org, campSetPart, campaign)
-}
-func (s *Slots) callKey(org, callID string) string {
-	return Key(s.cfg.KeyPrefix, org, callPart, callID)
-}
-func (s *Slots) registryKey() string { return Key(s.cfg.KeyPrefix, registryKeyTag, "orgs") }
-func (s *Slots) nowArg() string      { return scriptNowArg(s.nowMs.Load()) }
-
-func (s *Slots) op(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.cfg.OpTimeout)
-}
+func (s *Slots) orgKey(org string) string            { return s.kit.Key(org, orgSetPart) }
+func (s *Slots) campKey(org, campaign string) string { return s.kit.Key(org, campSetPart, campaign) }
+func (s *Slots) callKey(org, callID string) string   { return s.kit.Key(org, callPart, callID) }
+func (s *Slots) registryKey() string                 { return s.kit.Key(registryKeyTag, "orgs") }
+func (s *Slots) nowArg() string                      { return rediskit.NowArg(s.nowMs.Load()) }
 
 // slotAcquireScript: KEYS org set, campaign set; ARGV now, org limit,
 // campaign limit (0: none), stale ms, slot ID. Trims expired members,
 // counts, and adds the slot to both sets (scored by expiry) only when both
 // have room. Returns {granted, org in use, campaign in use, expiry ms}.
-var slotAcquireScript = NowScript(`
+var slotAcquireScript = rediskit.NowScript(`
 local orgLimit, campLimit, stale = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local orgN = redis.call('ZCARD', KEYS[1])
@@ -332,7 +277,7 @@ return redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1
 // set); refuses (0) when the binding holds another slot still live in the
 // org set; otherwise (re)writes the binding with the slot's expiry as Redis
 // scored it, and a TTL that ends with the slot (1).
-var slotBindScript = NowScript(`
+var slotBindScript = rediskit.NowScript(`
 local exp = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]))
 if not exp or exp <= now then return -1 end
 if ARGV[2] ~= '' then
@@ -352,7 +297,7 @@ return 1
 
 // slotBindingScript: KEYS binding; ARGV now. Returns {slot ID, campaign}
 // of a binding whose slot has not expired, or {} (and drops a stale one).
-var slotBindingScript = NowScript(`
+var slotBindingScript = rediskit.NowScript(`
 local b = redis.call('HMGET', KEYS[1], 'id', 'campaign', 'exp')
 if not b[1] then return {} end
 local e = tonumber(b[3])
@@ -371,7 +316,7 @@ return 0
 `)
 
 // slotLiveScript: KEYS org set; ARGV now. Counts slots not yet expired.
-var slotLiveScript = NowScript(`
+var slotLiveScript = rediskit.NowScript(`
 return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 `)
 
@@ -437,10 +382,10 @@ func (s *Slots) Acquire(ctx context.Context, org, campaign string, timeout, retr
 }
 
 func (s *Slots) tryAcquire(ctx context.Context, org, campaign, id string, orgLimit, campLimit int) ([]int64, error) {
-	ctx, cancel := s.op(ctx)
+	ctx, cancel := s.kit.Op(ctx)
 	defer cancel()
 	keys := []string{s.orgKey(org), s.campKey(org, campaign)}
-	res, err := slotAcquireScript.Run(ctx, s.rdb, keys, s.nowArg(), orgLimit, campLimit, s.cfg.StaleAfter.Milliseconds(), id).Int64Slice()
+	res, err := slotAcquireScript.Run(ctx, s.kit.Client, keys, s.nowArg(), orgLimit, campLimit, s.cfg.StaleAfter.Milliseconds(), id).Int64Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -455,9 +400,9 @@ func (s *Slots) tryAcquire(ctx context.Context, org, campaign, id string, orgLim
 // error is ignored, since the next grant retries and LiveCalls is only
 // observability.
 func (s *Slots) register(ctx context.Context, org string) {
-	ctx, cancel := s.op(context.WithoutCancel(ctx))
+	ctx, cancel := s.kit.Detached(ctx)
 	defer cancel()
-	_ = s.rdb.SAdd(ctx, s.registryKey(), org).Err()
+	_ = s.kit.Client.SAdd(ctx, s.registryKey(), org).Err()
 }
 
 // Bind attaches the slot to callID within the slot's organisation, so that
@@ -480,10 +425,10 @@ func (sl Slot) Bind(ctx context.Context, callID string) error {
 		return err
 	}
 	s := sl.s
-	octx, cancel := s.op(context.WithoutCancel(ctx))
+	octx, cancel := s.kit.Detached(ctx)
 	defer cancel()
 	keys := []string{s.callKey(sl.Org, callID), s.orgKey(sl.Org), s.campKey(sl.Org, sl.Campaign)}
-	ok, err := slotBindScript.Run(octx, s.rdb, keys, s.nowArg(), sl.Campaign, sl.ID).Int()
+	ok, err := slotBindScript.Run(octx, s.kit.Client, keys, s.nowArg(), sl.Campaign, sl.ID).Int()
 	if err != nil {
 		s.fail.Note("slot bind", err)
 		return nil
@@ -521,9 +466,9 @@ func (sl Slot) check() error {
 }
 
 func (s *Slots) release(ctx context.Context, org, campaign, id string) bool {
-	ctx, cancel := s.op(context.WithoutCancel(ctx))
+	ctx, cancel := s.kit.Detached(ctx)
 	defer cancel()
-	if err := slotReleaseScript.Run(ctx, s.rdb, []string{s.orgKey(org), s.campKey(org, campaign)}, id).Err(); err != nil {
+	if err := slotReleaseScript.Run(ctx, s.kit.Client, []string{s.orgKey(org), s.campKey(org, campaign)}, id).Err(); err != nil {
 		s.fail.Note("slot release", err)
 		return false
 	}
@@ -544,10 +489,10 @@ func (s *Slots) ReleaseCall(ctx context.Context, org, callID string) error {
 	if err := CheckID("call_id", callID); err != nil {
 		return err
 	}
-	octx, cancel := s.op(context.WithoutCancel(ctx))
+	octx, cancel := s.kit.Detached(ctx)
 	defer cancel()
 	key := s.callKey(org, callID)
-	b, err := slotBindingScript.Run(octx, s.rdb, []string{key}, s.nowArg()).StringSlice()
+	b, err := slotBindingScript.Run(octx, s.kit.Client, []string{key}, s.nowArg()).StringSlice()
 	if err != nil {
 		s.fail.Note("slot release call", err)
 		return nil
@@ -559,7 +504,7 @@ func (s *Slots) ReleaseCall(ctx context.Context, org, callID string) error {
 	if !s.release(ctx, org, campaign, id) {
 		return nil
 	}
-	if err := slotUnbindScript.Run(octx, s.rdb, []string{key}, id).Err(); err != nil {
+	if err := slotUnbindScript.Run(octx, s.kit.Client, []string{key}, id).Err(); err != nil {
 		s.fail.Note("slot release call", err)
 	}
 	return nil
@@ -569,15 +514,15 @@ func (s *Slots) ReleaseCall(ctx context.Context, org, callID string) error {
 // organisation that ever took one: a fleet-wide gauge for observability.
 // Unlike the rest of Slots it returns Redis's error.
 func (s *Slots) LiveCalls(ctx context.Context) (int, error) {
-	octx, cancel := s.op(ctx)
+	octx, cancel := s.kit.Op(ctx)
 	defer cancel()
-	orgs, err := s.rdb.SMembers(octx, s.registryKey()).Result()
+	orgs, err := s.kit.Client.SMembers(octx, s.registryKey()).Result()
 	if err != nil {
 		return 0, fmt.Errorf("listing organisations for live calls: %w", err)
 	}
 	total := 0
 	for _, org := range orgs {
-		n, err := slotLiveScript.Run(octx, s.rdb, []string{s.orgKey(org)}, s.nowArg()).Int()
+		n, err := slotLiveScript.Run(octx, s.kit.Client, []string{s.orgKey(org)}, s.nowArg()).Int()
 		if err != nil {
 			return 0, fmt.Errorf("counting live calls of org %q: %w", org, err)
 		}
@@ -593,9 +538,9 @@ func (s *Slots) OrgLiveCalls(ctx context.Context, org string) (int, error) {
 	if err := CheckID("org", org); err != nil {
 		return 0, err
 	}
-	octx, cancel := s.op(ctx)
+	octx, cancel := s.kit.Op(ctx)
 	defer cancel()
-	n, err := slotLiveScript.Run(octx, s.rdb, []string{s.orgKey(org)}, s.nowArg()).Int()
+	n, err := slotLiveScript.Run(octx, s.kit.Client, []string{s.orgKey(org)}, s.nowArg()).Int()
 	if err != nil {
 		return 0, fmt.Errorf("counting live calls of org %q: %w", org, err)
 	}

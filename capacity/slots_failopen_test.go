@@ -37,8 +37,8 @@ func TestSlotsFailOpen(t *testing.T) {
 	ctx := context.Background()
 	srv, rdb := testredis.Throwaway(t)
 	logs := &slotsLogs{}
-	s := newTestSlots(t, rdb, capacity.SlotsConfig{OrgLimit: 1, OpTimeout: 300 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	r := newRedis(t, capacity.RedisConfig{Client: rdb, AdmitOpTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	s := newTestSlots(t, r, capacity.SlotsConfig{OrgLimit: 1})
 
 	held, err := s.Acquire(ctx, "acme", "spring", 0, 0)
 	if err != nil || held.Uncounted {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -24,8 +26,14 @@ const (
 	raceRoundsPerRoutine = 20
 )
 
-func raceSlotsConfig(prefix string) capacity.SlotsConfig {
-	return capacity.SlotsConfig{KeyPrefix: prefix, OpTimeout: 5 * time.Second,
+// raceSlotsRedis is the handle of the race's processes: round trips of up
+// to 5s, so that a loaded machine does not make them fail open.
+func raceSlotsRedis(t fataler, rdb redis.UniversalClient, prefix string) *capacity.Redis {
+	return newRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 5 * time.Second})
+}
+
+func raceSlotsConfig() capacity.SlotsConfig {
+	return capacity.SlotsConfig{
 		Orgs: map[string]capacity.OrgSlots{raceOrg: {Limit: raceOrgLimit, Campaigns: map[string]int{raceCamp: raceCampLimit}}}}
 }
 
@@ -93,7 +101,12 @@ func runSlotsHelperProcess() (code int, ok bool) {
 		return 1, true
 	}
 	defer rdb.Close()
-	s, err := capacity.NewSlots(rdb, raceSlotsConfig(prefix))
+	r, err := capacity.NewRedis(capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 5 * time.Second})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1, true
+	}
+	s, err := capacity.NewSlots(r, raceSlotsConfig())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1, true

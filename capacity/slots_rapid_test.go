@@ -54,7 +54,7 @@ func TestSlotsProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		prefix := testredis.UniquePrefix("capacity", t.Name())
 		defer testredis.DeleteKeys(rdb, prefix)
-		s, err := capacity.NewSlots(rdb, capacity.SlotsConfig{KeyPrefix: prefix,
+		s, err := capacity.NewSlots(onRedis(rt, rdb, prefix), capacity.SlotsConfig{
 			Orgs: map[string]capacity.OrgSlots{"acme": {Limit: orgLimit, Campaigns: map[string]int{"a": 2}}}})
 		if err != nil {
 			rt.Fatal(err)

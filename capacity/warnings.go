@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// WarningsKept is how many recent warnings Leases keeps (a bounded list
-// in Redis, shared by every process).
-const WarningsKept = 200
-
 // Warning is an event of live-call capacity an operator should see: a
 // call connected over its transcribers' limit, for one.
 type Warning struct {
@@ -27,7 +23,7 @@ const (
 	WarningOverLimitConnect = "over-limit-connect"
 )
 
-func (l *Leases) warningsKey() string { return Key(l.cfg.KeyPrefix, "warnings", "recent") }
+func (l *Leases) warningsKey() string { return l.kit.Key("warnings", "recent") }
 
 // RecordWarning appends w (At defaults to now) to the recent warnings.
 // Like every capacity call it fails open: without Redis the warning is
@@ -38,9 +34,9 @@ func (l *Leases) RecordWarning(ctx context.Context, w Warning) {
 	}
 	b, err := json.Marshal(w)
 	if err == nil {
-		octx, cancel := l.opCtx(ctx)
+		octx, cancel := l.kit.Detached(ctx)
 		defer cancel()
-		pipe := l.rdb.TxPipeline()
+		pipe := l.kit.Client.TxPipeline()
 		pipe.LPush(octx, l.warningsKey(), b)
 		pipe.LTrim(octx, l.warningsKey(), 0, WarningsKept-1)
 		_, err = pipe.Exec(octx)
@@ -52,7 +48,7 @@ func (l *Leases) RecordWarning(ctx context.Context, w Warning) {
 
 // Warnings returns up to n recent warnings, newest first.
 func (l *Leases) Warnings(ctx context.Context, n int) ([]Warning, error) {
-	raw, err := l.rdb.LRange(ctx, l.warningsKey(), 0, int64(n)-1).Result()
+	raw, err := l.kit.Client.LRange(ctx, l.warningsKey(), 0, int64(n)-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("capacity: reading the recent warnings: %w", err)
 	}

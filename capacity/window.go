@@ -3,52 +3,15 @@ package capacity
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 )
-
-// Defaults of WindowConfig's zero fields.
-const (
-	WindowInitialDefault      = 1
-	WindowStartTargetDefault  = 4
-	WindowGrowRoundsDefault   = 4
-	WindowStrikesDefault      = 3
-	WindowCeilingRetryDefault = 5 * time.Second
-	WindowCeilingRetryMax     = time.Hour
-	WindowImmediateShare      = 0.25
-	WindowLeaseDefault        = 90 * time.Second
-	WindowHoldDefault         = 250 * time.Millisecond
-	WindowMinWaitDefault      = 50 * time.Millisecond
-	WindowMaxWaitDefault      = time.Minute
-	WindowLateDefault         = 300 * time.Millisecond
-)
-
-// WindowLane says which of a scope's lanes a request is in.
-type WindowLane int
-
-const (
-	// Immediate work (a recording someone waits for) may use the whole
-	// window and is ordered before batch work.
-	Immediate WindowLane = iota
-	// BatchLane work may use the window minus the share kept for the
-	// immediate lane (at least one slot).
-	BatchLane
-)
-
-func (l WindowLane) String() string {
-	if l == BatchLane {
-		return "batch"
-	}
-	return "immediate"
-}
 
 // Outcome is what the vendor's answer to a windowed request said, for the
 // window to adapt.
@@ -84,10 +47,6 @@ func (o Outcome) String() string {
 
 // WindowConfig configures NewWindows.
 type WindowConfig struct {
-	// Redis is the client. Required.
-	Redis redis.UniversalClient
-	// KeyPrefix prefixes every key. Default "": KeyPrefixDefault.
-	KeyPrefix string
 	// Initial is a new scope's window. Default WindowInitialDefault (1).
 	Initial int
 	// StartTarget is where a new scope's slow start stops when the
@@ -129,19 +88,7 @@ type WindowConfig struct {
 	// EventsCap is how many window events are kept per scope. Default
 	// LimitEventsCapDefault.
 	EventsCap int
-	// OpTimeout bounds each Redis round trip; past it the call fails open.
-	// Default OpTimeoutDefault.
-	OpTimeout time.Duration
-	// WarnInterval rate-limits fail-open warnings. Default
-	// WarnIntervalDefault.
-	WarnInterval time.Duration
-	// Logger receives warnings. Default nil: discard.
-	Logger *slog.Logger
-	// Clock stamps uncounted grants and rate-limits warnings. Default
-	// clock.System.
-	Clock clock.Clock
-
-	testNow func() int64
+	testNow   func() int64
 }
 
 // WithDefaults returns c with each zero field set to its default.
@@ -156,9 +103,6 @@ func (c WindowConfig) WithDefaults() WindowConfig {
 			*v = d
 		}
 	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = KeyPrefixDefault
-	}
 	def(&c.Initial, WindowInitialDefault)
 	def(&c.StartTarget, WindowStartTargetDefault)
 	def(&c.GrowRounds, WindowGrowRoundsDefault)
@@ -170,16 +114,8 @@ func (c WindowConfig) WithDefaults() WindowConfig {
 	defd(&c.MinWait, WindowMinWaitDefault)
 	defd(&c.MaxWait, WindowMaxWaitDefault)
 	defd(&c.Late, WindowLateDefault)
-	defd(&c.OpTimeout, OpTimeoutDefault)
-	defd(&c.WarnInterval, WarnIntervalDefault)
 	if c.ImmediateShare == 0 {
 		c.ImmediateShare = WindowImmediateShare
-	}
-	if c.Clock == nil {
-		c.Clock = clock.System{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
@@ -213,17 +149,17 @@ func (c WindowConfig) WithDefaults() WindowConfig {
 // granted uncounted.
 type Windows struct {
 	cfg  WindowConfig
-	rdb  redis.UniversalClient
-	fail *FailOpen
+	kit  rediskit.Kit
+	fail *rediskit.FailOpen
 	args string
 }
 
-// NewWindows returns Windows for cfg after filling defaults.
-func NewWindows(cfg WindowConfig) (*Windows, error) {
-	cfg = cfg.WithDefaults()
-	if cfg.Redis == nil {
-		return nil, fmt.Errorf("capacity: WindowConfig.Redis is required")
+// NewWindows returns Windows kept in r for cfg after filling defaults.
+func NewWindows(r *Redis, cfg WindowConfig) (*Windows, error) {
+	if r == nil {
+		return nil, errors.New("capacity.NewWindows: Redis is nil")
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.ImmediateShare >= 1 {
 		return nil, fmt.Errorf("capacity: WindowConfig.ImmediateShare is %v, want below 1", cfg.ImmediateShare)
 	}
@@ -240,7 +176,7 @@ func NewWindows(cfg WindowConfig) (*Windows, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Windows{cfg: cfg, rdb: cfg.Redis, fail: NewFailOpen(cfg.Logger, cfg.WarnInterval, cfg.Clock), args: string(args)}, nil
+	return &Windows{cfg: cfg, kit: r.kit, fail: r.kit.NewFailOpen(), args: string(args)}, nil
 }
 
 // WindowRequest asks for a slot of a scope's window.
@@ -250,7 +186,10 @@ type WindowRequest struct {
 	// already in flight is granted again, so a retried step does not take
 	// two slots.
 	Holder string
-	Lane   WindowLane
+	// Lane: lane.Batch may use the window minus the share kept for the
+	// immediate lane (at least one slot), and waits behind every other
+	// lane; any other lane (lane.Immediate) may use the whole window.
+	Lane Lane
 	// Deadline orders waiters of one lane: earliest first. Zero: last.
 	Deadline time.Time
 	// NotBefore: the scope is deferred until then; the holder only takes
@@ -290,31 +229,35 @@ type WindowGrant struct {
 
 func (w *Windows) keys(scope string) []string {
 	tag := "win/" + scope
-	k := func(part string) string { return Key(w.cfg.KeyPrefix, tag, part) }
+	k := func(part string) string { return w.kit.Key(tag, part) }
 	return []string{k("state"), k("inflight"), k("meta"), k("wait"), k("due"), k("wexp"), k("events"), k("wjob")}
 }
 
-func (w *Windows) registryKey() string { return Key(w.cfg.KeyPrefix, "win", "scopes") }
+func (w *Windows) registryKey() string { return w.kit.Key("win", "scopes") }
 
 func (w *Windows) nowArg() string {
 	if w.cfg.testNow != nil {
-		return scriptNowArg(w.cfg.testNow())
+		return rediskit.NowArg(w.cfg.testNow())
 	}
 	return ""
 }
 
-func (w *Windows) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), w.cfg.OpTimeout)
+// laneArg is a lane as the window scripts know it: 1 batch, 0 any other.
+func laneArg(l Lane) int {
+	if l.IsBatch() {
+		return 1
+	}
+	return 0
 }
 
 // orderScore sorts immediate before batch, then by deadline (none last).
-func orderScore(lane WindowLane, deadline time.Time) int64 {
+func orderScore(l Lane, deadline time.Time) int64 {
 	const span = int64(1e13) // beyond any Unix millisecond of this era
 	d := span - 1
 	if !deadline.IsZero() {
 		d = min(max(deadline.UnixMilli(), 0), span-1)
 	}
-	return int64(lane)*span + d
+	return int64(laneArg(l))*span + d
 }
 
 // Acquire asks for a slot of req.Scope's window. It never fails: when
@@ -328,10 +271,10 @@ func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
 	if req.Probe {
 		probe = "1"
 	}
-	octx, cancel := w.opCtx(ctx)
+	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
-	res, err := windowAcquireScript.Run(octx, w.rdb, w.keys(req.Scope), w.nowArg(), w.args, req.Max,
-		req.Holder, int(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID).Int64Slice()
+	res, err := windowAcquireScript.Run(octx, w.kit.Client, w.keys(req.Scope), w.nowArg(), w.args, req.Max,
+		req.Holder, laneArg(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID).Int64Slice()
 	if err != nil {
 		w.fail.Note("window acquire "+req.Scope, err)
 		return WindowGrant{Granted: true, Uncounted: true}
@@ -342,7 +285,7 @@ func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
 }
 
 func (w *Windows) register(ctx context.Context, scope string) {
-	if err := w.rdb.SAdd(ctx, w.registryKey(), scope).Err(); err != nil {
+	if err := w.kit.Client.SAdd(ctx, w.registryKey(), scope).Err(); err != nil {
 		w.fail.Note("window register "+scope, err)
 	}
 }
@@ -363,9 +306,9 @@ type WindowRelease struct {
 // said (reason is recorded with a shrink). Releasing a holder without a
 // slot does nothing. Redis failures are noted, never returned.
 func (w *Windows) Release(ctx context.Context, scope, holder string, o Outcome, reason string, max int) WindowRelease {
-	octx, cancel := w.opCtx(ctx)
+	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
-	res, err := windowReleaseScript.Run(octx, w.rdb, w.keys(scope), w.nowArg(), w.args, max, holder, int(o), reason).Int64Slice()
+	res, err := windowReleaseScript.Run(octx, w.kit.Client, w.keys(scope), w.nowArg(), w.args, max, holder, int(o), reason).Int64Slice()
 	if err != nil {
 		w.fail.Note("window release "+scope, err)
 		return WindowRelease{}
@@ -377,9 +320,9 @@ func (w *Windows) Release(ctx context.Context, scope, holder string, o Outcome, 
 // (reason says why): it restarts from the single probe and grows back by
 // slow start to the size it had.
 func (w *Windows) Cooldown(ctx context.Context, scope, reason string, max int) {
-	octx, cancel := w.opCtx(ctx)
+	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
-	if err := windowCooldownScript.Run(octx, w.rdb, w.keys(scope), w.nowArg(), w.args, max, reason).Err(); err != nil {
+	if err := windowCooldownScript.Run(octx, w.kit.Client, w.keys(scope), w.nowArg(), w.args, max, reason).Err(); err != nil {
 		w.fail.Note("window cooldown "+scope, err)
 	}
 }
@@ -388,9 +331,9 @@ func (w *Windows) Cooldown(ctx context.Context, scope, reason string, max int) {
 // vendor accepted and is processing keeps its slot until its result). It
 // reports whether the holder had a slot.
 func (w *Windows) Refresh(ctx context.Context, scope, holder string, extra time.Duration) bool {
-	octx, cancel := w.opCtx(ctx)
+	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
-	n, err := windowRefreshScript.Run(octx, w.rdb, w.keys(scope), w.nowArg(), w.args, 0, holder, extra.Milliseconds()).Int64()
+	n, err := windowRefreshScript.Run(octx, w.kit.Client, w.keys(scope), w.nowArg(), w.args, 0, holder, extra.Milliseconds()).Int64()
 	if err != nil {
 		w.fail.Note("window refresh "+scope, err)
 		return false
@@ -429,7 +372,7 @@ type WindowState struct {
 // State reads scope's window (a scope never seen gets the initial one).
 // An operator call: it returns Redis errors.
 func (w *Windows) State(ctx context.Context, scope string) (WindowState, error) {
-	vals, err := windowStatusScript.Run(ctx, w.rdb, w.keys(scope), w.nowArg(), w.args, 0).Slice()
+	vals, err := windowStatusScript.Run(ctx, w.kit.Client, w.keys(scope), w.nowArg(), w.args, 0).Slice()
 	if err != nil {
 		return WindowState{}, fmt.Errorf("capacity: reading the window of %s: %w", scope, err)
 	}
@@ -455,7 +398,7 @@ func (w *Windows) State(ctx context.Context, scope string) (WindowState, error) 
 
 // Scopes lists the scopes that have a window, sorted.
 func (w *Windows) Scopes(ctx context.Context) ([]string, error) {
-	s, err := w.rdb.SMembers(ctx, w.registryKey()).Result()
+	s, err := w.kit.Client.SMembers(ctx, w.registryKey()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("capacity: listing windows: %w", err)
 	}
@@ -475,7 +418,7 @@ type WindowEvent struct {
 
 // Events returns scope's window events, newest first.
 func (w *Windows) Events(ctx context.Context, scope string) ([]WindowEvent, error) {
-	raw, err := w.rdb.LRange(ctx, w.keys(scope)[6], 0, -1).Result()
+	raw, err := w.kit.Client.LRange(ctx, w.keys(scope)[6], 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("capacity: reading the window events of %s: %w", scope, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -34,7 +35,7 @@ type windowModel struct {
 type windowSlot struct {
 	exp, at  int64
 	n, epoch int
-	lane     capacity.WindowLane
+	lane     capacity.Lane
 }
 
 func newWindowModel(cfg capacity.WindowConfig, max int) *windowModel {
@@ -113,8 +114,8 @@ func (m *windowModel) wake(now int64, free int) []int64 {
 	return out
 }
 
-func (m *windowModel) laneCap(l capacity.WindowLane) int {
-	if l == capacity.BatchLane && m.share > 0 {
+func (m *windowModel) laneCap(l capacity.Lane) int {
+	if l == lane.Batch && m.share > 0 {
 		return max(1, m.size-int(math.Ceil(float64(m.size*m.share)/1000)))
 	}
 	return m.size
@@ -131,7 +132,7 @@ func (m *windowModel) ahead(holder string) []string {
 	return nil
 }
 
-func (m *windowModel) acquire(now int64, holder string, lane capacity.WindowLane, order, nb int64, probe bool, job int64) (bool, int64, []int64) {
+func (m *windowModel) acquire(now int64, holder string, ln capacity.Lane, order, nb int64, probe bool, job int64) (bool, int64, []int64) {
 	m.load(now)
 	n := len(m.inflight)
 	if s, ok := m.inflight[holder]; ok {
@@ -143,7 +144,7 @@ func (m *windowModel) acquire(now int64, holder string, lane capacity.WindowLane
 	r := len(ahead)
 	present := 0
 	for _, h := range ahead {
-		if lane != capacity.BatchLane || m.waitOrder[h] >= 1e13 {
+		if ln != lane.Batch || m.waitOrder[h] >= 1e13 {
 			continue // only immediate waiters hold a batch request back
 		}
 		d, ok := m.waitDue[h]
@@ -151,14 +152,14 @@ func (m *windowModel) acquire(now int64, holder string, lane capacity.WindowLane
 			present++
 		}
 	}
-	capN := m.laneCap(lane)
+	capN := m.laneCap(ln)
 	free := capN - n
 	if probe || (nb <= now && free > 0 && present < free) {
 		delete(m.waitOrder, holder)
 		delete(m.waitDue, holder)
 		delete(m.waitExp, holder)
 		delete(m.waitJob, holder)
-		m.inflight[holder] = &windowSlot{exp: now + m.lease, at: now, n: n + 1, epoch: m.epoch, lane: lane}
+		m.inflight[holder] = &windowSlot{exp: now + m.lease, at: now, n: n + 1, epoch: m.epoch, lane: ln}
 		var wakes []int64
 		if nb <= now {
 			wakes = m.wake(now, m.size-n-1)
@@ -286,13 +287,14 @@ func TestWindowScriptsProperty(t *testing.T) {
 		prefix := fmt.Sprintf("%s:%d", base, run.Add(1))
 		defer testredis.DeleteKeys(rdb, prefix)
 		clk := newLeaseClock()
-		cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix, Lease: 2 * time.Second,
+		r := onRedis(rt, rdb, prefix)
+		cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Lease: 2 * time.Second,
 			Hold: 200 * time.Millisecond, GrowRounds: rapid.IntRange(1, 3).Draw(rt, "rounds"),
 			Strikes: rapid.IntRange(1, 3).Draw(rt, "strikes"), StartTarget: rapid.IntRange(1, 6).Draw(rt, "start")}, millis(clk))
 		planMax := rapid.IntRange(0, 5).Draw(rt, "max")
 		m := newWindowModel(cfg, planMax)
 		newWin := func() *capacity.Windows {
-			w, err := capacity.NewWindows(cfg)
+			w, err := capacity.NewWindows(r, cfg)
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -322,22 +324,26 @@ func TestWindowScriptsProperty(t *testing.T) {
 		rt.Repeat(map[string]func(*rapid.T){
 			"acquire": func(rt *rapid.T) {
 				h := rapid.SampledFrom(holders).Draw(rt, "holder")
-				lane := capacity.WindowLane(rapid.IntRange(0, 1).Draw(rt, "lane"))
+				ln := rapid.SampledFrom([]capacity.Lane{lane.Immediate, lane.Batch}).Draw(rt, "lane")
+				laneNum := int64(0)
+				if ln == lane.Batch {
+					laneNum = 1
+				}
 				dl := clk.Now().Add(time.Duration(rapid.IntRange(1, 100).Draw(rt, "deadline_s")) * time.Second)
 				var nb time.Time
 				if rapid.IntRange(0, 4).Draw(rt, "deferred") == 0 {
 					nb = clk.Now().Add(time.Duration(rapid.IntRange(1, 3000).Draw(rt, "nb_ms")) * time.Millisecond)
 				}
 				probe := rapid.IntRange(0, 9).Draw(rt, "probe") == 0
-				g := w.Acquire(ctx, capacity.WindowRequest{Scope: scope, Holder: h, Lane: lane, Deadline: dl, NotBefore: nb, Probe: probe, Max: planMax,
+				g := w.Acquire(ctx, capacity.WindowRequest{Scope: scope, Holder: h, Lane: ln, Deadline: dl, NotBefore: nb, Probe: probe, Max: planMax,
 					JobID: jobOf(h)})
 				nbMs := int64(0)
 				if !nb.IsZero() {
 					nbMs = nb.UnixMilli()
 				}
-				ok, wait, wakes := m.acquire(clk.Now().UnixMilli(), h, lane, int64(lane)*1e13+dl.UnixMilli(), nbMs, probe, jobOf(h))
+				ok, wait, wakes := m.acquire(clk.Now().UnixMilli(), h, ln, laneNum*1e13+dl.UnixMilli(), nbMs, probe, jobOf(h))
 				if g.Granted != ok || (!ok && g.Wait != time.Duration(wait)*time.Millisecond) || fmt.Sprint(g.Wake) != fmt.Sprint(orEmpty(wakes)) {
-					rt.Fatalf("acquire %s lane %v: redis granted %v wait %v wake %v, model %v wait %dms wake %v", h, lane, g.Granted, g.Wait, g.Wake, ok, wait, wakes)
+					rt.Fatalf("acquire %s lane %v: redis granted %v wait %v wake %v, model %v wait %dms wake %v", h, ln, g.Granted, g.Wait, g.Wake, ok, wait, wakes)
 				}
 				if g.Target != m.target {
 					rt.Fatalf("acquire %s: redis says target %d, model %d", h, g.Target, m.target)

@@ -1,5 +1,7 @@
 package capacity
 
+import "github.com/callscribe/callscribe/capacity/internal/rediskit"
+
 // The window scripts share one prelude (luaWindowLoad) that reads the
 // configuration from ARGV[2] and the plan limit from ARGV[3], loads the scope's state, trims lapsed
 // leases and gone waiters, and defines save() and event(). Their own
@@ -108,7 +110,7 @@ end
 // the order of the line is kept by when each is told to come back and by
 // who is woken when a slot frees. Returns {granted, in flight, size, rank, wait ms,
 // target, jobs to wake...}: a grant that leaves slots free wakes the next waiters.
-var windowAcquireScript = NowScript(luaWindowLoad + `
+var windowAcquireScript = rediskit.NowScript(luaWindowLoad + `
 local holder, lane, order, nb, probe, job = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
 local n = redis.call('ZCARD', INF)
 if redis.call('ZSCORE', INF, holder) then
@@ -162,7 +164,7 @@ return {0, n, size, r, wait, target}
 // overload, 3 concurrency refusal), 6 reason. Frees the holder's slot and adapts the window.
 // Returns {released 0/1, size before, size after, in flight after, jobs to
 // wake...}: the first waiters asleep, one per free slot, are called now.
-var windowReleaseScript = NowScript(luaWindowLoad + `
+var windowReleaseScript = rediskit.NowScript(luaWindowLoad + `
 local holder, outcome, reason = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local before = size
 local metaraw = redis.call('HGET', META, holder)
@@ -243,7 +245,7 @@ return out
 // restarts from a single probe and grows back by slow start to the size it
 // had; answers to requests sent before it do not grow it.
 // Returns {size before, target}.
-var windowCooldownScript = NowScript(luaWindowLoad + `
+var windowCooldownScript = rediskit.NowScript(luaWindowLoad + `
 local before = size
 if phase ~= 'probe' or size > 1 then
   if before > target then target = before end
@@ -256,7 +258,7 @@ return {before, target}
 
 // windowRefreshScript: ARGV 4 holder, 5 extra ms. Extends a held slot
 // (accepted work being processed); returns 1 when held.
-var windowRefreshScript = NowScript(luaWindowLoad + `
+var windowRefreshScript = rediskit.NowScript(luaWindowLoad + `
 local s = redis.call('ZSCORE', INF, ARGV[4])
 if dirty then save() end
 if not s then return 0 end
@@ -266,7 +268,7 @@ return 1
 
 // windowStatusScript: the state after trimming. Returns {size, target,
 // ceiling, ceiling_at, proven, in flight, waiting, hold, phase, updated}.
-var windowStatusScript = NowScript(luaWindowLoad + `
+var windowStatusScript = rediskit.NowScript(luaWindowLoad + `
 if dirty then save() end
 return {size, target, ceiling, ceiling_at, proven, redis.call('ZCARD', INF), redis.call('ZCARD', WAIT), hold, phase, tonumber(st.updated_at) or now}
 `)

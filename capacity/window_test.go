@@ -11,6 +11,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -19,18 +20,18 @@ const winScope = "acme:general"
 func newTestWindows(t *testing.T, clk *clock.Stub, cfg capacity.WindowConfig) *capacity.Windows {
 	t.Helper()
 	rdb := testredis.Client(t)
-	cfg.Redis, cfg.KeyPrefix = rdb, testredis.Prefix(t, rdb, "window")
+	r := onRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
 	if clk != nil {
 		cfg = capacity.WithWindowTestNow(cfg, millis(clk))
 	}
-	w, err := capacity.NewWindows(cfg)
+	w, err := capacity.NewWindows(r, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
 }
 
-func winAcquire(t *testing.T, w *capacity.Windows, holder string, lane capacity.WindowLane, max int) capacity.WindowGrant {
+func winAcquire(t *testing.T, w *capacity.Windows, holder string, lane capacity.Lane, max int) capacity.WindowGrant {
 	t.Helper()
 	return w.Acquire(context.Background(), capacity.WindowRequest{Scope: winScope, Holder: holder, Lane: lane, Max: max})
 }
@@ -46,7 +47,7 @@ func winState(t *testing.T, w *capacity.Windows) capacity.WindowState {
 
 // fill takes slots for holders p0, p1, … until one is refused, and returns
 // how many were granted.
-func fill(t *testing.T, w *capacity.Windows, prefix string, lane capacity.WindowLane, max int) int {
+func fill(t *testing.T, w *capacity.Windows, prefix string, lane capacity.Lane, max int) int {
 	t.Helper()
 	for i := range 100 {
 		if !winAcquire(t, w, fmt.Sprintf("%s%d", prefix, i), lane, max).Granted {
@@ -70,7 +71,7 @@ func TestWindowSlowStartAndCooldown(t *testing.T) {
 	// Slow start: one more slot per success, so the window doubles per
 	// round: 1, 2, 4.
 	for round, want := range []int{1, 2} {
-		if got := fill(t, w, fmt.Sprintf("r%d-", round), capacity.Immediate, plan); got != want {
+		if got := fill(t, w, fmt.Sprintf("r%d-", round), lane.Immediate, plan); got != want {
 			t.Fatalf("round %d: %d granted, want %d", round, got, want)
 		}
 		for i := range want {
@@ -81,7 +82,7 @@ func TestWindowSlowStartAndCooldown(t *testing.T) {
 	}
 	// The vendor takes only 3: the 4th in flight is refused.
 	for i := range 4 {
-		if !winAcquire(t, w, fmt.Sprintf("o%d", i), capacity.Immediate, plan).Granted {
+		if !winAcquire(t, w, fmt.Sprintf("o%d", i), lane.Immediate, plan).Granted {
 			t.Fatalf("o%d refused in a window of 4", i)
 		}
 	}
@@ -101,7 +102,7 @@ func TestWindowSlowStartAndCooldown(t *testing.T) {
 	sizes := []int{}
 	for i := range 6 {
 		h := fmt.Sprintf("p%d", i)
-		if !winAcquire(t, w, h, capacity.Immediate, plan).Granted {
+		if !winAcquire(t, w, h, lane.Immediate, plan).Granted {
 			t.Fatalf("%s refused", h)
 		}
 		w.Release(ctx, winScope, h, capacity.Success, "", plan)
@@ -135,14 +136,14 @@ func TestWindowNoiseAtAProvenLevel(t *testing.T) {
 	ctx := context.Background()
 	w := newTestWindows(t, newLeaseClock(), capacity.WindowConfig{Initial: 3, StartTarget: 3, Strikes: 2})
 	for i := range 3 {
-		winAcquire(t, w, fmt.Sprintf("a%d", i), capacity.Immediate, 0)
+		winAcquire(t, w, fmt.Sprintf("a%d", i), lane.Immediate, 0)
 	}
 	for i := range 3 {
 		w.Release(ctx, winScope, fmt.Sprintf("a%d", i), capacity.Success, "", 0)
 	}
 	overloadAtThree := func(tag string) {
 		for i := range 3 {
-			winAcquire(t, w, fmt.Sprintf("%s%d", tag, i), capacity.Immediate, 0)
+			winAcquire(t, w, fmt.Sprintf("%s%d", tag, i), lane.Immediate, 0)
 		}
 		w.Release(ctx, winScope, tag+"2", capacity.Overload, "429", 0)
 		w.Release(ctx, winScope, tag+"0", capacity.Neutral, "", 0)
@@ -168,7 +169,7 @@ func TestWindowCautiousGrowthAndCeiling(t *testing.T) {
 	w := newTestWindows(t, clk, capacity.WindowConfig{Initial: 2, StartTarget: 2, GrowRounds: 2, CeilingRetry: time.Minute})
 	round := func(tag string, size int) {
 		for i := range size {
-			if !winAcquire(t, w, fmt.Sprintf("%s%d", tag, i), capacity.Immediate, 0).Granted {
+			if !winAcquire(t, w, fmt.Sprintf("%s%d", tag, i), lane.Immediate, 0).Granted {
 				t.Fatalf("%s%d refused at size %d", tag, i, size)
 			}
 		}
@@ -186,7 +187,7 @@ func TestWindowCautiousGrowthAndCeiling(t *testing.T) {
 	}
 	// 3 draws an overload: back to 2, and 3 is not tried for a minute.
 	for i := range 3 {
-		winAcquire(t, w, fmt.Sprintf("c%d", i), capacity.Immediate, 0)
+		winAcquire(t, w, fmt.Sprintf("c%d", i), lane.Immediate, 0)
 	}
 	w.Release(ctx, winScope, "c2", capacity.Refused, "429 too many concurrent requests", 0)
 	w.Release(ctx, winScope, "c0", capacity.Success, "", 0)
@@ -213,22 +214,22 @@ func TestWindowImmediateBeforeBatch(t *testing.T) {
 	ctx := context.Background()
 	clk := newLeaseClock()
 	w := newTestWindows(t, clk, capacity.WindowConfig{Initial: 4, StartTarget: 4, ImmediateShare: 0.25})
-	if got := fill(t, w, "b", capacity.BatchLane, 0); got != 3 {
+	if got := fill(t, w, "b", lane.Batch, 0); got != 3 {
 		t.Fatalf("batch took %d slots of 4, want 3 (one kept for the immediate lane)", got)
 	}
-	if !winAcquire(t, w, "i0", capacity.Immediate, 0).Granted {
+	if !winAcquire(t, w, "i0", lane.Immediate, 0).Granted {
 		t.Fatal("the immediate lane's slot was taken")
 	}
 	// Full: queue batch b3 (refused in fill) then immediate i1.
-	if winAcquire(t, w, "i1", capacity.Immediate, 0).Granted {
+	if winAcquire(t, w, "i1", lane.Immediate, 0).Granted {
 		t.Fatal("i1 granted in a full window")
 	}
 	w.Release(ctx, winScope, "b0", capacity.Success, "", 0)
 	// b3 asks first, but i1 is present and ahead of it.
-	if g := winAcquire(t, w, "b3", capacity.BatchLane, 0); g.Granted {
+	if g := winAcquire(t, w, "b3", lane.Batch, 0); g.Granted {
 		t.Fatalf("b3 (batch) took the slot while an immediate recording waited: %+v", g)
 	}
-	if !winAcquire(t, w, "i1", capacity.Immediate, 0).Granted {
+	if !winAcquire(t, w, "i1", lane.Immediate, 0).Granted {
 		t.Fatal("i1 refused a free slot")
 	}
 }
@@ -266,18 +267,18 @@ func TestWindowLapsedSlotAndRestart(t *testing.T) {
 	t.Parallel()
 	clk := newLeaseClock()
 	rdb := testredis.Client(t)
-	cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Redis: rdb, KeyPrefix: testredis.Prefix(t, rdb, "window"),
-		Initial: 1, StartTarget: 1, Lease: 2 * time.Second}, millis(clk))
-	w1, _ := capacity.NewWindows(cfg)
-	if !winAcquire(t, w1, "crashed", capacity.Immediate, 0).Granted {
+	r := onRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
+	cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Initial: 1, StartTarget: 1, Lease: 2 * time.Second}, millis(clk))
+	w1, _ := capacity.NewWindows(r, cfg)
+	if !winAcquire(t, w1, "crashed", lane.Immediate, 0).Granted {
 		t.Fatal("first acquire refused")
 	}
-	w2, _ := capacity.NewWindows(cfg) // another process, or this one restarted
-	if winAcquire(t, w2, "other", capacity.Immediate, 0).Granted {
+	w2, _ := capacity.NewWindows(r, cfg) // another process, or this one restarted
+	if winAcquire(t, w2, "other", lane.Immediate, 0).Granted {
 		t.Fatal("a second slot granted in a window of 1")
 	}
 	clk.Advance(3 * time.Second)
-	if !winAcquire(t, w2, "other", capacity.Immediate, 0).Granted {
+	if !winAcquire(t, w2, "other", lane.Immediate, 0).Granted {
 		t.Fatal("the crashed holder's slot did not lapse")
 	}
 	scopes, err := w2.Scopes(context.Background())
@@ -295,8 +296,9 @@ func TestWindowConcurrentProcesses(t *testing.T) {
 	var inFlight, peak, granted atomic.Int64
 	var wg sync.WaitGroup
 	for p := range 3 {
-		w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix, Initial: 3, StartTarget: 3,
-			MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond, OpTimeout: 2 * time.Second})
+		r := newRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, OpTimeout: 2 * time.Second})
+		w, err := capacity.NewWindows(r, capacity.WindowConfig{Initial: 3, StartTarget: 3,
+			MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,7 +99,11 @@ func runWorkerProcess() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if deps.Window, err = capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix, OpTimeout: 2 * time.Second}); err != nil {
+		r, err := capacity.NewRedis(capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, OpTimeout: 2 * time.Second})
+		if err == nil {
+			deps.Window, err = capacity.NewWindows(r, capacity.WindowConfig{})
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

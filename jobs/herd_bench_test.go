@@ -88,7 +88,7 @@ func BenchmarkHerd(b *testing.B) {
 func runHerd(b *testing.B, seed uint64, form sttsim.RetryAfterForm) (got, base herdFigures) {
 	const n = 120
 	rdb := testredis.Client(b)
-	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: testredis.Prefix(b, rdb, "herd-bench")})
+	w, err := capacity.NewWindows(capRedis(b, rdb, testredis.Prefix(b, rdb, "herd-bench")), capacity.WindowConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestImmediateLaneGoesBeforeBatchBacklog(t *testing.T) {
 	t.Parallel()
 	const batch, immediate, seed = 500, 5, 11
 	rdb := testredis.Client(t)
-	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: testredis.Prefix(t, rdb, "lanes")})
+	w, err := capacity.NewWindows(capRedis(t, rdb, testredis.Prefix(t, rdb, "lanes")), capacity.WindowConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

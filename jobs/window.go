@@ -31,11 +31,13 @@ func (p *Pipeline) planLimit(s *stepCtx) int {
 	return p.planLimitOf(s.prov.Name())
 }
 
-func windowLane(l ledger.Lane) capacity.WindowLane {
+// windowLane is a recording's lane in its scope's window: immediate, or
+// batch for every other.
+func windowLane(l ledger.Lane) ledger.Lane {
 	if l == ledger.LaneImmediate {
-		return capacity.Immediate
+		return ledger.LaneImmediate
 	}
-	return capacity.BatchLane
+	return ledger.LaneBatch
 }
 
 func (p *Pipeline) windowRequest(s *stepCtx) capacity.WindowRequest {

@@ -157,7 +157,7 @@ func TestWindowNoHerdAfterCooldown(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := figuresOf(bsim.Stats(), res.Elapsed)
-	if w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix}); err == nil {
+	if w, err := capacity.NewWindows(capRedis(t, rdb, prefix), capacity.WindowConfig{}); err == nil {
 		evs, _ := w.Events(ctx, p.Config().Tenants["t1"].Scope)
 		kinds := map[string]int{}
 		for _, ev := range evs {

@@ -11,16 +11,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
-// Lane says how urgently a recording is wanted.
-type Lane string
+// Lane says how urgently a recording is wanted: the one lane type of the
+// ledger, the pipeline and capacity.
+type Lane = lane.Lane
 
-// The lanes.
+// The lanes of a recording, stored as these strings.
 const (
-	LaneImmediate Lane = "immediate"
-	LaneBatch     Lane = "batch"
+	LaneImmediate = lane.Immediate
+	LaneBatch     = lane.Batch
 )
 
 // Recording is the current row of one recording.

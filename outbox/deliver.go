@@ -17,6 +17,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
@@ -281,7 +282,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 	if err != nil {
 		return err
 	}
-	s := &subject{Row: r, set: stored, holder: holderOf(r.ID), lane: capacity.Immediate, logAttr: slog.Int64("outbox", r.ID)}
+	s := &subject{Row: r, set: stored, holder: holderOf(r.ID), lane: lane.Immediate, logAttr: slog.Int64("outbox", r.ID)}
 	s.store = &rowStore{o: o, s: s}
 	if dest, ok := o.cfg.Destinations[r.TenantID]; ok && dest.Target != nil {
 		s.target = dest.Target

@@ -15,8 +15,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
@@ -437,7 +437,7 @@ func (o *Outbox) replayDeliver(ctx context.Context, jobID int64, a ReplayDeliver
 		set: dbsqlc.ActionSet{ID: d.ActionSetID, RecordingID: d.RecordingID, TenantID: d.TenantID, CallID: d.CallID,
 			ActionVersion: d.ActionVersion, RecordingSha256: d.RecordingSha256, Actions: d.Actions, CommittedAt: d.CommittedAt},
 		holder:  "replay:" + name,
-		lane:    capacity.BatchLane,
+		lane:    lane.Batch,
 		logAttr: slog.String("replay", name),
 	}
 	tgt, ok := o.cfg.ReplayTargets[d.Target]

@@ -139,7 +139,7 @@ func (rb *replayBed) waitRun(t *testing.T, id int64, within time.Duration, chang
 func TestReplayRunAgainstAThrottlingStagingCRM(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "replay")
-	window, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, KeyPrefix: prefix})
+	window, err := capacity.NewWindows(capRedis(t, rdb, prefix), capacity.WindowConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

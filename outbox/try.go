@@ -24,7 +24,7 @@ type subject struct {
 	// holder is the window holder: a retried try is granted its own slot
 	// again rather than a second one.
 	holder string
-	lane   capacity.WindowLane
+	lane   capacity.Lane
 	// target delivers the set; nil: none configured, and noTarget says
 	// why (the delivery goes dead).
 	target   connector.Target

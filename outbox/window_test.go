@@ -44,8 +44,7 @@ func setupWindowed(t *testing.T, wcfg capacity.WindowConfig, dests map[string]ou
 		t.Fatal(err)
 	}
 	rdb := testredis.Client(t)
-	wcfg.Redis, wcfg.KeyPrefix = rdb, testredis.Prefix(t, rdb, "outbox-window")
-	win, err := capacity.NewWindows(wcfg)
+	win, err := capacity.NewWindows(capRedis(t, rdb, testredis.Prefix(t, rdb, "outbox-window")), wcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,16 +33,16 @@ type orgsBundle struct {
 
 func orgsServe(t *testing.T, rdb redis.UniversalClient, prefix string, opts httpapi.Options) orgsBundle {
 	t.Helper()
-	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix, Limits: map[string]capacity.ProviderLimit{
+	leases, err := capacity.New(onRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"vox/stt": {Limit: 4}, "v1/tts": {Limit: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := live.NewTimeline(rdb, live.TimelineConfig{KeyPrefix: prefix})
+	tl, err := live.NewTimeline(onRedis(t, rdb, prefix), live.TimelineConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := live.NewDialer(leases, rdb, live.DialerConfig{KeyPrefix: prefix, Timeline: tl, DetachLeases: true})
+	d, err := live.NewDialer(onRedis(t, rdb, prefix), leases, live.DialerConfig{Timeline: tl, DetachLeases: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,12 +222,7 @@ func TestAttackDialLongPollsBoundedNoGrantFromTimeouts(t *testing.T) {
 	rdb := testredis.Client(t)
 	prefix := testredis.Prefix(t, rdb, "httpapi")
 	proxy := newStallProxy(t, testredis.URL())
-	opts, err := capacity.FailFastOptions(proxy.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slow := redis.NewClient(opts)
-	t.Cleanup(func() { _ = slow.Close() })
+	slow := failFastClient(t, proxy.url)
 	b := orgsServe(t, slow, prefix, httpapi.Options{MaxDialWaiters: 2})
 	b.fillVox(t)
 

@@ -16,7 +16,7 @@ import (
 // acme's pool holding numbers.
 func callerIDSetup(t *testing.T, rdb redis.UniversalClient, prefix string, opts httpapi.Options, numbers ...string) httpBundle {
 	t.Helper()
-	c, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{KeyPrefix: prefix})
+	c, err := capacity.NewCallerIDs(onRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,12 +164,7 @@ func TestHTTPCallerIDsOrgTokens(t *testing.T) {
 // Retry-After at once, release 204.
 func TestHTTPCallerIDsRedisDown(t *testing.T) {
 	t.Parallel()
-	opts, err := capacity.FailFastOptions("redis://127.0.0.1:1/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := failFastClient(t, "redis://127.0.0.1:1/0")
 	b := callerIDSetup(t, rdb, "unreachable", httpapi.Options{})
 	code, got, h := b.do(t, "POST", "/v1/caller-ids:acquire", `{"org":"acme","call_id":"c-1"}`)
 	if code != 503 || errType(got) != "caller_ids_unavailable" || h.Get("Retry-After") != "1" {

@@ -9,8 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
 	"github.com/callscribe/callscribe/capacity/live"
@@ -21,18 +19,16 @@ import (
 // HTTP, refreshes it while the stream runs, and gives it back. The example
 // needs the Redis at TEST_REDIS_URL, like the rest of the suite.
 func ExampleNewHandler() {
-	opt, err := capacity.FailFastOptions(testredis.URL())
+	prefix := testredis.UniquePrefix("httpapi", "ExampleNewHandler")
+	r, err := capacity.NewRedis(capacity.RedisConfig{URL: testredis.URL(), KeyPrefix: prefix})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	prefix := testredis.UniquePrefix("httpapi", "ExampleNewHandler")
-	defer testredis.DeleteKeys(rdb, prefix)
+	defer r.Close()
+	defer testredis.DeleteKeys(r.Client(), prefix)
 
-	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix,
-		Limits: map[string]capacity.ProviderLimit{"deepgram/stt": {Limit: 2}}})
+	leases, err := capacity.New(r, capacity.Config{Limits: map[string]capacity.ProviderLimit{"deepgram/stt": {Limit: 2}}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -78,29 +74,27 @@ func ExampleNewHandler() {
 // back at hang-up; and the call's timeline. The example needs the Redis at
 // TEST_REDIS_URL, like the rest of the suite.
 func ExampleNewHandler_liveCall() {
-	opt, err := capacity.FailFastOptions(testredis.URL())
+	prefix := testredis.UniquePrefix("httpapi", "ExampleNewHandler_liveCall")
+	r, err := capacity.NewRedis(capacity.RedisConfig{URL: testredis.URL(), KeyPrefix: prefix})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	prefix := testredis.UniquePrefix("httpapi", "ExampleNewHandler_liveCall")
-	defer testredis.DeleteKeys(rdb, prefix)
+	defer r.Close()
+	defer testredis.DeleteKeys(r.Client(), prefix)
 
-	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix, Limits: map[string]capacity.ProviderLimit{
+	leases, err := capacity.New(r, capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"deepgram/stt": {Limit: 2}, "elevenlabs/tts": {Limit: 0}, "cartesia/tts": {Limit: 1}}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{KeyPrefix: prefix,
-		Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 10, Campaigns: map[string]int{"spring": 5}}}})
+	slots, err := capacity.NewSlots(r, capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 10, Campaigns: map[string]int{"spring": 5}}}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	timeline, err := live.NewTimeline(rdb, live.TimelineConfig{KeyPrefix: prefix})
+	timeline, err := live.NewTimeline(r, live.TimelineConfig{})
 	if err != nil {
 		fmt.Println(err)
 		return

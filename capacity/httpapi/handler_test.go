@@ -35,15 +35,13 @@ func httpSetup(t *testing.T, opts httpapi.Options, withSlots bool) httpBundle {
 
 func httpServe(t *testing.T, rdb redis.UniversalClient, prefix string, opts httpapi.Options, withSlots bool) httpBundle {
 	t.Helper()
-	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix,
-		Limits: map[string]capacity.ProviderLimit{"vox/stt": {Limit: 2, BatchReserve: 1}}})
+	leases, err := capacity.New(onRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"vox/stt": {Limit: 2, BatchReserve: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var slots *capacity.Slots
 	if withSlots {
-		slots, err = capacity.NewSlots(rdb, capacity.SlotsConfig{KeyPrefix: prefix,
-			Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 1}}}})
+		slots, err = capacity.NewSlots(onRedis(t, rdb, prefix), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 1}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,12 +248,7 @@ func TestHTTPSlots(t *testing.T) {
 // uncounted and releases 204, never 5xx.
 func TestHTTPFailOpen(t *testing.T) {
 	t.Parallel()
-	opts, err := capacity.FailFastOptions("redis://127.0.0.1:1/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := failFastClient(t, "redis://127.0.0.1:1/0")
 	b := httpServe(t, rdb, "unreachable", httpapi.Options{}, true)
 
 	code, got, _ := b.do(t, "POST", "/v1/leases", `{"provider":"vox","kind":"stt","holder":"call-1","lane":"live"}`)

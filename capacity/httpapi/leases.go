@@ -9,6 +9,7 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/idtext"
+	"github.com/callscribe/callscribe/internal/lane"
 )
 
 // leaseJSON is a lease on the wire. Counted is what the server needs back
@@ -72,16 +73,16 @@ func (h *httpAPI) leaseAcquire(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	var lane capacity.Lane
+	var reqLane capacity.Lane
 	err := checkProviderKind(req.Provider, req.Kind, "")
 	switch {
 	case err != nil:
 	case checkID("holder", req.Holder) != nil:
 		err = checkID("holder", req.Holder)
 	case req.Lane == "live":
-		lane = capacity.Live
+		reqLane = lane.Live
 	case req.Lane == "batch":
-		lane = capacity.Batch
+		reqLane = lane.Batch
 	default:
 		err = fieldError("lane", `must be "live" or "batch"`)
 	}
@@ -93,7 +94,7 @@ func (h *httpAPI) leaseAcquire(w http.ResponseWriter, r *http.Request) {
 	// "org/holder#…") and counted against its quota.
 	org := orgOf(r)
 	lease, g := h.leases.Acquire(r.Context(), capacity.Request{Provider: req.Provider, Kind: req.Kind,
-		Holder: ownedID(org, req.Holder), Lane: lane, Owner: org, OwnerShare: h.opts.OrgLeaseShare})
+		Holder: ownedID(org, req.Holder), Lane: reqLane, Owner: org, OwnerShare: h.opts.OrgLeaseShare})
 	resp := struct {
 		Granted   bool       `json:"granted"`
 		Lease     *leaseJSON `json:"lease"`

@@ -15,8 +15,8 @@ import (
 
 func startsOn(t *testing.T, rdb redis.UniversalClient, prefix string) *live.RateLimiter {
 	t.Helper()
-	r, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, OpTimeout: 300 * time.Millisecond,
-		Campaigns: map[string]map[string]int{"acme": {"spring": 2}}})
+	r, err := live.NewRateLimiter(newRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 300 * time.Millisecond}),
+		live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +88,7 @@ func TestHTTPCallStartErrors(t *testing.T) {
 // With Redis unreachable, starts go through, flagged uncounted.
 func TestHTTPCallStartFailOpen(t *testing.T) {
 	t.Parallel()
-	opts, err := capacity.FailFastOptions("redis://127.0.0.1:1/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := failFastClient(t, "redis://127.0.0.1:1/0")
 	b := httpServe(t, rdb, "unreachable", httpapi.Options{Starts: startsOn(t, rdb, "unreachable")}, true)
 	for range 3 {
 		code, got, _ := b.do(t, "POST", "/v1/calls:start", `{"org":"acme","campaign":"spring","timeout_ms":1000}`)

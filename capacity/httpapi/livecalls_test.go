@@ -12,6 +12,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -34,16 +35,16 @@ var liveAgents = map[string]live.CallProviders{
 
 func liveServe(t *testing.T, rdb redis.UniversalClient, prefix string) liveBundle {
 	t.Helper()
-	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix, Limits: map[string]capacity.ProviderLimit{
+	leases, err := capacity.New(onRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"vox/stt": {Limit: 1}, "echo/stt": {Limit: 1}, "v1/tts": {Limit: 1}, "v2/tts": {Limit: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := live.NewTimeline(rdb, live.TimelineConfig{KeyPrefix: prefix})
+	tl, err := live.NewTimeline(onRedis(t, rdb, prefix), live.TimelineConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := live.NewDialer(leases, rdb, live.DialerConfig{KeyPrefix: prefix, Timeline: tl, DetachLeases: true})
+	d, err := live.NewDialer(onRedis(t, rdb, prefix), leases, live.DialerConfig{Timeline: tl, DetachLeases: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestHTTPDialQueue(t *testing.T) {
 	if code, got, _ = b.do(t, "POST", "/v1/calls/d3/ended", ""); code != 204 {
 		t.Fatalf("ended d3: %d %v", code, got)
 	}
-	if n, err := rdb.ZCard(context.Background(), capacity.Key(b.prefix, "vox/stt", "leases")).Result(); err != nil || n != 0 {
+	if n, err := rdb.ZCard(context.Background(), rediskit.Key(b.prefix, "vox/stt", "leases")).Result(); err != nil || n != 0 {
 		t.Fatalf("vox leases %d %v after every call ended, want 0", n, err)
 	}
 }
@@ -265,12 +266,7 @@ func TestHTTPLiveCallValidation(t *testing.T) {
 // uncounted, never 5xx; the operator's reads say Redis is down.
 func TestHTTPLiveCallsFailOpen(t *testing.T) {
 	t.Parallel()
-	opts, err := capacity.FailFastOptions("redis://127.0.0.1:1/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := failFastClient(t, "redis://127.0.0.1:1/0")
 	b := liveServe(t, rdb, "unreachable")
 
 	code, got, _ := b.do(t, "POST", "/v1/calls/c1/voice/start", `{"agent":"dana"}`)

@@ -19,7 +19,7 @@ func TestHTTPCallTranscriber(t *testing.T) {
 	t.Parallel()
 	rdb := testredis.Client(t)
 	prefix := testredis.Prefix(t, rdb, "httpapi")
-	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix, Limits: map[string]capacity.ProviderLimit{
+	leases, err := capacity.New(onRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"vox/stt": {Limit: 1}, "echo/stt": {Limit: 1}}})
 	if err != nil {
 		t.Fatal(err)

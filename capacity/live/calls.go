@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/internal/lane"
 )
 
 // CallProviders are the vendors an agent's live call may use, in order of
@@ -72,7 +73,7 @@ func ConnectTranscriberWithTimeline(ctx context.Context, leases *capacity.Leases
 // order, and reports false if none had room.
 func tryTranscriber(ctx context.Context, leases *capacity.Leases, callID string, providers []string) (TranscriberSlot, bool) {
 	for i, provider := range providers {
-		lease, g := leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: callID, Lane: capacity.Live})
+		lease, g := leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: callID, Lane: lane.Live})
 		if g.Granted {
 			return TranscriberSlot{Provider: provider, Lease: lease, FellBack: i > 0}, true
 		}

@@ -14,7 +14,7 @@ import (
 func TestOverLimitConnectIsRecorded(t *testing.T) {
 	t.Parallel()
 	rdb := testredis.Client(t)
-	leases, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: testredis.Prefix(t, rdb, "warn"),
+	leases, err := capacity.New(onRedis(t, rdb, testredis.Prefix(t, rdb, "warn")), capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"vox/stt": {Limit: 1}}})
 	if err != nil {
 		t.Fatal(err)

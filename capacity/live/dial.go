@@ -1,19 +1,21 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
+	"github.com/callscribe/callscribe/internal/lane"
 )
 
 // Defaults and bounds of DialerConfig.
@@ -105,9 +107,6 @@ type DialState struct {
 
 // DialerConfig configures NewDialer.
 type DialerConfig struct {
-	// KeyPrefix prefixes every Redis key; use the Leases' prefix.
-	// Default "": capacity.KeyPrefixDefault.
-	KeyPrefix string
 	// Recheck is how often Run re-checks the queue, besides every
 	// CallEnded of this process. Default 0: DialRecheckDefault (10s).
 	Recheck time.Duration
@@ -122,14 +121,6 @@ type DialerConfig struct {
 	// (an HTTP client) refreshes them itself. Default false: this
 	// process's Heartbeat keeps them alive.
 	DetachLeases bool
-	// OpTimeout bounds each Redis round trip. Default 0:
-	// capacity.OpTimeoutDefault (250ms).
-	OpTimeout time.Duration
-	// Logger receives the fail-open warnings. Default nil: discard.
-	Logger *slog.Logger
-	// WarnInterval is the least time between two fail-open warnings.
-	// Default 0: capacity.WarnIntervalDefault (1m).
-	WarnInterval time.Duration
 
 	// tick replaces the re-check ticker (tests, see export_test.go).
 	tick <-chan time.Time
@@ -143,129 +134,45 @@ type DialerConfig struct {
 // safe for concurrent use.
 type Dialer struct {
 	leases *capacity.Leases
-	rdb    redis.UniversalClient
+	kit    rediskit.Kit
 	cfg    DialerConfig
-	fail   *capacity.FailOpen
+	fail   *rediskit.FailOpen
 	wake   chan struct{} // buffered 1: a re-check is due
 
 	queueKey, lockKey, againKey string
 }
 
+// WithDefaults returns a copy of c with each zero field set to its default.
+func (c DialerConfig) WithDefaults() DialerConfig {
+	c.Recheck = cmp.Or(c.Recheck, DialRecheckDefault)
+	c.StateTTL = cmp.Or(c.StateTTL, DialStateTTLDefault)
+	return c
+}
+
 // NewDialer returns a Dialer taking its slots from leases and keeping its
-// queue in rdb.
-func NewDialer(leases *capacity.Leases, rdb redis.UniversalClient, cfg DialerConfig) (*Dialer, error) {
+// queue in r (use the Leases' handle, so that both share a key prefix).
+func NewDialer(r *capacity.Redis, leases *capacity.Leases, cfg DialerConfig) (*Dialer, error) {
 	if leases == nil {
 		return nil, errors.New("live.NewDialer: Leases is nil")
 	}
-	if rdb == nil {
-		return nil, errors.New("live.NewDialer: Redis client is nil")
+	if r == nil {
+		return nil, errors.New("live.NewDialer: Redis is nil")
 	}
-	for name, d := range map[string]time.Duration{"Recheck": cfg.Recheck, "StateTTL": cfg.StateTTL, "OpTimeout": cfg.OpTimeout} {
+	for name, d := range map[string]time.Duration{"Recheck": cfg.Recheck, "StateTTL": cfg.StateTTL} {
 		if d < 0 {
 			return nil, fmt.Errorf("DialerConfig.%s must not be negative, got %s", name, d)
 		}
 	}
-	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = capacity.KeyPrefixDefault
-	}
-	if cfg.Recheck == 0 {
-		cfg.Recheck = DialRecheckDefault
-	}
-	if cfg.StateTTL == 0 {
-		cfg.StateTTL = DialStateTTLDefault
-	}
-	if cfg.OpTimeout == 0 {
-		cfg.OpTimeout = capacity.OpTimeoutDefault
-	}
-	return &Dialer{leases: leases, rdb: rdb, cfg: cfg, fail: capacity.NewFailOpen(cfg.Logger, cfg.WarnInterval, nil),
-		wake:     make(chan struct{}, 1),
-		queueKey: capacity.Key(cfg.KeyPrefix, "dial", "queue"), lockKey: capacity.Key(cfg.KeyPrefix, "dial", "lock"),
-		againKey: capacity.Key(cfg.KeyPrefix, "dial", "again")}, nil
+	cfg = cfg.WithDefaults()
+	kit := r.Kit()
+	return &Dialer{leases: leases, kit: kit, cfg: cfg, fail: kit.NewFailOpen(), wake: make(chan struct{}, 1),
+		queueKey: kit.Key("dial", "queue"), lockKey: kit.Key("dial", "lock"), againKey: kit.Key("dial", "again")}, nil
 }
 
-func (d *Dialer) callKey(id string) string { return capacity.Key(d.cfg.KeyPrefix, "dial", "call", id) }
-
-func (d *Dialer) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d.cfg.OpTimeout)
-}
+func (d *Dialer) callKey(id string) string { return d.kit.Key("dial", "call", id) }
 
 // Uncounted returns how many dial operations went ahead without Redis.
 func (d *Dialer) Uncounted() int64 { return d.fail.Uncounted() }
-
-// dialEnqueueScript: KEYS queue, call hash; ARGV now, call id, call JSON,
-// state TTL ms. Queues the call at the back (scored by Redis time in µs)
-// unless it is already known: {1, queued_at ms} new, {0, queued_at ms}
-// known.
-var dialEnqueueScript = capacity.NowScript(`
-local known = redis.call('HGET', KEYS[2], 'queued_at')
-if known then return {0, tonumber(known)} end
-redis.call('HSET', KEYS[2], 'state', 'queued', 'call', ARGV[3], 'queued_at', now, 'waiting_for', 'capacity check')
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('ZADD', KEYS[1], 'NX', now_us, ARGV[2])
-return {1, now}
-`)
-
-// dialReserveScript: KEYS queue, call hash; ARGV call id, reservation
-// JSON, state TTL ms. ZREM wins: only the one caller that removes the call
-// from the queue while it is still queued reserves it (1); any other gets
-// 0 and gives its slot back.
-var dialReserveScript = redis.NewScript(`
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-if redis.call('HGET', KEYS[2], 'state') ~= 'queued' then return 0 end
-redis.call('HSET', KEYS[2], 'state', 'reserved', 'reservation', ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 1
-`)
-
-// dialWaitingScript: KEYS call hash; ARGV waiting_for. Sets what a queued
-// call waits for; 1 when that changed.
-var dialWaitingScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'state') ~= 'queued' then return 0 end
-if redis.call('HGET', KEYS[1], 'waiting_for') == ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'waiting_for', ARGV[1])
-return 1
-`)
-
-// dialAnswerScript: KEYS call hash; ARGV state TTL ms. A reserved (or
-// already answered) call becomes answered: {state before, reservation}.
-// Otherwise {state or ""}.
-var dialAnswerScript = redis.NewScript(`
-local st = redis.call('HGET', KEYS[1], 'state')
-if st ~= 'reserved' and st ~= 'answered' then return {st or ''} end
-redis.call('HSET', KEYS[1], 'state', 'answered')
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return {st, redis.call('HGET', KEYS[1], 'reservation')}
-`)
-
-// dialEndScript: KEYS queue, call hash; ARGV call id. Forgets the call:
-// {state or "", reservation or ""}.
-var dialEndScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[2], 'state', 'reservation')
-redis.call('DEL', KEYS[2])
-redis.call('ZREM', KEYS[1], ARGV[1])
-return {v[1] or '', v[2] or ''}
-`)
-
-// dialLockScript: KEYS lock, again; ARGV token, ttl ms. Takes the re-check
-// lock (1), or, when another process holds it, asks it to go again (0).
-var dialLockScript = redis.NewScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-return 0
-`)
-
-// dialUnlockScript: KEYS lock, again; ARGV token, ttl ms. At the end of a
-// pass: if another process asked meanwhile, keep the lock and go again
-// (1); else release it (0).
-var dialUnlockScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call('DEL', KEYS[2]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-redis.call('DEL', KEYS[1])
-return 0
-`)
 
 // reservationJSON is a Reservation as stored in Redis.
 type reservationJSON struct {
@@ -328,7 +235,7 @@ func (d *Dialer) probeVoice(ctx context.Context, c Call) (string, bool) {
 		return "", true
 	}
 	for _, provider := range c.Providers.TTS {
-		lease, g := d.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindTTS, Holder: c.ID + "#probe", Lane: capacity.Live})
+		lease, g := d.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindTTS, Holder: c.ID + "#probe", Lane: lane.Live})
 		if g.Granted {
 			d.leases.Release(ctx, lease)
 			return provider, true
@@ -352,9 +259,9 @@ func (d *Dialer) enqueue(ctx context.Context, c Call) bool {
 	if err != nil {
 		panic(fmt.Sprintf("live: encoding a call: %v", err)) // plain strings only
 	}
-	octx, cancel := d.opCtx(ctx)
+	octx, cancel := d.kit.Detached(ctx)
 	defer cancel()
-	_, err = dialEnqueueScript.Run(octx, d.rdb, []string{d.queueKey, d.callKey(c.ID)}, "", c.ID, b, d.cfg.StateTTL.Milliseconds()).Int64Slice()
+	_, err = dialEnqueueScript.Run(octx, d.kit.Client, []string{d.queueKey, d.callKey(c.ID)}, "", c.ID, b, d.cfg.StateTTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		d.fail.Note("dial enqueue", err)
 		return false
@@ -404,9 +311,9 @@ func (d *Dialer) Dial(ctx context.Context, c Call, dial func(Call, Reservation))
 // State returns callID's dial state now; ErrUnknownCall if the Dialer
 // holds nothing for it, or Redis's error.
 func (d *Dialer) State(ctx context.Context, callID string) (DialState, error) {
-	octx, cancel := d.opCtx(ctx)
+	octx, cancel := d.kit.Detached(ctx)
 	defer cancel()
-	pipe := d.rdb.Pipeline()
+	pipe := d.kit.Client.Pipeline()
 	h := pipe.HGetAll(octx, d.callKey(callID))
 	rank := pipe.ZRank(octx, d.queueKey, callID)
 	if _, err := pipe.Exec(octx); err != nil && !errors.Is(err, redis.Nil) {
@@ -435,13 +342,13 @@ func (d *Dialer) State(ctx context.Context, callID string) (DialState, error) {
 // Queued returns the calls waiting to be dialled, oldest first (at most
 // DialPassMax), or Redis's error.
 func (d *Dialer) Queued(ctx context.Context) ([]QueuedCall, error) {
-	octx, cancel := d.opCtx(ctx)
+	octx, cancel := d.kit.Detached(ctx)
 	defer cancel()
-	ids, err := d.rdb.ZRange(octx, d.queueKey, 0, DialPassMax-1).Result()
+	ids, err := d.kit.Client.ZRange(octx, d.queueKey, 0, DialPassMax-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading the dial queue: %w", err)
 	}
-	pipe := d.rdb.Pipeline()
+	pipe := d.kit.Client.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
 		cmds[i] = pipe.HMGet(octx, d.callKey(id), "call", "waiting_for", "queued_at", "state")
@@ -477,9 +384,9 @@ func (d *Dialer) Queued(ctx context.Context) ([]QueuedCall, error) {
 // (or HangUp; doing both is harmless). It reports false if nothing is
 // reserved for callID (unknown, still queued, or Redis unreachable).
 func (d *Dialer) Answered(ctx context.Context, callID string) (TranscriberSlot, bool) {
-	octx, cancel := d.opCtx(ctx)
+	octx, cancel := d.kit.Detached(ctx)
 	defer cancel()
-	res, err := dialAnswerScript.Run(octx, d.rdb, []string{d.callKey(callID)}, d.cfg.StateTTL.Milliseconds()).StringSlice()
+	res, err := dialAnswerScript.Run(octx, d.kit.Client, []string{d.callKey(callID)}, d.cfg.StateTTL.Milliseconds()).StringSlice()
 	if err != nil {
 		d.fail.Note("dial answered", err)
 		return TranscriberSlot{}, false
@@ -503,9 +410,9 @@ func (d *Dialer) Answered(ctx context.Context, callID string) (TranscriberSlot, 
 // their next tick).
 func (d *Dialer) CallEnded(ctx context.Context, callID string) {
 	defer d.prompt()
-	octx, cancel := d.opCtx(ctx)
+	octx, cancel := d.kit.Detached(ctx)
 	defer cancel()
-	res, err := dialEndScript.Run(octx, d.rdb, []string{d.queueKey, d.callKey(callID)}, callID).StringSlice()
+	res, err := dialEndScript.Run(octx, d.kit.Client, []string{d.queueKey, d.callKey(callID)}, callID).StringSlice()
 	if err != nil {
 		d.fail.Note("dial call ended", err)
 		return
@@ -573,8 +480,8 @@ func (d *Dialer) Run(ctx context.Context, dial func(Call, Reservation)) {
 func (d *Dialer) Recheck(ctx context.Context, dial func(Call, Reservation)) {
 	token := newDialToken()
 	ttl := dialLockTTL.Milliseconds()
-	octx, cancel := d.opCtx(ctx)
-	got, err := dialLockScript.Run(octx, d.rdb, []string{d.lockKey, d.againKey}, token, ttl).Int()
+	octx, cancel := d.kit.Detached(ctx)
+	got, err := dialLockScript.Run(octx, d.kit.Client, []string{d.lockKey, d.againKey}, token, ttl).Int()
 	cancel()
 	if err != nil {
 		d.fail.Note("dial recheck", err)
@@ -585,8 +492,8 @@ func (d *Dialer) Recheck(ctx context.Context, dial func(Call, Reservation)) {
 	}
 	for {
 		d.pass(ctx, dial)
-		octx, cancel := d.opCtx(ctx)
-		again, err := dialUnlockScript.Run(octx, d.rdb, []string{d.lockKey, d.againKey}, token, ttl).Int()
+		octx, cancel := d.kit.Detached(ctx)
+		again, err := dialUnlockScript.Run(octx, d.kit.Client, []string{d.lockKey, d.againKey}, token, ttl).Int()
 		cancel()
 		if err != nil {
 			d.fail.Note("dial recheck", err)
@@ -630,8 +537,8 @@ func (d *Dialer) pass(ctx context.Context, dial func(Call, Reservation)) {
 		}
 		if !ok {
 			uses(q.Call, true)
-			octx, cancel := d.opCtx(ctx)
-			changed, err := dialWaitingScript.Run(octx, d.rdb, []string{d.callKey(q.Call.ID)}, WaitingForCapacity).Int()
+			octx, cancel := d.kit.Detached(ctx)
+			changed, err := dialWaitingScript.Run(octx, d.kit.Client, []string{d.callKey(q.Call.ID)}, WaitingForCapacity).Int()
 			cancel()
 			if err == nil && changed == 1 {
 				d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: q.Call.ID, Kind: EventDialQueued,
@@ -640,8 +547,8 @@ func (d *Dialer) pass(ctx context.Context, dial func(Call, Reservation)) {
 			continue
 		}
 		b, _ := json.Marshal(toReservationJSON(res))
-		octx, cancel := d.opCtx(ctx)
-		won, err := dialReserveScript.Run(octx, d.rdb, []string{d.queueKey, d.callKey(q.Call.ID)}, q.Call.ID, b, d.cfg.StateTTL.Milliseconds()).Int()
+		octx, cancel := d.kit.Detached(ctx)
+		won, err := dialReserveScript.Run(octx, d.kit.Client, []string{d.queueKey, d.callKey(q.Call.ID)}, q.Call.ID, b, d.cfg.StateTTL.Milliseconds()).Int()
 		cancel()
 		if err != nil || won == 0 { // ended meanwhile, or another pass won: give the slot back
 			if err != nil {

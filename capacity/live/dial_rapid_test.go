@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -29,11 +30,11 @@ func TestDialerProperty(t *testing.T) {
 		defer testredis.DeleteKeys(rdb, prefix)
 		var dialers [2]*live.Dialer
 		for i := range dialers {
-			l, err := capacity.New(capacity.Config{Redis: rdb, KeyPrefix: prefix, Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
+			l, err := capacity.New(onRedis(rt, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
 			if err != nil {
 				rt.Fatal(err)
 			}
-			if dialers[i], err = live.NewDialer(l, rdb, live.DialerConfig{KeyPrefix: prefix}); err != nil {
+			if dialers[i], err = live.NewDialer(onRedis(rt, rdb, prefix), l, live.DialerConfig{}); err != nil {
 				rt.Fatal(err)
 			}
 		}
@@ -106,7 +107,7 @@ func TestDialerProperty(t *testing.T) {
 				if !slices.Equal(ids, queue) {
 					rt.Fatalf("queue %v, model %v", ids, queue)
 				}
-				n, err := rdb.ZCard(ctx, capacity.Key(prefix, "stt/stt", "leases")).Result()
+				n, err := rdb.ZCard(ctx, rediskit.Key(prefix, "stt/stt", "leases")).Result()
 				if err != nil {
 					rt.Fatal(err)
 				}

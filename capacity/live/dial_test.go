@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/capacity/live"
 )
 
@@ -43,7 +44,7 @@ func dialSetup(t *testing.T) *dialBundle {
 	b := &dialBundle{leaseBundle: leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"stt/stt": {Limit: 1}, "tts/tts": {Limit: 1}}}),
 		tick: make(chan time.Time), dialed: make(chan dialed, 10)}
-	d, err := live.NewDialer(b.leases, b.rdb, live.WithDialTestTick(live.DialerConfig{KeyPrefix: b.prefix}, b.tick))
+	d, err := live.NewDialer(onRedis(t, b.rdb, b.prefix), b.leases, live.WithDialTestTick(live.DialerConfig{}, b.tick))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,13 +287,13 @@ func TestDialersShareQueueConcurrently(t *testing.T) {
 	const limit, calls = 2, 24
 	b := leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
 	// A second process: its own Leases and Dialer over the same keys.
-	leases2, err := capacity.New(capacity.Config{Redis: b.rdb, KeyPrefix: b.prefix, Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
+	leases2, err := capacity.New(onRedis(t, b.rdb, b.prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dialers []*live.Dialer
 	for _, l := range []*capacity.Leases{b.leases, leases2} {
-		d, err := live.NewDialer(l, b.rdb, live.DialerConfig{KeyPrefix: b.prefix})
+		d, err := live.NewDialer(onRedis(t, b.rdb, b.prefix), l, live.DialerConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +383,7 @@ func TestDialersShareQueueConcurrently(t *testing.T) {
 func TestDialWaitsForAnotherProcessPass(t *testing.T) {
 	ctx := context.Background()
 	b := dialSetup(t)
-	lock, again := capacity.Key(b.prefix, "dial", "lock"), capacity.Key(b.prefix, "dial", "again")
+	lock, again := rediskit.Key(b.prefix, "dial", "lock"), rediskit.Key(b.prefix, "dial", "again")
 	if err := b.rdb.Set(ctx, lock, "another-process", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}

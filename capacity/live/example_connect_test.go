@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -17,19 +15,16 @@ import (
 // the Redis at TEST_REDIS_URL, like the rest of the suite.
 func ExampleConnectTranscriber() {
 	ctx := context.Background()
-	opt, err := capacity.FailFastOptions(testredis.URL())
+	prefix := testredis.UniquePrefix("live", "ExampleConnectTranscriber")
+	r, err := capacity.NewRedis(capacity.RedisConfig{URL: testredis.URL(), KeyPrefix: prefix})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	prefix := testredis.UniquePrefix("live", "ExampleConnectTranscriber")
-	defer testredis.DeleteKeys(rdb, prefix)
+	defer r.Close()
+	defer testredis.DeleteKeys(r.Client(), prefix)
 
-	leases, err := capacity.New(capacity.Config{
-		Redis:     rdb,
-		KeyPrefix: prefix,
+	leases, err := capacity.New(r, capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{
 			"deepgram/stt": {Limit: 1}, "assemblyai/stt": {Limit: 1},
 			"elevenlabs/tts": {Limit: 1}, "azure/tts": {Limit: 1},

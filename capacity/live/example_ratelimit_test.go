@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -21,7 +22,12 @@ func ExampleRateLimiter() {
 	prefix := testredis.UniquePrefix("live", "example")
 	defer rdb.Del(ctx, prefix+":{acme}:starts:spring")
 
-	starts, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Campaigns: map[string]map[string]int{"acme": {"spring": 1}}})
+	r, err := capacity.NewRedis(capacity.RedisConfig{Client: rdb, KeyPrefix: prefix})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	starts, err := live.NewRateLimiter(r, live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 1}}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -15,17 +16,17 @@ type leaseBundle struct {
 	rdb    *redis.Client
 	prefix string
 	leases *capacity.Leases
+	redis  *capacity.Redis
 }
 
-// leaseSetup returns Leases over a fresh key prefix (cfg's Redis and
-// KeyPrefix are filled in). The scripts read Redis TIME: these tests never
+// leaseSetup returns Leases over a fresh key prefix (the bundle's redis). The scripts read Redis TIME: these tests never
 // move the clock.
 func leaseSetup(t *testing.T, cfg capacity.Config) *leaseBundle {
 	t.Helper()
 	b := &leaseBundle{}
 	b.rdb, b.prefix = testredis.New(t, "live")
-	cfg.Redis, cfg.KeyPrefix = b.rdb, b.prefix
-	l, err := capacity.New(cfg)
+	b.redis = onRedis(t, b.rdb, b.prefix)
+	l, err := capacity.New(b.redis, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func leaseSetup(t *testing.T, cfg capacity.Config) *leaseBundle {
 // zcard returns how many members provider/kind's lease set has.
 func (b *leaseBundle) zcard(t *testing.T, provider, kind string) int {
 	t.Helper()
-	n, err := b.rdb.ZCard(context.Background(), capacity.Key(b.prefix, provider+"/"+kind, "leases")).Result()
+	n, err := b.rdb.ZCard(context.Background(), rediskit.Key(b.prefix, provider+"/"+kind, "leases")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

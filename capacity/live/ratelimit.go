@@ -1,19 +1,18 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 )
 
 // Defaults and bounds of RateLimiterConfig.
@@ -51,8 +50,6 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 
 // RateLimiterConfig configures NewRateLimiter.
 type RateLimiterConfig struct {
-	// KeyPrefix prefixes every Redis key. Default "": capacity.KeyPrefixDefault.
-	KeyPrefix string
 	// PerSecond is the start rate, 1–StartRateMax, of a campaign not
 	// listed in Campaigns. Default 0: StartRateDefault (1).
 	PerSecond int
@@ -61,39 +58,17 @@ type RateLimiterConfig struct {
 	// organisation's calls without a campaign. Default nil: every
 	// campaign gets PerSecond.
 	Campaigns map[string]map[string]int
-	// OpTimeout bounds each Redis round trip.
-	// Default 0: capacity.SlotsOpTimeoutDefault (1s).
-	OpTimeout time.Duration
-	// Logger receives the fail-open warnings. Default nil: discard.
-	Logger *slog.Logger
-	// WarnInterval is the least time between two fail-open warnings.
-	// Default 0: capacity.WarnIntervalDefault (1m).
-	WarnInterval time.Duration
 }
 
 // WithDefaults returns a copy of c with each zero field set to its default.
 func (c RateLimiterConfig) WithDefaults() RateLimiterConfig {
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = capacity.KeyPrefixDefault
-	}
-	if c.PerSecond == 0 {
-		c.PerSecond = StartRateDefault
-	}
-	if c.OpTimeout == 0 {
-		c.OpTimeout = capacity.SlotsOpTimeoutDefault
-	}
-	if c.WarnInterval == 0 {
-		c.WarnInterval = capacity.WarnIntervalDefault
-	}
+	c.PerSecond = cmp.Or(c.PerSecond, StartRateDefault)
 	return c
 }
 
 func (c RateLimiterConfig) validate() error {
 	if c.PerSecond < 1 || c.PerSecond > StartRateMax {
 		return fmt.Errorf("RateLimiterConfig.PerSecond must be 1–%d, got %d", StartRateMax, c.PerSecond)
-	}
-	if c.OpTimeout < 0 {
-		return fmt.Errorf("RateLimiterConfig.OpTimeout must not be negative, got %s", c.OpTimeout)
 	}
 	var errs []error
 	for _, org := range slices.Sorted(maps.Keys(c.Campaigns)) {
@@ -118,22 +93,24 @@ func (c RateLimiterConfig) validate() error {
 // starts per second, over a one-second sliding window counted in Redis. It is separate from
 // Slots and safe for concurrent use.
 type RateLimiter struct {
-	rdb  redis.UniversalClient
+	kit  rediskit.Kit
 	cfg  RateLimiterConfig
-	fail *capacity.FailOpen
+	fail *rediskit.FailOpen
 }
 
-// NewRateLimiter returns a RateLimiter counting in rdb, or an error naming
-// the field (and organisation and campaign) cfg gets wrong.
-func NewRateLimiter(rdb redis.UniversalClient, cfg RateLimiterConfig) (*RateLimiter, error) {
-	if rdb == nil {
-		return nil, errors.New("live.NewRateLimiter: Redis client is nil")
+// NewRateLimiter returns a RateLimiter counting in r, each round trip
+// bounded by capacity.RedisConfig.AdmitOpTimeout, or an error naming the
+// field (and organisation and campaign) cfg gets wrong.
+func NewRateLimiter(r *capacity.Redis, cfg RateLimiterConfig) (*RateLimiter, error) {
+	if r == nil {
+		return nil, errors.New("live.NewRateLimiter: Redis is nil")
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &RateLimiter{rdb: rdb, cfg: cfg, fail: capacity.NewFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
+	kit := r.Kit().Admission()
+	return &RateLimiter{kit: kit, cfg: cfg, fail: kit.NewFailOpen()}, nil
 }
 
 // Limit returns the start rate of org's campaign ("" for its calls
@@ -149,11 +126,11 @@ func (r *RateLimiter) Limit(org, campaign string) int {
 func (r *RateLimiter) Uncounted() int64 { return r.fail.Uncounted() }
 
 // rateTakeScript: KEYS the campaign's start set; ARGV now ("": Redis
-// TIME, see capacity.NowScript), limit, start ID. Trims starts older than
+// TIME, see rediskit.NowScript), limit, start ID. Trims starts older than
 // the window, and records this start if fewer than limit remain: {1, 0};
 // otherwise {0, µs until the oldest start leaves the window}. Starts are
 // scored in microseconds (now_us).
-var rateTakeScript = capacity.NowScript(`
+var rateTakeScript = rediskit.NowScript(`
 local window = 1000000
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_us - window)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
@@ -187,7 +164,7 @@ func (r *RateLimiter) Take(ctx context.Context, org, campaign string, timeout ti
 	limit := r.Limit(org, campaign)
 	// The organisation is the hash tag; a campaign id is never empty, so
 	// "starts:" (no campaign) meets no campaign's key.
-	key := capacity.Key(r.cfg.KeyPrefix, org, "starts", campaign)
+	key := r.kit.Key(org, "starts", campaign)
 	id, err := newStartID()
 	if err != nil {
 		r.fail.Note("rate wait", err)
@@ -196,8 +173,8 @@ func (r *RateLimiter) Take(ctx context.Context, org, campaign string, timeout ti
 	deadline := time.Now().Add(timeout)
 	var timer *time.Timer
 	for {
-		octx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
-		res, err := rateTakeScript.Run(octx, r.rdb, []string{key}, "", limit, id).Int64Slice()
+		octx, cancel := r.kit.Op(ctx)
+		res, err := rateTakeScript.Run(octx, r.kit.Client, []string{key}, "", limit, id).Int64Slice()
 		cancel()
 		if err == nil && len(res) != 2 {
 			err = fmt.Errorf("rate script returned %d values, want 2", len(res))

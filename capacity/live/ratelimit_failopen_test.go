@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -37,8 +38,8 @@ func TestRateLimiterFailOpen(t *testing.T) {
 	ctx := context.Background()
 	srv, rdb := testredis.Throwaway(t)
 	logs := &slotsLogs{}
-	r, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{PerSecond: 1, OpTimeout: 300 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h := newRedis(t, capacity.RedisConfig{Client: rdb, AdmitOpTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	r, err := live.NewRateLimiter(h, live.RateLimiterConfig{PerSecond: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

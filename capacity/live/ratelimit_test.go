@@ -32,7 +32,7 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 		{"bad org id", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"{acme}": {"spring": 2}}}, `RateLimiterConfig.Campaigns["{acme}"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := live.NewRateLimiter(rdb, tc.cfg)
+			_, err := live.NewRateLimiter(onRedis(t, rdb, ""), tc.cfg)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("NewRateLimiter: %v", err)
@@ -41,7 +41,7 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 			}
 		})
 	}
-	r, _ := live.NewRateLimiter(rdb, live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 7}}})
+	r, _ := live.NewRateLimiter(onRedis(t, rdb, ""), live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 7}}})
 	if r.Limit("acme", "spring") != 7 || r.Limit("acme", "autumn") != 1 || r.Limit("acme", "") != 1 || r.Limit("other", "spring") != 1 {
 		t.Fatalf("Limit = %d, %d, %d, %d; want 7, 1, 1, 1", r.Limit("acme", "spring"), r.Limit("acme", "autumn"), r.Limit("acme", ""), r.Limit("other", "spring"))
 	}
@@ -54,7 +54,7 @@ func TestRateLimiterWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "live")
-	r, err := live.NewRateLimiter(rdb, live.RateLimiterConfig{KeyPrefix: prefix, Campaigns: map[string]map[string]int{"acme": {"spring": 3}}})
+	r, err := live.NewRateLimiter(onRedis(t, rdb, prefix), live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 3}}})
 	if err != nil {
 		t.Fatal(err)
 	}

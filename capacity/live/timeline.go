@@ -1,10 +1,10 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 )
 
 // Defaults of TimelineConfig's zero fields.
@@ -70,8 +71,6 @@ type TimelineEvent struct {
 
 // TimelineConfig configures NewTimeline.
 type TimelineConfig struct {
-	// KeyPrefix prefixes every Redis key. Default "": capacity.KeyPrefixDefault.
-	KeyPrefix string
 	// MaxLen is about how many events one call keeps. Default 0:
 	// TimelineMaxLenDefault (256).
 	MaxLen int
@@ -81,53 +80,33 @@ type TimelineConfig struct {
 	// Recent is about how many events of all calls Recent keeps. Default
 	// 0: TimelineRecentDefault (200).
 	Recent int
-	// OpTimeout bounds each Redis round trip. Default 0:
-	// capacity.OpTimeoutDefault (250ms).
-	OpTimeout time.Duration
-	// Logger receives the fail-open warnings. Default nil: discard.
-	Logger *slog.Logger
-	// WarnInterval is the least time between two fail-open warnings.
-	// Default 0: capacity.WarnIntervalDefault (1m).
-	WarnInterval time.Duration
 }
 
 // WithDefaults returns a copy of c with each zero field set to its default.
 func (c TimelineConfig) WithDefaults() TimelineConfig {
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = capacity.KeyPrefixDefault
-	}
-	if c.MaxLen == 0 {
-		c.MaxLen = TimelineMaxLenDefault
-	}
-	if c.TTL == 0 {
-		c.TTL = TimelineTTLDefault
-	}
-	if c.Recent == 0 {
-		c.Recent = TimelineRecentDefault
-	}
-	if c.OpTimeout == 0 {
-		c.OpTimeout = capacity.OpTimeoutDefault
-	}
+	c.MaxLen = cmp.Or(c.MaxLen, TimelineMaxLenDefault)
+	c.TTL = cmp.Or(c.TTL, TimelineTTLDefault)
+	c.Recent = cmp.Or(c.Recent, TimelineRecentDefault)
 	return c
 }
 
 // Timeline stores each live call's events in Redis, shared by every
-// process: a stream per call (key capacity.Key(prefix, "call:"+id,
-// "timeline"), so one call's keys share a cluster slot), trimmed to about
+// process: a stream per call (key prefix:{call:id}:timeline, so one
+// call's keys share a cluster slot), trimmed to about
 // MaxLen events and expiring TTL after its last event, plus one bounded
 // stream of recent events of all calls. A nil *Timeline records nothing.
 // It is safe for concurrent use.
 type Timeline struct {
-	rdb  redis.UniversalClient
+	kit  rediskit.Kit
 	cfg  TimelineConfig
-	fail *capacity.FailOpen
+	fail *rediskit.FailOpen
 }
 
-// NewTimeline returns a Timeline in rdb, or an error naming the field cfg
+// NewTimeline returns a Timeline in r, or an error naming the field cfg
 // gets wrong.
-func NewTimeline(rdb redis.UniversalClient, cfg TimelineConfig) (*Timeline, error) {
-	if rdb == nil {
-		return nil, errors.New("live.NewTimeline: Redis client is nil")
+func NewTimeline(r *capacity.Redis, cfg TimelineConfig) (*Timeline, error) {
+	if r == nil {
+		return nil, errors.New("live.NewTimeline: Redis is nil")
 	}
 	cfg = cfg.WithDefaults()
 	switch {
@@ -137,21 +116,13 @@ func NewTimeline(rdb redis.UniversalClient, cfg TimelineConfig) (*Timeline, erro
 		return nil, fmt.Errorf("TimelineConfig.Recent must not be negative, got %d", cfg.Recent)
 	case cfg.TTL < 0:
 		return nil, fmt.Errorf("TimelineConfig.TTL must not be negative, got %s", cfg.TTL)
-	case cfg.OpTimeout < 0:
-		return nil, fmt.Errorf("TimelineConfig.OpTimeout must not be negative, got %s", cfg.OpTimeout)
 	}
-	return &Timeline{rdb: rdb, cfg: cfg, fail: capacity.NewFailOpen(cfg.Logger, cfg.WarnInterval, nil)}, nil
+	kit := r.Kit()
+	return &Timeline{kit: kit, cfg: cfg, fail: kit.NewFailOpen()}, nil
 }
 
-func (t *Timeline) key(callID string) string {
-	return capacity.Key(t.cfg.KeyPrefix, "call:"+callID, "timeline")
-}
-
-func (t *Timeline) recentKey() string { return capacity.Key(t.cfg.KeyPrefix, "timeline", "recent") }
-
-func (t *Timeline) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), t.cfg.OpTimeout)
-}
+func (t *Timeline) key(callID string) string { return t.kit.Key("call:"+callID, "timeline") }
+func (t *Timeline) recentKey() string        { return t.kit.Key("timeline", "recent") }
 
 // Record appends e to its call's timeline (e.CallID) and to the recent
 // events, stamped with Redis's time (e.At is ignored). Like every capacity
@@ -161,11 +132,11 @@ func (t *Timeline) Record(ctx context.Context, e TimelineEvent) {
 	if t == nil || e.CallID == "" {
 		return
 	}
-	octx, cancel := t.opCtx(ctx)
+	octx, cancel := t.kit.Detached(ctx)
 	defer cancel()
 	fields := []any{"kind", e.Kind, "provider", e.Provider, "detail", e.Detail}
 	key := t.key(e.CallID)
-	pipe := t.rdb.TxPipeline()
+	pipe := t.kit.Client.TxPipeline()
 	add := pipe.XAdd(octx, &redis.XAddArgs{Stream: key, MaxLen: int64(t.cfg.MaxLen), Approx: true, Values: fields})
 	pipe.PExpire(octx, key, t.cfg.TTL)
 	if _, err := pipe.Exec(octx); err != nil {
@@ -174,10 +145,10 @@ func (t *Timeline) Record(ctx context.Context, e TimelineEvent) {
 	}
 	// The recent stream has its own hash tag: a second round trip, with
 	// the call's entry id, so both show the same time.
-	err := t.rdb.XAdd(octx, &redis.XAddArgs{Stream: t.recentKey(), MaxLen: int64(t.cfg.Recent), Approx: true,
+	err := t.kit.Client.XAdd(octx, &redis.XAddArgs{Stream: t.recentKey(), MaxLen: int64(t.cfg.Recent), Approx: true,
 		Values: append(fields, "call_id", e.CallID, "at", add.Val())}).Err()
 	if err == nil {
-		err = t.rdb.PExpire(octx, t.recentKey(), t.cfg.TTL).Err()
+		err = t.kit.Client.PExpire(octx, t.recentKey(), t.cfg.TTL).Err()
 	}
 	if err != nil {
 		t.fail.Note("timeline recent", err)
@@ -188,9 +159,9 @@ func (t *Timeline) Record(ctx context.Context, e TimelineEvent) {
 // events (or whose timeline expired). It returns Redis's error: it is an
 // operator's read, not a call's.
 func (t *Timeline) Events(ctx context.Context, callID string) ([]TimelineEvent, error) {
-	octx, cancel := t.opCtx(ctx)
+	octx, cancel := t.kit.Detached(ctx)
 	defer cancel()
-	msgs, err := t.rdb.XRange(octx, t.key(callID), "-", "+").Result()
+	msgs, err := t.kit.Client.XRange(octx, t.key(callID), "-", "+").Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading the timeline of call %s: %w", callID, err)
 	}
@@ -203,9 +174,9 @@ func (t *Timeline) Events(ctx context.Context, callID string) ([]TimelineEvent, 
 
 // Recent returns up to n recent events of every call, newest first.
 func (t *Timeline) Recent(ctx context.Context, n int) ([]TimelineEvent, error) {
-	octx, cancel := t.opCtx(ctx)
+	octx, cancel := t.kit.Detached(ctx)
 	defer cancel()
-	msgs, err := t.rdb.XRevRangeN(octx, t.recentKey(), "+", "-", int64(n)).Result()
+	msgs, err := t.kit.Client.XRevRangeN(octx, t.recentKey(), "+", "-", int64(n)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading the recent call events: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/lane"
 )
 
 // Defaults of VoiceOptions' zero fields.
@@ -199,7 +200,7 @@ func (v *Voice) try(ctx context.Context) (Reply, bool) {
 		}
 	}
 	for _, provider := range order {
-		lease, g := v.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindTTS, Holder: v.callID, Lane: capacity.Live})
+		lease, g := v.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindTTS, Holder: v.callID, Lane: lane.Live})
 		if !g.Granted {
 			continue
 		}

@@ -37,7 +37,11 @@ func TestCLICallerIDs(t *testing.T) {
 	}
 
 	// A call holds a number, taken through the library as the API does.
-	pool, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{})
+	r, err := capacity.NewRedis(capacity.RedisConfig{Client: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := capacity.NewCallerIDs(r, capacity.CallerIDsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/internal/lane"
 )
 
 // InstallRedisLog routes go-redis's own messages (a line per failed dial
@@ -17,25 +18,24 @@ import (
 // count of the rest, like the fail-open warning of package capacity.
 // go-redis has one logger per process: the last command to start wins.
 func (a *App) InstallRedisLog() {
-	capacity.InstallRedisLog(capacity.NewRedisLog(a.Logger, capacity.WarnIntervalDefault, nil))
+	capacity.LogRedisClient(a.Logger)
 }
 
 // OpenLeases connects the vendor slot counters to the configured Redis.
-func (a *App) OpenLeases() (*capacity.Leases, *redis.Client, error) {
+func (a *App) OpenLeases() (*capacity.Leases, *capacity.Redis, error) {
 	if a.Config.RedisURL == "" {
 		return nil, nil, errors.New(config.EnvRedisURL + " is not set (nor redis_url in --config): capacity counts slots in a lasting, shared Redis")
 	}
-	opts, err := capacity.FailFastOptions(a.Config.RedisURL)
+	rdb, err := a.NewCapacityRedis()
 	if err != nil {
-		return nil, nil, fmt.Errorf("redis_url %s: %w", RedactURL(a.Config.RedisURL), err)
+		return nil, nil, err
 	}
-	rdb := redis.NewClient(opts)
 	limits := map[string]capacity.ProviderLimit{}
 	for k, v := range a.Config.Capacity.Limits {
 		limits[k] = capacity.ProviderLimit{Limit: v.Limit, BatchReserve: v.BatchReserve}
 	}
-	l, err := capacity.New(capacity.Config{Redis: rdb, Limits: limits, LeaseSTT: a.Config.Capacity.LeaseSTT, LeaseTTS: a.Config.Capacity.LeaseTTS,
-		HeartbeatEvery: a.Config.Capacity.HeartbeatEvery, PeakRetention: a.Config.Capacity.PeakRetention, Logger: a.Logger,
+	l, err := capacity.New(rdb, capacity.Config{Limits: limits, LeaseSTT: a.Config.Capacity.LeaseSTT, LeaseTTS: a.Config.Capacity.LeaseTTS,
+		HeartbeatEvery: a.Config.Capacity.HeartbeatEvery, PeakRetention: a.Config.Capacity.PeakRetention,
 		OnLimitLearned: a.Alerts().learned})
 	if err != nil {
 		_ = rdb.Close()
@@ -46,13 +46,13 @@ func (a *App) OpenLeases() (*capacity.Leases, *redis.Client, error) {
 
 // OpenWindows builds the scopes' concurrency windows on rdb, or nil when
 // capacity.window.disabled is set.
-func (a *App) OpenWindows(rdb redis.UniversalClient) (*capacity.Windows, error) {
+func (a *App) OpenWindows(rdb *capacity.Redis) (*capacity.Windows, error) {
 	c := a.Config.Capacity.Window
 	if c.Disabled || rdb == nil {
 		return nil, nil
 	}
-	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb, ImmediateShare: c.ImmediateShare, StartTarget: c.StartTarget,
-		GrowRounds: c.GrowRounds, Strikes: c.Strikes, CeilingRetry: c.CeilingRetry, Logger: a.Logger})
+	w, err := capacity.NewWindows(rdb, capacity.WindowConfig{ImmediateShare: c.ImmediateShare, StartTarget: c.StartTarget,
+		GrowRounds: c.GrowRounds, Strikes: c.Strikes, CeilingRetry: c.CeilingRetry})
 	if err != nil {
 		return nil, fmt.Errorf("capacity.window: %w", err)
 	}
@@ -70,7 +70,11 @@ func (a *App) ReadWindows() (*capacity.Windows, func(), error) {
 		return nil, nil, fmt.Errorf("redis_url %s: %w", RedactURL(a.Config.RedisURL), err)
 	}
 	rdb := redis.NewClient(opts)
-	w, err := capacity.NewWindows(capacity.WindowConfig{Redis: rdb})
+	r, err := capacity.NewRedis(capacity.RedisConfig{Client: rdb})
+	var w *capacity.Windows
+	if err == nil {
+		w, err = capacity.NewWindows(r, capacity.WindowConfig{})
+	}
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, err
@@ -90,12 +94,11 @@ func (a *App) OpenCallerIDs() (c *capacity.CallerIDs, closeFn func(), err error)
 	if a.Config.RedisURL == "" {
 		return nil, nil, errors.New(config.EnvRedisURL + " is not set (nor redis_url in --config): caller-ID pools live in a lasting, shared Redis")
 	}
-	opts, err := capacity.FailFastOptions(a.Config.RedisURL)
+	rdb, err := a.NewCapacityRedis()
 	if err != nil {
-		return nil, nil, fmt.Errorf("redis_url %s: %w", RedactURL(a.Config.RedisURL), err)
+		return nil, nil, err
 	}
-	rdb := redis.NewClient(opts)
-	c, err = capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{Logger: a.Logger})
+	c, err = capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, err
@@ -123,7 +126,7 @@ func (s leaseSlots) AcquireBatch(ctx context.Context, provider, holder string) (
 	if !s.counted(provider) {
 		return 0, true
 	}
-	_, g := s.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: holder, Lane: capacity.Batch,
+	_, g := s.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: holder, Lane: lane.Batch,
 		ID: pipelineLeaseID(holder)})
 	return g.InUse, g.Granted
 }

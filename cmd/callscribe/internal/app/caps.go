@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
 )
 
@@ -13,7 +11,7 @@ import (
 // process's leases and Redis: the vendor slots (with their heartbeat,
 // stopped by the returned func) when capacity.limits is set, and the
 // scopes' windows.
-func (a *App) CapsFrom(ctx context.Context, leases *capacity.Leases, rdb *redis.Client) (Caps, func(), error) {
+func (a *App) CapsFrom(ctx context.Context, leases *capacity.Leases, rdb *capacity.Redis) (Caps, func(), error) {
 	var caps Caps
 	stop := func() {}
 	if len(a.Config.Capacity.Limits) > 0 {

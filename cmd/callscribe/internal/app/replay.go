@@ -7,8 +7,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/crm/connector"
@@ -42,13 +40,12 @@ func (a *App) OpenReplay(ctx context.Context, work bool) (*Pipeline, func(), err
 		return e, e.Close, nil
 	}
 	caps := Caps{Queues: []string{outbox.ReplayQueue}}
-	var rdb *redis.Client
+	var rdb *capacity.Redis
 	if a.Config.RedisURL != "" {
-		opts, err := capacity.FailFastOptions(a.Config.RedisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("redis_url %s: %w", RedactURL(a.Config.RedisURL), err)
+		var err error
+		if rdb, err = a.NewCapacityRedis(); err != nil {
+			return nil, nil, err
 		}
-		rdb = redis.NewClient(opts)
 		if caps.Windows, err = a.OpenWindows(rdb); err != nil {
 			_ = rdb.Close()
 			return nil, nil, err

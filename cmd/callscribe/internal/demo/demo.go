@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/progress"
@@ -188,7 +189,11 @@ func Run(ctx context.Context, process *app.App, out io.Writer, o Options) error 
 		a.Config.RetryAfter.MaxBackoff = 5 * time.Second
 		a.Config.RetryAfter.MaxDelay = time.Minute
 	}
-	windows, err := a.OpenWindows(svc.Redis)
+	capRedis, err := capacity.NewRedis(capacity.RedisConfig{Client: svc.Redis, Logger: a.Logger})
+	if err != nil {
+		return err
+	}
+	windows, err := a.OpenWindows(capRedis)
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 	for name, o := range a.Config.Capacity.Orgs {
 		orgs[name] = capacity.OrgSlots{Limit: o.Limit, Campaigns: o.Campaigns}
 	}
-	slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{OrgLimit: a.Config.Capacity.OrgLimit, Orgs: orgs, Logger: a.Logger})
+	slots, err := capacity.NewSlots(rdb, capacity.SlotsConfig{OrgLimit: a.Config.Capacity.OrgLimit, Orgs: orgs})
 	if err != nil {
 		return nil, fmt.Errorf("capacity.orgs: %w", err)
 	}
@@ -100,11 +100,11 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 	}
 	// Call timelines and the dial queue live in Redis, shared by every
 	// serve process; each runs a re-checker of the queue.
-	timeline, err := live.NewTimeline(rdb, live.TimelineConfig{Logger: a.Logger})
+	timeline, err := live.NewTimeline(rdb, live.TimelineConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("call timelines: %w", err)
 	}
-	dialer, err := live.NewDialer(leases, rdb, live.DialerConfig{Timeline: timeline, DetachLeases: true, Logger: a.Logger})
+	dialer, err := live.NewDialer(rdb, leases, live.DialerConfig{Timeline: timeline, DetachLeases: true})
 	if err != nil {
 		return nil, fmt.Errorf("dial queue: %w", err)
 	}
@@ -116,7 +116,7 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("capacity.start_rate: %w", err)
 	}
-	callerIDs, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{Logger: a.Logger})
+	callerIDs, err := capacity.NewCallerIDs(rdb, capacity.CallerIDsConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.HandleFunc("GET /readyz", readyz(a.Logger, s.pipeline, rdb))
+	mux.HandleFunc("GET /readyz", readyz(a.Logger, s.pipeline, rdb.Client()))
 	mux.Handle("/", httpapi.NewHandler(leases, slots, opts))
 	s.handler = mux
 	return s, nil
@@ -240,7 +240,7 @@ func (s *Server) Run(ctx context.Context) error {
 // readyz answers 200 when PostgreSQL (with database_url) answers and is
 // migrated, 503 otherwise; Redis down is reported as degraded, not
 // unready, because capacity fails open.
-func readyz(logger *slog.Logger, e *app.Pipeline, rdb *redis.Client) http.HandlerFunc {
+func readyz(logger *slog.Logger, e *app.Pipeline, rdb redis.UniversalClient) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

@@ -1,4 +1,4 @@
-package capacity_test
+package rediskit_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/clock"
 )
 
@@ -17,7 +17,7 @@ func TestRedisLogOncePerInterval(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := clock.NewStub(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	l := capacity.NewRedisLog(logger, time.Minute, c)
+	l := rediskit.NewRedisLog(logger, time.Minute, c)
 	ctx := context.Background()
 
 	for i := range 500 { // an outage: a failed dial after another

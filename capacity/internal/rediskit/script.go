@@ -1,4 +1,4 @@
-package capacity
+package rediskit
 
 import (
 	"strconv"
@@ -29,8 +29,9 @@ end
 // TIME) outside tests.
 func NowScript(body string) *redis.Script { return redis.NewScript(luaNow + body) }
 
-// scriptNowArg is ARGV[1] of a NowScript: "" (Redis TIME) for 0, else ms.
-func scriptNowArg(ms int64) string {
+// NowArg is ARGV[1] of a NowScript: "" (Redis TIME) for 0, else ms (a
+// test's clock).
+func NowArg(ms int64) string {
 	if ms == 0 {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package capacity
+package rediskit
 
 import (
 	"log/slog"
@@ -9,15 +9,11 @@ import (
 	"github.com/callscribe/callscribe/clock"
 )
 
-// WarnIntervalDefault is how often, at most, a fail-open warning is logged.
-const WarnIntervalDefault = time.Minute
-
 // FailOpen is what capacity code does when Redis cannot be reached: the
 // caller goes ahead uncounted, a counter goes up, and a warning is logged
 // at most once per interval. Capacity code never returns an error into a
-// call. Leases and Slots keep one each; a counter built on capacity (such
-// as capacity/live's RateLimiter) keeps its own. It is safe for concurrent
-// use.
+// call. Each counter (Leases, Slots, capacity/live's RateLimiter…) keeps
+// its own, made by Kit.NewFailOpen. It is safe for concurrent use.
 type FailOpen struct {
 	logger   *slog.Logger
 	interval time.Duration
@@ -31,19 +27,10 @@ type FailOpen struct {
 	suppressed int64
 }
 
-// NewFailOpen returns a FailOpen warning to logger (nil: discard) at most
-// once per interval (0 or negative: WarnIntervalDefault), reading the time
-// from c (nil: clock.System).
+// NewFailOpen returns a FailOpen warning to logger at most once per
+// interval, reading the time from c. None may be nil or zero: Kit's
+// owner (capacity.NewRedis) fills them in.
 func NewFailOpen(logger *slog.Logger, interval time.Duration, c clock.Clock) *FailOpen {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if interval <= 0 {
-		interval = WarnIntervalDefault
-	}
-	if c == nil {
-		c = clock.System{}
-	}
 	return &FailOpen{logger: logger, interval: interval, clock: c}
 }
 

@@ -1,4 +1,4 @@
-package capacity
+package rediskit
 
 import (
 	"context"
@@ -31,14 +31,10 @@ type RedisLog struct {
 }
 
 // NewRedisLog returns a RedisLog writing to logger (nil: discard) at most
-// once per interval (0 or negative: WarnIntervalDefault), reading the time
-// from c (nil: clock.System).
+// once per interval, reading the time from c (nil: clock.System).
 func NewRedisLog(logger *slog.Logger, interval time.Duration, c clock.Clock) *RedisLog {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
-	}
-	if interval <= 0 {
-		interval = WarnIntervalDefault
 	}
 	if c == nil {
 		c = clock.System{}
@@ -46,9 +42,9 @@ func NewRedisLog(logger *slog.Logger, interval time.Duration, c clock.Clock) *Re
 	return &RedisLog{logger: logger, interval: interval, clock: c}
 }
 
-// InstallRedisLog makes l go-redis's logger, for every client in the
-// process (go-redis has one logger per process).
-func InstallRedisLog(l *RedisLog) { redis.SetLogger(l) }
+// Install makes l go-redis's logger, for every client in the process
+// (go-redis has one logger per process).
+func (l *RedisLog) Install() { redis.SetLogger(l) }
 
 // Printf is go-redis's logging call: the message is logged if none was in
 // the last interval, else counted.

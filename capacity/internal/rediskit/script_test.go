@@ -1,4 +1,4 @@
-package capacity_test
+package rediskit_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -17,7 +17,7 @@ func TestNowScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := testredis.Client(t)
-	script := capacity.NowScript(`return {now, now_us, ARGV[2]}`)
+	script := rediskit.NowScript(`return {now, now_us, ARGV[2]}`)
 
 	got, err := script.Run(ctx, rdb, nil, "1234", "own").Slice()
 	if err != nil {
@@ -48,7 +48,7 @@ func TestNowScript(t *testing.T) {
 // packages built on it computes "now" itself.
 func TestOnlyThePreludeReadsTime(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []string{".", "live", "httpapi"} {
+	for _, dir := range []string{".", "../..", "../../live", "../../httpapi"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +62,7 @@ func TestOnlyThePreludeReadsTime(t *testing.T) {
 				t.Fatal(err)
 			}
 			if strings.Contains(string(src), "'TIME'") || strings.Contains(string(src), `"TIME"`) {
-				t.Errorf("%s reads Redis TIME itself; use capacity.NowScript", f)
+				t.Errorf("%s reads Redis TIME itself; use rediskit.NowScript", f)
 			}
 		}
 	}

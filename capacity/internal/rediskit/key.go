@@ -1,9 +1,6 @@
-package capacity
+package rediskit
 
 import "strings"
-
-// KeyPrefixDefault prefixes every Redis key capacity uses.
-const KeyPrefixDefault = "callscribe:cap"
 
 // Key builds the Redis key prefix:{tag}:part1:part2…, whose hash tag is
 // tag. Every key one script touches must use the same tag, so that the

@@ -1,0 +1,19 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/callscribe/callscribe/capacity"
+)
+
+// NewCapacityRedis dials the configured Redis (redis_url) as the one
+// handle every capacity counter of this process shares: fail-fast client
+// options, the default key prefix and round-trip bounds, fail-open
+// warnings to a.Logger. Close it when done.
+func (a *App) NewCapacityRedis() (*capacity.Redis, error) {
+	r, err := capacity.NewRedis(capacity.RedisConfig{URL: a.Config.RedisURL, Logger: a.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("redis_url %s: %w", RedactURL(a.Config.RedisURL), err)
+	}
+	return r, nil
+}
