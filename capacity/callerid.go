@@ -12,25 +12,6 @@ import (
 	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 )
 
-// ErrNoCallerID is what CallerIDs.Acquire returns, wrapped in a
-// *NoCallerIDError, when Redis answered that every number of the
-// organisation's pool is busy (or the pool is empty).
-var ErrNoCallerID = errors.New("capacity: no caller ID free")
-
-// ErrCallerIDsUnavailable is what CallerIDs.Acquire returns when Redis
-// cannot be reached. A caller ID cannot be invented, so unlike slots and
-// leases the pool does not fail open with a grant: the caller dials with
-// its own default number, or retries.
-var ErrCallerIDsUnavailable = errors.New("capacity: caller-ID pool unreachable")
-
-// ErrInvalidNumber is what CheckNumber returns, wrapped in a *NumberError,
-// for a number that is not E.164.
-var ErrInvalidNumber = errors.New("capacity: invalid phone number")
-
-// ErrCallerIDBusy is what CallerIDs.Remove returns, wrapped in a
-// *CallerIDBusyError, when it refuses to remove numbers that are in use.
-var ErrCallerIDBusy = errors.New("capacity: caller ID in use")
-
 // NoCallerIDError says how full the pool was when Acquire gave up.
 // errors.Is(err, ErrNoCallerID) is true for it.
 type NoCallerIDError struct {
@@ -180,13 +161,6 @@ type CallerIDState struct {
 	// CallID is the holder's call; "" when free.
 	CallID string `json:"call_id,omitempty"`
 }
-
-// States of CallerIDState.State.
-const (
-	CallerIDFree  = "free"
-	CallerIDBusy  = "busy"
-	CallerIDStale = "stale"
-)
 
 func (c *CallerIDs) keys(org string) []string {
 	return []string{c.kit.Key(org, "cid", "pool"), c.kit.Key(org, "cid", "free"), c.kit.Key(org, "cid", "hold"), c.kit.Key(org, "cid", "call")}

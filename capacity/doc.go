@@ -29,15 +29,21 @@
 // token; release frees a number only with that token, so a stale holder
 // cannot free a number another call now holds. A number cannot be
 // invented, so without Redis Acquire does not fail open with a grant: it
-// returns ErrCallerIDsUnavailable at once (after at most OpTimeout) and the
+// returns ErrCallerIDsUnavailable at once (after at most RedisConfig.AdmitOpTimeout) and the
 // caller dials with its default number; Release does nothing and the
 // number comes back after the timeout.
 //
+// Redis: every counter, here and in capacity/live, is built on one Redis
+// handle (NewRedis), made once per process: the client, the key prefix,
+// the bound of one round trip and the fail-open warnings. A lease's and a
+// window's Lane is the ledger's (internal/lane): only the batch lane is
+// held back.
+//
 // Guarantees: time is Redis's, never a process's: every script that needs
-// it starts with the one shared "now" prelude (NowScript), which reads
-// Redis TIME. Every key of one script shares a hash tag (Key), so the
+// it starts with the one shared "now" prelude (capacity/internal/rediskit),
+// which reads Redis TIME. Every key of one script shares a hash tag, so the
 // scripts run on Redis Cluster. If Redis is unreachable, capacity fails
-// open (FailOpen): the caller goes ahead uncounted, a counter goes up, and a
+// open: the caller goes ahead uncounted, a counter goes up, and a
 // warning is logged at most once a minute. Capacity code never returns a
 // Redis error into a call (only the caller's own mistakes: an invalid id, a
 // slot not held, a call not bound); only the operator calls (SetLimit, Status,

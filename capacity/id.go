@@ -1,13 +1,8 @@
 package capacity
 
 import (
-	"errors"
 	"fmt"
 )
-
-// ErrInvalidID is what Slots returns, wrapped in an *IDError, for an
-// organisation, campaign, call or slot id it does not accept.
-var ErrInvalidID = errors.New("capacity: invalid id")
 
 // IDError names the id that CheckID refused. errors.Is(err, ErrInvalidID)
 // is true for it.

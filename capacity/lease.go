@@ -20,12 +20,6 @@ import (
 	"github.com/callscribe/callscribe/internal/lane"
 )
 
-// Kinds of vendor stream a lease counts.
-const (
-	KindSTT = "stt" // a transcriber stream
-	KindTTS = "tts" // a voice (speech synthesis) stream
-)
-
 // Lane says whose traffic a lease is for: lane.Live (and the zero Lane)
 // may use every slot up to the limit, lane.Batch only Limit −
 // BatchReserve, so that live traffic keeps the reserve. It is the one lane

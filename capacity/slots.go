@@ -16,24 +16,6 @@ import (
 	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 )
 
-// ErrNoSlot is what Acquire returns, wrapped in a *NoSlotError, when Redis
-// answered that the organisation or the campaign is full.
-var ErrNoSlot = errors.New("capacity: no call slot free")
-
-// ErrAlreadyBound is what Slot.Bind returns when the call is already bound
-// to another live slot; Bind has released the new slot.
-var ErrAlreadyBound = errors.New("capacity: call already bound to a slot")
-
-// ErrSlotNotHeld is what Slot.Bind returns when Redis holds no live slot of
-// that id for the slot's organisation (and campaign): it was never granted,
-// was released, or went stale. Nothing is bound.
-var ErrSlotNotHeld = errors.New("capacity: slot not held")
-
-// ErrNotBound is what Slots.ReleaseCall returns when the organisation has
-// no binding for the call: it was never bound, was released already, went
-// stale, or is another organisation's. Nothing is freed.
-var ErrNotBound = errors.New("capacity: call not bound to a slot of the organisation")
-
 // NoSlotError says which cap was full when Acquire gave up. errors.Is(err,
 // ErrNoSlot) is true for it.
 type NoSlotError struct {

@@ -16,13 +16,6 @@ type Warning struct {
 	Detail  string    `json:"detail"`
 }
 
-// Warning kinds.
-const (
-	// WarningOverLimitConnect: every STT provider of a call was full; the
-	// call connected to its primary uncounted, and the vendor may refuse it.
-	WarningOverLimitConnect = "over-limit-connect"
-)
-
 func (l *Leases) warningsKey() string { return l.kit.Key("warnings", "recent") }
 
 // RecordWarning appends w (At defaults to now) to the recent warnings.

@@ -30,7 +30,8 @@
 // RateLimiter: calls started per second per campaign of an organisation
 // (1–20, default 1), over a one-second
 // sliding window counted in Redis (server time, through capacity's shared
-// "now" script prelude). Gate: a per-process admission gate in front of
+// "now" script prelude). Dialer, Timeline and RateLimiter are built on
+// the process's one capacity.Redis handle. Gate: a per-process admission gate in front of
 // per-call resources; it uses no Redis.
 //
 // Guarantees: like capacity, nothing here returns a Redis error into a
