@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -75,7 +76,7 @@ func TestCallerIDsProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		prefix := testredis.UniquePrefix("capacity", t.Name())
 		defer testredis.DeleteKeys(rdb, prefix)
-		c, err := capacity.NewCallerIDs(onRedis(rt, rdb, prefix), capacity.CallerIDsConfig{})
+		c, err := capacity.NewCallerIDs(captest.OnRedis(rt, rdb, prefix), capacity.CallerIDsConfig{})
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -65,7 +66,7 @@ func TestCallerIDsAcquireRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	c := newTestCallerIDs(t, onRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
+	c := newTestCallerIDs(t, captest.OnRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	capacity.SetCallerIDsNowForTest(c, t0)
 
@@ -160,7 +161,7 @@ func TestCallerIDsReclaimStale(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	c := newTestCallerIDs(t, onRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
+	c := newTestCallerIDs(t, captest.OnRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	capacity.SetCallerIDsNowForTest(c, t0)
 	if _, err := c.Add(ctx, "acme", "+4930123456"); err != nil {
@@ -197,7 +198,7 @@ func TestCallerIDsRemove(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	c := newTestCallerIDs(t, onRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
+	c := newTestCallerIDs(t, captest.OnRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
 	if _, err := c.Add(ctx, "acme", "+4930111111", "+4930222222", "+4930333333"); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestCallerIDsUnavailable(t *testing.T) {
 	ctx := context.Background()
 	srv, rdb := testredis.Throwaway(t)
 	logs := &slotsLogs{}
-	r := newRedis(t, capacity.RedisConfig{Client: rdb, AdmitOpTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	r := captest.NewRedis(t, capacity.RedisConfig{Client: rdb, AdmitOpTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	c := newTestCallerIDs(t, r, capacity.CallerIDsConfig{})
 	if _, err := c.Add(ctx, "acme", "+4930111111"); err != nil {
 		t.Fatal(err)
@@ -287,7 +288,7 @@ func TestCallerIDsConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	c := newTestCallerIDs(t, newRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 10 * time.Second}), capacity.CallerIDsConfig{})
+	c := newTestCallerIDs(t, captest.NewRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 10 * time.Second}), capacity.CallerIDsConfig{})
 	const pool, workers, rounds = 10, 50, 40
 	numbers := make([]string, pool)
 	for i := range numbers {

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -71,7 +72,7 @@ func TestHeartbeatRealTicker(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
 	rdb := testredis.Client(t)
-	l, err := capacity.New(onRedis(t, rdb, testredis.Prefix(t, rdb, "capacity")), capacity.Config{
+	l, err := capacity.New(captest.OnRedis(t, rdb, testredis.Prefix(t, rdb, "capacity")), capacity.Config{
 		Limits:   map[string]capacity.ProviderLimit{"acme/stt": {Limit: 1}},
 		LeaseSTT: 300 * time.Millisecond, HeartbeatEvery: 20 * time.Millisecond})
 	if err != nil {

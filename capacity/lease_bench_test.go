@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -16,7 +17,7 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	rdb := testredis.Client(b)
-	l, err := capacity.New(onRedis(b, rdb, testredis.Prefix(b, rdb, "capacity")), capacity.Config{
+	l, err := capacity.New(captest.OnRedis(b, rdb, testredis.Prefix(b, rdb, "capacity")), capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"bench/stt": {Limit: 1000}}})
 	if err != nil {
 		b.Fatal(err)
@@ -51,7 +52,7 @@ func BenchmarkEvalshaTrivial(b *testing.B) {
 func BenchmarkLeaseVsEvalsha(b *testing.B) {
 	ctx := context.Background()
 	rdb := testredis.Client(b)
-	l, err := capacity.New(onRedis(b, rdb, testredis.Prefix(b, rdb, "capacity")), capacity.Config{
+	l, err := capacity.New(captest.OnRedis(b, rdb, testredis.Prefix(b, rdb, "capacity")), capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"bench/stt": {Limit: 1000}}})
 	if err != nil {
 		b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/devservice"
 )
 
@@ -31,7 +32,7 @@ func TestLeaseFailOpen(t *testing.T) {
 
 	clk := newLeaseClock()
 	logs := &leaseLogs{}
-	r := newRedis(t, capacity.RedisConfig{URL: srv.URL(), Logger: logs.logger(), Clock: clk, WarnInterval: time.Minute})
+	r := captest.NewRedis(t, capacity.RedisConfig{URL: srv.URL(), Logger: logs.logger(), Clock: clk, WarnInterval: time.Minute})
 	t.Cleanup(func() { _ = r.Close() })
 	rdb := r.Client()
 	l, err := capacity.New(r, capacity.Config{
@@ -164,7 +165,7 @@ func TestLeaseFailOpenOnASilentRedis(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	const opTimeout = 100 * time.Millisecond
-	l, err := capacity.New(newRedis(t, capacity.RedisConfig{Client: rdb, OpTimeout: opTimeout}), capacity.Config{
+	l, err := capacity.New(captest.NewRedis(t, capacity.RedisConfig{Client: rdb, OpTimeout: opTimeout}), capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 2}}})
 	if err != nil {
 		t.Fatal(err)

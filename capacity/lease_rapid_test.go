@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -50,7 +51,7 @@ func TestLeaseScriptsProperty(t *testing.T) {
 		clk := newLeaseClock()
 		m := &leaseModel{now: clk.Now().UnixMilli(), expiry: map[string]int64{}, owner: map[string]int{},
 			limit: rapid.IntRange(0, 4).Draw(rt, "limit"), reserve: rapid.IntRange(0, 2).Draw(rt, "reserve"), length: 1000}
-		r := onRedis(rt, rdb, prefix)
+		r := captest.OnRedis(rt, rdb, prefix)
 		cfg := capacity.WithTestNow(capacity.Config{LeaseSTT: time.Second, HeartbeatEvery: 100 * time.Millisecond,
 			Limits: map[string]capacity.ProviderLimit{"p/stt": {Limit: m.limit, BatchReserve: m.reserve}}}, millis(clk))
 		newProc := func() *capacity.Leases {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -32,7 +33,7 @@ func leaseSetup(t *testing.T, cfg capacity.Config) *leaseBundle {
 	t.Helper()
 	b := &leaseBundle{rdb: testredis.Client(t), clock: newLeaseClock(), logs: &leaseLogs{}}
 	b.prefix = testredis.Prefix(t, b.rdb, "capacity")
-	b.redis = newRedis(t, capacity.RedisConfig{Client: b.rdb, KeyPrefix: b.prefix, Logger: b.logs.logger(), Clock: b.clock})
+	b.redis = captest.NewRedis(t, capacity.RedisConfig{Client: b.rdb, KeyPrefix: b.prefix, Logger: b.logs.logger(), Clock: b.clock})
 	b.cfg = capacity.WithTestNow(cfg, millis(b.clock))
 	l, err := capacity.New(b.redis, b.cfg)
 	if err != nil {
@@ -185,7 +186,7 @@ func TestLeaseConfigValidate(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer rdb.Close()
-	r := onRedis(t, rdb, "")
+	r := captest.OnRedis(t, rdb, "")
 	for name, tc := range map[string]struct {
 		r       *capacity.Redis
 		cfg     capacity.Config

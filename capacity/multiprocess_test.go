@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -88,7 +89,7 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 
 	// The organisation's caller IDs: as many as its cap, so a call never
 	// waits for one, and any two calls holding the same one would show.
-	pool, err := capacity.NewCallerIDs(onRedis(t, rdb, ""), capacity.CallerIDsConfig{})
+	pool, err := capacity.NewCallerIDs(captest.OnRedis(t, rdb, ""), capacity.CallerIDsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 	api := &mpAPI{t: t, token: token, bases: bases, client: &http.Client{Timeout: 3 * time.Minute}}
 
 	// The leases as Redis counts them, read by a process of the test's own.
-	leases, err := capacity.New(onRedis(t, rdb, ""), capacity.Config{Limits: map[string]capacity.ProviderLimit{
+	leases, err := capacity.New(captest.OnRedis(t, rdb, ""), capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		stt + "/stt": {Limit: mpSTTLimit}, voice + "/tts": {Limit: mpVoiceCap}, fallback + "/tts": {Limit: mpFallCap}}})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 	// Redis time advanced past the timeouts: the next acquisitions, made
 	// by the test's own process with its scripts' clock moved, reclaim them.
 	later := time.Now().Add(capacity.StaleAfterDefault + time.Minute)
-	slots, err := capacity.NewSlots(onRedis(t, rdb, ""), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{org: {Limit: mpOrgCap}}})
+	slots, err := capacity.NewSlots(captest.OnRedis(t, rdb, ""), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{org: {Limit: mpOrgCap}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	advanced, err := capacity.New(onRedis(t, rdb, ""), capacity.WithTestNow(capacity.Config{Limits: map[string]capacity.ProviderLimit{
+	advanced, err := capacity.New(captest.OnRedis(t, rdb, ""), capacity.WithTestNow(capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		stt + "/stt": {Limit: mpSTTLimit}, voice + "/tts": {Limit: mpVoiceCap}}}, later.UnixMilli))
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,7 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 	if code, m := api.post(0, "/v1/caller-ids:acquire", map[string]any{"org": org, "call_id": id + "-late"}); code != http.StatusConflict {
 		t.Fatalf("with every caller ID held by a dead call: %d %v, want 409 no_caller_id", code, m)
 	}
-	reclaimer, err := capacity.NewCallerIDs(onRedis(t, rdb, ""), capacity.CallerIDsConfig{})
+	reclaimer, err := capacity.NewCallerIDs(captest.OnRedis(t, rdb, ""), capacity.CallerIDsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

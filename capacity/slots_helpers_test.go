@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -28,8 +29,8 @@ const (
 
 // raceSlotsRedis is the handle of the race's processes: round trips of up
 // to 5s, so that a loaded machine does not make them fail open.
-func raceSlotsRedis(t fataler, rdb redis.UniversalClient, prefix string) *capacity.Redis {
-	return newRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 5 * time.Second})
+func raceSlotsRedis(t captest.Fataler, rdb redis.UniversalClient, prefix string) *capacity.Redis {
+	return captest.NewRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 5 * time.Second})
 }
 
 func raceSlotsConfig() capacity.SlotsConfig {

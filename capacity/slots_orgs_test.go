@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -20,7 +21,7 @@ func TestSlotsReleaseCallOtherOrg(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	s := newTestSlots(t, onRedis(t, rdb, prefix), capacity.SlotsConfig{OrgLimit: 1})
+	s := newTestSlots(t, captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{OrgLimit: 1})
 
 	a, err := s.Acquire(ctx, "acme", "", 0, 0)
 	if err != nil {
@@ -63,7 +64,7 @@ func TestSlotsBindChecksRedis(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	s := newTestSlots(t, onRedis(t, rdb, prefix), capacity.SlotsConfig{OrgLimit: 2})
+	s := newTestSlots(t, captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{OrgLimit: 2})
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	capacity.SetSlotsNowForTest(s, now)
 
@@ -103,7 +104,7 @@ func TestSlotsIDsValidated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	s := newTestSlots(t, onRedis(t, rdb, prefix), capacity.SlotsConfig{})
+	s := newTestSlots(t, captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{})
 	long := strings.Repeat("a", 60<<10)
 	for _, tc := range []struct {
 		name, org, campaign, field string
@@ -141,10 +142,10 @@ func TestSlotsIDsValidated(t *testing.T) {
 	if err := s.Restore("acme", "", "a b", false).Release(ctx); !errors.As(err, &ie) || ie.Field != "slot.id" {
 		t.Fatalf("Release of slot id a b = %v, want IDError slot.id", err)
 	}
-	if _, err := capacity.NewSlots(onRedis(t, rdb, ""), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"x}:camp:y": {}}}); !errors.Is(err, capacity.ErrInvalidID) {
+	if _, err := capacity.NewSlots(captest.OnRedis(t, rdb, ""), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"x}:camp:y": {}}}); !errors.Is(err, capacity.ErrInvalidID) {
 		t.Fatalf("NewSlots with org x}:camp:y = %v, want ErrInvalidID", err)
 	}
-	if _, err := capacity.NewSlots(onRedis(t, rdb, ""), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"acme": {Campaigns: map[string]int{"{c}": 1}}}}); !errors.Is(err, capacity.ErrInvalidID) {
+	if _, err := capacity.NewSlots(captest.OnRedis(t, rdb, ""), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"acme": {Campaigns: map[string]int{"{c}": 1}}}}); !errors.Is(err, capacity.ErrInvalidID) {
 		t.Fatalf("NewSlots with campaign {c} = %v, want ErrInvalidID", err)
 	}
 }
@@ -172,7 +173,7 @@ func TestSlotsRetryIntervalFloor(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
 	cfg := capacity.SlotsConfig{OrgLimit: 1}
-	holder := newTestSlots(t, onRedis(t, rdb, prefix), cfg)
+	holder := newTestSlots(t, captest.OnRedis(t, rdb, prefix), cfg)
 	if _, err := holder.Acquire(ctx, "acme", "", 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestSlotsRetryIntervalFloor(t *testing.T) {
 	t.Cleanup(func() { _ = counted.Close() })
 	var c scriptCounter
 	counted.AddHook(&c)
-	s := newTestSlots(t, onRedis(t, counted, prefix), cfg)
+	s := newTestSlots(t, captest.OnRedis(t, counted, prefix), cfg)
 	const wait = 300 * time.Millisecond
 	if _, err := s.Acquire(ctx, "acme", "", wait, time.Millisecond); !errors.Is(err, capacity.ErrNoSlot) {
 		t.Fatalf("Acquire = %v, want ErrNoSlot", err)

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -54,7 +55,7 @@ func TestSlotsProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		prefix := testredis.UniquePrefix("capacity", t.Name())
 		defer testredis.DeleteKeys(rdb, prefix)
-		s, err := capacity.NewSlots(onRedis(rt, rdb, prefix), capacity.SlotsConfig{
+		s, err := capacity.NewSlots(captest.OnRedis(rt, rdb, prefix), capacity.SlotsConfig{
 			Orgs: map[string]capacity.OrgSlots{"acme": {Limit: orgLimit, Campaigns: map[string]int{"a": 2}}}})
 		if err != nil {
 			rt.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -52,7 +53,7 @@ func TestSlotsConfigValidation(t *testing.T) {
 		{"negative org entry", capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"acme": {Limit: -2}}}, `SlotsConfig.Orgs["acme"].Limit`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := capacity.NewSlots(onRedis(t, rdb, ""), tc.cfg)
+			_, err := capacity.NewSlots(captest.OnRedis(t, rdb, ""), tc.cfg)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("NewSlots: %v", err)
@@ -67,7 +68,7 @@ func TestSlotsLimits(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s := newTestSlots(t, onRedis(t, rdb, ""), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{
+	s := newTestSlots(t, captest.OnRedis(t, rdb, ""), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{
 		"small": {Limit: 3}, "acme": {Limit: 12, Campaigns: map[string]int{"spring": 8}}}})
 	for _, tc := range []struct {
 		org, camp      string
@@ -85,7 +86,7 @@ func TestSlotsAcquireBothCaps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	s := newTestSlots(t, onRedis(t, rdb, prefix), capacity.SlotsConfig{
+	s := newTestSlots(t, captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{
 		Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 2}}}})
 
 	a, err := s.Acquire(ctx, "acme", "spring", 0, 0)
@@ -131,7 +132,7 @@ func TestSlotsAcquireWaitsForRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	s := newTestSlots(t, onRedis(t, rdb, prefix), capacity.SlotsConfig{OrgLimit: 1})
+	s := newTestSlots(t, captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{OrgLimit: 1})
 	held, err := s.Acquire(ctx, "acme", "", 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +174,7 @@ func TestSlotsBindAndReleaseCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	s := newTestSlots(t, onRedis(t, rdb, prefix), capacity.SlotsConfig{
+	s := newTestSlots(t, captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{
 		Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 2}}}})
 
 	a, _ := s.Acquire(ctx, "acme", "spring", 0, 0)
@@ -227,7 +228,7 @@ func TestSlotsStaleReclaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "capacity")
-	s := newTestSlots(t, onRedis(t, rdb, prefix), capacity.SlotsConfig{OrgLimit: 2})
+	s := newTestSlots(t, captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{OrgLimit: 2})
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	capacity.SetSlotsNowForTest(s, now)
 

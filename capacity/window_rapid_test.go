@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -287,7 +288,7 @@ func TestWindowScriptsProperty(t *testing.T) {
 		prefix := fmt.Sprintf("%s:%d", base, run.Add(1))
 		defer testredis.DeleteKeys(rdb, prefix)
 		clk := newLeaseClock()
-		r := onRedis(rt, rdb, prefix)
+		r := captest.OnRedis(rt, rdb, prefix)
 		cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Lease: 2 * time.Second,
 			Hold: 200 * time.Millisecond, GrowRounds: rapid.IntRange(1, 3).Draw(rt, "rounds"),
 			Strikes: rapid.IntRange(1, 3).Draw(rt, "strikes"), StartTarget: rapid.IntRange(1, 6).Draw(rt, "start")}, millis(clk))

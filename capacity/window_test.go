@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -20,7 +21,7 @@ const winScope = "acme:general"
 func newTestWindows(t *testing.T, clk *clock.Stub, cfg capacity.WindowConfig) *capacity.Windows {
 	t.Helper()
 	rdb := testredis.Client(t)
-	r := onRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
+	r := captest.OnRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
 	if clk != nil {
 		cfg = capacity.WithWindowTestNow(cfg, millis(clk))
 	}
@@ -267,7 +268,7 @@ func TestWindowLapsedSlotAndRestart(t *testing.T) {
 	t.Parallel()
 	clk := newLeaseClock()
 	rdb := testredis.Client(t)
-	r := onRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
+	r := captest.OnRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
 	cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Initial: 1, StartTarget: 1, Lease: 2 * time.Second}, millis(clk))
 	w1, _ := capacity.NewWindows(r, cfg)
 	if !winAcquire(t, w1, "crashed", lane.Immediate, 0).Granted {
@@ -296,7 +297,7 @@ func TestWindowConcurrentProcesses(t *testing.T) {
 	var inFlight, peak, granted atomic.Int64
 	var wg sync.WaitGroup
 	for p := range 3 {
-		r := newRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, OpTimeout: 2 * time.Second})
+		r := captest.NewRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, OpTimeout: 2 * time.Second})
 		w, err := capacity.NewWindows(r, capacity.WindowConfig{Initial: 3, StartTarget: 3,
 			MinWait: time.Millisecond, MaxWait: 5 * time.Millisecond})
 		if err != nil {

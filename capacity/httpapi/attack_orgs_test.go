@@ -16,6 +16,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -33,16 +34,16 @@ type orgsBundle struct {
 
 func orgsServe(t *testing.T, rdb redis.UniversalClient, prefix string, opts httpapi.Options) orgsBundle {
 	t.Helper()
-	leases, err := capacity.New(onRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
+	leases, err := capacity.New(captest.OnRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"vox/stt": {Limit: 4}, "v1/tts": {Limit: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := live.NewTimeline(onRedis(t, rdb, prefix), live.TimelineConfig{})
+	tl, err := live.NewTimeline(captest.OnRedis(t, rdb, prefix), live.TimelineConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := live.NewDialer(onRedis(t, rdb, prefix), leases, live.DialerConfig{Timeline: tl, DetachLeases: true})
+	d, err := live.NewDialer(captest.OnRedis(t, rdb, prefix), leases, live.DialerConfig{Timeline: tl, DetachLeases: true})
 	if err != nil {
 		t.Fatal(err)
 	}

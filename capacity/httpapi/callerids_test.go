@@ -9,6 +9,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -16,7 +17,7 @@ import (
 // acme's pool holding numbers.
 func callerIDSetup(t *testing.T, rdb redis.UniversalClient, prefix string, opts httpapi.Options, numbers ...string) httpBundle {
 	t.Helper()
-	c, err := capacity.NewCallerIDs(onRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
+	c, err := capacity.NewCallerIDs(captest.OnRedis(t, rdb, prefix), capacity.CallerIDsConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -35,13 +36,13 @@ func httpSetup(t *testing.T, opts httpapi.Options, withSlots bool) httpBundle {
 
 func httpServe(t *testing.T, rdb redis.UniversalClient, prefix string, opts httpapi.Options, withSlots bool) httpBundle {
 	t.Helper()
-	leases, err := capacity.New(onRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"vox/stt": {Limit: 2, BatchReserve: 1}}})
+	leases, err := capacity.New(captest.OnRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"vox/stt": {Limit: 2, BatchReserve: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var slots *capacity.Slots
 	if withSlots {
-		slots, err = capacity.NewSlots(onRedis(t, rdb, prefix), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 1}}}})
+		slots, err = capacity.NewSlots(captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 1}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,13 +9,14 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
 func startsOn(t *testing.T, rdb redis.UniversalClient, prefix string) *live.RateLimiter {
 	t.Helper()
-	r, err := live.NewRateLimiter(newRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 300 * time.Millisecond}),
+	r, err := live.NewRateLimiter(captest.NewRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix, AdmitOpTimeout: 300 * time.Millisecond}),
 		live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 2}}})
 	if err != nil {
 		t.Fatal(err)

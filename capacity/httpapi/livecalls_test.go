@@ -12,6 +12,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -35,16 +36,16 @@ var liveAgents = map[string]live.CallProviders{
 
 func liveServe(t *testing.T, rdb redis.UniversalClient, prefix string) liveBundle {
 	t.Helper()
-	leases, err := capacity.New(onRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
+	leases, err := capacity.New(captest.OnRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"vox/stt": {Limit: 1}, "echo/stt": {Limit: 1}, "v1/tts": {Limit: 1}, "v2/tts": {Limit: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := live.NewTimeline(onRedis(t, rdb, prefix), live.TimelineConfig{})
+	tl, err := live.NewTimeline(captest.OnRedis(t, rdb, prefix), live.TimelineConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := live.NewDialer(onRedis(t, rdb, prefix), leases, live.DialerConfig{Timeline: tl, DetachLeases: true})
+	d, err := live.NewDialer(captest.OnRedis(t, rdb, prefix), leases, live.DialerConfig{Timeline: tl, DetachLeases: true})
 	if err != nil {
 		t.Fatal(err)
 	}

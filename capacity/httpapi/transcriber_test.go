@@ -9,6 +9,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -19,7 +20,7 @@ func TestHTTPCallTranscriber(t *testing.T) {
 	t.Parallel()
 	rdb := testredis.Client(t)
 	prefix := testredis.Prefix(t, rdb, "httpapi")
-	leases, err := capacity.New(onRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
+	leases, err := capacity.New(captest.OnRedis(t, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"vox/stt": {Limit: 1}, "echo/stt": {Limit: 1}}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -14,7 +15,7 @@ import (
 func TestOverLimitConnectIsRecorded(t *testing.T) {
 	t.Parallel()
 	rdb := testredis.Client(t)
-	leases, err := capacity.New(onRedis(t, rdb, testredis.Prefix(t, rdb, "warn")), capacity.Config{
+	leases, err := capacity.New(captest.OnRedis(t, rdb, testredis.Prefix(t, rdb, "warn")), capacity.Config{
 		Limits: map[string]capacity.ProviderLimit{"vox/stt": {Limit: 1}}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
@@ -30,11 +31,11 @@ func TestDialerProperty(t *testing.T) {
 		defer testredis.DeleteKeys(rdb, prefix)
 		var dialers [2]*live.Dialer
 		for i := range dialers {
-			l, err := capacity.New(onRedis(rt, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
+			l, err := capacity.New(captest.OnRedis(rt, rdb, prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
 			if err != nil {
 				rt.Fatal(err)
 			}
-			if dialers[i], err = live.NewDialer(onRedis(rt, rdb, prefix), l, live.DialerConfig{}); err != nil {
+			if dialers[i], err = live.NewDialer(captest.OnRedis(rt, rdb, prefix), l, live.DialerConfig{}); err != nil {
 				rt.Fatal(err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/capacity/live"
 )
@@ -44,7 +45,7 @@ func dialSetup(t *testing.T) *dialBundle {
 	b := &dialBundle{leaseBundle: leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{
 		"stt/stt": {Limit: 1}, "tts/tts": {Limit: 1}}}),
 		tick: make(chan time.Time), dialed: make(chan dialed, 10)}
-	d, err := live.NewDialer(onRedis(t, b.rdb, b.prefix), b.leases, live.WithDialTestTick(live.DialerConfig{}, b.tick))
+	d, err := live.NewDialer(captest.OnRedis(t, b.rdb, b.prefix), b.leases, live.WithDialTestTick(live.DialerConfig{}, b.tick))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,13 +288,13 @@ func TestDialersShareQueueConcurrently(t *testing.T) {
 	const limit, calls = 2, 24
 	b := leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
 	// A second process: its own Leases and Dialer over the same keys.
-	leases2, err := capacity.New(onRedis(t, b.rdb, b.prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
+	leases2, err := capacity.New(captest.OnRedis(t, b.rdb, b.prefix), capacity.Config{Limits: map[string]capacity.ProviderLimit{"stt/stt": {Limit: limit}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dialers []*live.Dialer
 	for _, l := range []*capacity.Leases{b.leases, leases2} {
-		d, err := live.NewDialer(onRedis(t, b.rdb, b.prefix), l, live.DialerConfig{})
+		d, err := live.NewDialer(captest.OnRedis(t, b.rdb, b.prefix), l, live.DialerConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -25,7 +26,7 @@ func leaseSetup(t *testing.T, cfg capacity.Config) *leaseBundle {
 	t.Helper()
 	b := &leaseBundle{}
 	b.rdb, b.prefix = testredis.New(t, "live")
-	b.redis = onRedis(t, b.rdb, b.prefix)
+	b.redis = captest.OnRedis(t, b.rdb, b.prefix)
 	l, err := capacity.New(b.redis, cfg)
 	if err != nil {
 		t.Fatal(err)

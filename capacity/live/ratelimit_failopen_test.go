@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -38,7 +39,7 @@ func TestRateLimiterFailOpen(t *testing.T) {
 	ctx := context.Background()
 	srv, rdb := testredis.Throwaway(t)
 	logs := &slotsLogs{}
-	h := newRedis(t, capacity.RedisConfig{Client: rdb, AdmitOpTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h := captest.NewRedis(t, capacity.RedisConfig{Client: rdb, AdmitOpTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	r, err := live.NewRateLimiter(h, live.RateLimiterConfig{PerSecond: 1})
 	if err != nil {
 		t.Fatal(err)

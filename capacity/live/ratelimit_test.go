@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/callscribe/callscribe/capacity/internal/captest"
 	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
@@ -32,7 +33,7 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 		{"bad org id", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"{acme}": {"spring": 2}}}, `RateLimiterConfig.Campaigns["{acme}"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := live.NewRateLimiter(onRedis(t, rdb, ""), tc.cfg)
+			_, err := live.NewRateLimiter(captest.OnRedis(t, rdb, ""), tc.cfg)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("NewRateLimiter: %v", err)
@@ -41,7 +42,7 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 			}
 		})
 	}
-	r, _ := live.NewRateLimiter(onRedis(t, rdb, ""), live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 7}}})
+	r, _ := live.NewRateLimiter(captest.OnRedis(t, rdb, ""), live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 7}}})
 	if r.Limit("acme", "spring") != 7 || r.Limit("acme", "autumn") != 1 || r.Limit("acme", "") != 1 || r.Limit("other", "spring") != 1 {
 		t.Fatalf("Limit = %d, %d, %d, %d; want 7, 1, 1, 1", r.Limit("acme", "spring"), r.Limit("acme", "autumn"), r.Limit("acme", ""), r.Limit("other", "spring"))
 	}
@@ -54,7 +55,7 @@ func TestRateLimiterWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "live")
-	r, err := live.NewRateLimiter(onRedis(t, rdb, prefix), live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 3}}})
+	r, err := live.NewRateLimiter(captest.OnRedis(t, rdb, prefix), live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 3}}})
 	if err != nil {
 		t.Fatal(err)
 	}
