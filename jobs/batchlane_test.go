@@ -16,6 +16,7 @@ import (
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -157,7 +158,7 @@ func writeMoreWAVs(t *testing.T, e *crmEnv, k int) []string {
 	var out []string
 	for i := range k {
 		p := filepath.Join(e.root, fmt.Sprintf("t1/more-%03d.wav", i))
-		writeWAV(t, p, 2*time.Second, 500+i)
+		jobstest.WriteWAV(t, p, 2*time.Second, 500+i)
 		out = append(out, p)
 	}
 	return out

@@ -21,6 +21,7 @@ import (
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
@@ -593,7 +594,7 @@ func TestStopLetsStepsFinishOrResumesThem(t *testing.T) {
 			}
 		}
 		// A new worker resumes from the ledger.
-		client, err := newClient(e.pool, e.pipeline, nil, nil)
+		client, err := jobstest.NewClient(e.pool, e.pipeline, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
@@ -55,12 +56,12 @@ func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Conf
 	t.Helper()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	changes := testwait.Changes(t, pool, ledgerTables...)
+	changes := testwait.Changes(t, pool, jobstest.LedgerTables...)
 	root := t.TempDir()
 	var files []string
 	for i := range n {
 		p := filepath.Join(root, fmt.Sprintf("t1/call-%03d.wav", i))
-		writeWAV(t, p, 2*time.Second, i+11)
+		jobstest.WriteWAV(t, p, 2*time.Second, i+11)
 		files = append(files, p)
 	}
 	sttCfg.Transcribe = func(r sttsim.SubmitRequest) (sttsim.Result, error) {
@@ -99,7 +100,7 @@ func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := newClient(pool, p, ob, nil)
+	client, err := jobstest.NewClient(pool, p, ob, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

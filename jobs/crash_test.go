@@ -22,6 +22,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
@@ -124,7 +125,7 @@ func runWorkerProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	client, err := newClient(pool, p, ob, func(c *river.Config) {
+	client, err := jobstest.NewClient(pool, p, ob, func(c *river.Config) {
 		if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
 			c.JobTimeout = 500 * time.Millisecond
 			c.RescueStuckJobsAfter = time.Second // the killed worker's job is stuck: take it over now
@@ -186,10 +187,10 @@ func applyWorkerKnobs(cfg *jobs.Config) error {
 func TestWorkerKilledAfterAcceptResumes(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
-	changes := testwait.Changes(t, pool, ledgerTables...) // the worker processes' writes too
+	changes := testwait.Changes(t, pool, jobstest.LedgerTables...) // the worker processes' writes too
 	root := t.TempDir()
 	path := root + "/t1/call-1.wav"
-	writeWAV(t, path, 2*time.Second, 7)
+	jobstest.WriteWAV(t, path, 2*time.Second, 7)
 
 	var mu sync.Mutex
 	var worker *exec.Cmd
@@ -233,7 +234,7 @@ func TestWorkerKilledAfterAcceptResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := newClient(pool, p, nil, nil)
+	client, err := jobstest.NewClient(pool, p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -50,7 +51,7 @@ func newExample() (e example, cleanup func(), err error) {
 	if err := os.MkdirAll(filepath.Join(root, "acme"), 0o755); err != nil {
 		return e, nil, err
 	}
-	if err := os.WriteFile(filepath.Join(root, "acme", "call-1001.wav"), wav(2500*time.Millisecond, 7), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "acme", "call-1001.wav"), jobstest.WAV(2500*time.Millisecond, 7), 0o600); err != nil {
 		return e, nil, err
 	}
 	if e.ledger, err = ledger.New(pool, nil); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
@@ -55,7 +56,7 @@ func crashAt(t *testing.T, point string) {
 	var files []string
 	for i := range n {
 		p := filepath.Join(root, fmt.Sprintf("t1/call-%d.wav", i))
-		writeWAV(t, p, 2*time.Second, 20+i)
+		jobstest.WriteWAV(t, p, 2*time.Second, 20+i)
 		files = append(files, p)
 	}
 	sim, err := sttsim.New(sttsim.Config{Transcribe: func(sttsim.SubmitRequest) (sttsim.Result, error) {
@@ -90,7 +91,7 @@ func crashAt(t *testing.T, point string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := newClient(pool, p, nil, nil)
+	client, err := jobstest.NewClient(pool, p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

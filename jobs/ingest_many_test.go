@@ -16,6 +16,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -26,7 +27,7 @@ func smallWAVs(t testing.TB, root string, n int) []string {
 	files := make([]string, n)
 	for i := range n {
 		files[i] = filepath.Join(root, "t1", fmt.Sprintf("bulk-%05d.wav", i))
-		writeWAV(t, files[i], 20*time.Millisecond, i+1)
+		jobstest.WriteWAV(t, files[i], 20*time.Millisecond, i+1)
 	}
 	return files
 }
@@ -188,7 +189,7 @@ func TestIngestManyFlagsAReusedCallIDWithinTheSlice(t *testing.T) {
 func TestIngestManyKeepsTheGoodOnes(t *testing.T) {
 	t.Parallel()
 	e, files := setup(t, sttsim.Config{}, jobs.Config{}, 2)
-	writeWAV(t, filepath.Join(e.root, "t2", "x.wav"), time.Second, 9)
+	jobstest.WriteWAV(t, filepath.Join(e.root, "t2", "x.wav"), time.Second, 9)
 	res, err := e.pipeline.IngestMany(context.Background(), e.client, []jobs.IngestRequest{
 		{TenantID: "t1", CallID: "good-1", Audio: files[0]},
 		{TenantID: "t1", CallID: "a\x00b", Audio: files[1]},
@@ -304,7 +305,7 @@ func TestIngestManyAsRuntimeRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := newClient(pool, p, nil, nil)
+	client, err := jobstest.NewClient(pool, p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
@@ -116,7 +117,7 @@ func TestIngestConfinesAudioToTheTenant(t *testing.T) {
 	t.Parallel()
 	e, _ := setup(t, sttsim.Config{}, jobs.Config{}, 1)
 	other := filepath.Join(e.root, "t2", "call.wav")
-	writeWAV(t, other, time.Second, 1)
+	jobstest.WriteWAV(t, other, time.Second, 1)
 	_, err := e.pipeline.Ingest(context.Background(), e.client, jobs.IngestRequest{TenantID: "t1", CallID: "c", Audio: other})
 	var re *jobs.RequestError
 	if !errors.As(err, &re) || re.Field != "audio" || !strings.Contains(err.Error(), "t1/...") {

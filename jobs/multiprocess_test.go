@@ -21,6 +21,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -100,14 +101,14 @@ func TestTwoWorkerProcessesShareOneScopeIn429Storm(t *testing.T) {
 	t.Parallel()
 	const n = 40
 	pool := testdb.New(t)
-	changes := testwait.Changes(t, pool, ledgerTables...) // the worker processes' writes
+	changes := testwait.Changes(t, pool, jobstest.LedgerTables...) // the worker processes' writes
 	root := t.TempDir()
 	expected := map[string]string{}
 	var files []string
 	for i := range n {
 		p := filepath.Join(root, fmt.Sprintf("t1/call-%03d.wav", i))
-		writeWAV(t, p, 2*time.Second+time.Duration(i%5)*100*time.Millisecond, i+3)
-		expected[fileDigest(t, p)] = fmt.Sprintf("call number %d: the pickup window moves to Thursday", i)
+		jobstest.WriteWAV(t, p, 2*time.Second+time.Duration(i%5)*100*time.Millisecond, i+3)
+		expected[jobstest.FileDigest(t, p)] = fmt.Sprintf("call number %d: the pickup window moves to Thursday", i)
 		files = append(files, p)
 	}
 	sim, err := sttsim.New(sttsim.Config{RateLimitShare: 0.3, Cooldown: 400 * time.Millisecond,
@@ -142,7 +143,7 @@ func TestTwoWorkerProcessesShareOneScopeIn429Storm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := newClient(pool, p, nil, nil)
+	client, err := jobstest.NewClient(pool, p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,7 @@ package jobs_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,59 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
-	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 )
 
-// writeWAV writes a 16 kHz mono 16-bit WAV of the given length whose
-// samples depend on seed (so every file has its own digest).
-func writeWAV(t testing.TB, path string, d time.Duration, seed int) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, wav(d, seed), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// wav is the WAV file writeWAV writes.
-func wav(d time.Duration, seed int) []byte {
-	const rate = 16000
-	n := int(d.Seconds() * rate)
-	data := make([]byte, 2*n)
-	for i := range n {
-		binary.LittleEndian.PutUint16(data[2*i:], uint16((i*seed)%2000))
-	}
-	var b []byte
-	b = append(b, "RIFF"...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(36+len(data)))
-	b = append(b, "WAVEfmt "...)
-	b = binary.LittleEndian.AppendUint32(b, 16)
-	b = binary.LittleEndian.AppendUint16(b, 1)
-	b = binary.LittleEndian.AppendUint16(b, 1)
-	b = binary.LittleEndian.AppendUint32(b, rate)
-	b = binary.LittleEndian.AppendUint32(b, rate*2)
-	b = binary.LittleEndian.AppendUint16(b, 2)
-	b = binary.LittleEndian.AppendUint16(b, 16)
-	b = append(b, "data"...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
-	return append(b, data...)
-}
-
-func fileDigest(t testing.TB, path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
+// env is a pipeline setup built (jobstest.Env).
 type env struct {
 	pool     *pgxpool.Pool
 	ledger   *ledger.Ledger
@@ -89,60 +38,12 @@ func setup(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int) (*env, []
 	return setupWith(t, simCfg, cfg, n, jobs.Deps{})
 }
 
-// setupWith is setup with the pipeline's deps (the store is setup's).
+// setupWith is setup with the pipeline's deps (the store is setup's):
+// jobstest.Setup, its fields under the names jobs' tests use.
 func setupWith(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int, deps jobs.Deps) (*env, []string) {
 	t.Helper()
-	pool := testdb.New(t)
-	changes := testwait.Changes(t, pool, ledgerTables...)
-	root := t.TempDir()
-	expected := map[string]string{}
-	var files []string
-	for i := range n {
-		p := filepath.Join(root, fmt.Sprintf("t1/call-%03d.wav", i))
-		writeWAV(t, p, 2*time.Second+time.Duration(i%5)*100*time.Millisecond, i+3)
-		expected[fileDigest(t, p)] = fmt.Sprintf("call number %d: the rate sheet goes out on Friday", i)
-		files = append(files, p)
-	}
-	simCfg.ExpectedText = expected
-	sim, err := sttsim.New(simCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(srv.Close)
-
-	l, err := ledger.New(pool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := audio.Open(context.Background(), audio.Config{URL: "file://" + root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	if cfg.Tenants == nil {
-		cfg.Tenants = map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key", Account: "sim", Model: "general"}}
-	}
-	if cfg.RetryAfter.BaseBackoff == 0 {
-		cfg.RetryAfter.BaseBackoff = 20 * time.Millisecond
-		cfg.RetryAfter.MaxBackoff = 200 * time.Millisecond
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 50 * time.Millisecond
-	}
-	if cfg.ProbeWait == 0 {
-		cfg.ProbeWait = 50 * time.Millisecond
-	}
-	deps.Store = store
-	p, err := jobs.New(pool, l, cfg, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := newClient(pool, p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{pool: pool, ledger: l, pipeline: p, client: client, sim: sim, root: root, changes: changes}, files
+	e, files := jobstest.Setup(t, simCfg, cfg, n, deps)
+	return &env{pool: e.Pool, ledger: e.Ledger, pipeline: e.Pipeline, client: e.Client, sim: e.Sim, root: e.Root, changes: e.Changes}, files
 }
 
 // ingestAll ingests files as tenant t1's calls call-000, call-001, ... on
@@ -172,9 +73,6 @@ func (e *env) start(t *testing.T) {
 		_ = e.client.StopAndCancel(ctx)
 	})
 }
-
-// ledgerTables are the tables whose writes env.changes signals.
-var ledgerTables = []string{"recordings", "scope_deferrals"}
 
 // waitSettled waits until no recording is unfinished, or fails.
 func (e *env) waitSettled(t *testing.T, within time.Duration) map[ledger.State]int {
@@ -266,7 +164,7 @@ func TestPipelineHappyPath(t *testing.T) {
 			t.Errorf("%s transcribed %d times", key, n)
 		}
 	}
-	rec, err := e.ledger.RecordingByKey(ctx, "t1", "call-001", fileDigest(t, files[1]))
+	rec, err := e.ledger.RecordingByKey(ctx, "t1", "call-001", jobstest.FileDigest(t, files[1]))
 	if err != nil {
 		t.Fatal(err)
 	}

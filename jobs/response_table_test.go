@@ -17,6 +17,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -87,7 +88,7 @@ func TestPipelineResponseTable(t *testing.T) {
 			pool := testdb.New(t)
 			root := t.TempDir()
 			path := filepath.Join(root, "t1/call.wav")
-			writeWAV(t, path, 2*time.Second, 5)
+			jobstest.WriteWAV(t, path, 2*time.Second, 5)
 			l, _ := ledger.New(pool, nil)
 			store, err := audio.Open(context.Background(), audio.Config{URL: "file://" + root})
 			if err != nil {
@@ -101,7 +102,7 @@ func TestPipelineResponseTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			client, err := newClient(pool, p, nil, nil)
+			client, err := jobstest.NewClient(pool, p, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -34,7 +35,7 @@ func TestIngestRoutesByRule(t *testing.T) {
 	}
 	p2 := newPipelineLike(t, e, cfg)
 	t2file := filepath.Join(e.root, "t2", "call.wav")
-	writeWAV(t, t2file, 2*time.Second, 99)
+	jobstest.WriteWAV(t, t2file, 2*time.Second, 99)
 
 	now := time.Now()
 	cases := []struct {

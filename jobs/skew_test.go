@@ -8,6 +8,7 @@ import (
 
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -41,7 +42,7 @@ func TestSkewedWorkersKeepOneClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		client, err := newClient(e.pool, p, nil, nil)
+		client, err := jobstest.NewClient(e.pool, p, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/sleepers"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
@@ -76,14 +77,14 @@ func TestWindowNoHerdAfterCooldown(t *testing.T) {
 	t.Parallel()
 	const n, seed = 120, 9
 	pool := testdb.New(t)
-	changes := testwait.Changes(t, pool, ledgerTables...)
+	changes := testwait.Changes(t, pool, jobstest.LedgerTables...)
 	root := t.TempDir()
 	expected := map[string]string{}
 	var files []string
 	for i := range n {
 		p := filepath.Join(root, fmt.Sprintf("t1/call-%03d.wav", i))
-		writeWAV(t, p, 2*time.Second+time.Duration(i%5)*100*time.Millisecond, i+3)
-		expected[fileDigest(t, p)] = fmt.Sprintf("call number %d: the rate sheet goes out on Friday", i)
+		jobstest.WriteWAV(t, p, 2*time.Second+time.Duration(i%5)*100*time.Millisecond, i+3)
+		expected[jobstest.FileDigest(t, p)] = fmt.Sprintf("call number %d: the rate sheet goes out on Friday", i)
 		files = append(files, p)
 	}
 	sim, err := sttsim.New(herdVendor(seed, expected))
@@ -114,7 +115,7 @@ func TestWindowNoHerdAfterCooldown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := newClient(pool, p, nil, nil)
+	client, err := jobstest.NewClient(pool, p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

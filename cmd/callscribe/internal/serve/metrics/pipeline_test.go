@@ -20,6 +20,7 @@ import (
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
+	"github.com/callscribe/callscribe/jobs/jobstest"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
@@ -95,13 +96,13 @@ func TestMetricsRollout(t *testing.T) {
 		pending int) (ledger.Transition, bool, error) {
 		return ob.CommitStep(ctx, tx, client, rec, actions, pending)
 	}
-	e, files := setupWith(t, sttsim.Config{MaxInFlight: 2, RateLimitShare: 0.3, Cooldown: 300 * time.Millisecond,
+	e, files := jobstest.Setup(t, sttsim.Config{MaxInFlight: 2, RateLimitShare: 0.3, Cooldown: 300 * time.Millisecond,
 		InFlightRetryAfter: 200 * time.Millisecond, Latency: 20 * time.Millisecond, LatencyJitter: 20 * time.Millisecond,
 		TroubleSeed: 7},
 		jobs.Config{}, n, jobs.Deps{Commit: commit, Metrics: procA})
-	ob = outbox.New(outbox.Config{}, e.pool, e.ledger) // no CRM: committed, nothing to deliver
-	serve := metrics.New(metrics.Config{Pool: e.pool})
-	scope := e.pipeline.Config().Tenants["t1"].Scope
+	ob = outbox.New(outbox.Config{}, e.Pool, e.Ledger) // no CRM: committed, nothing to deliver
+	serve := metrics.New(metrics.Config{Pool: e.Pool})
+	scope := e.Pipeline.Config().Tenants["t1"].Scope
 
 	// Before anything: nothing eligible, no cooldown.
 	fams := scrapeMetrics(t, serve)
@@ -111,7 +112,7 @@ func TestMetricsRollout(t *testing.T) {
 		}
 	}
 
-	if err := e.client.Start(ctx); err != nil {
+	if err := e.Client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for i, f := range files {
@@ -119,14 +120,14 @@ func TestMetricsRollout(t *testing.T) {
 		if i%3 == 0 {
 			lane = ledger.LaneImmediate
 		}
-		if _, err := e.pipeline.Ingest(ctx, e.client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f, Lane: lane}); err != nil {
+		if _, err := e.Pipeline.Ingest(ctx, e.Client, jobs.IngestRequest{TenantID: "t1", CallID: fmt.Sprintf("call-%03d", i), Audio: f, Lane: lane}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Process A dies a third of the way through: its running jobs are
 	// cancelled mid-step.
-	if !testwait.Until(60*time.Second, e.changes, func() bool {
-		counts, err := e.ledger.CountByState(ctx)
+	if !testwait.Until(60*time.Second, e.Changes, func() bool {
+		counts, err := e.Ledger.CountByState(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +136,7 @@ func TestMetricsRollout(t *testing.T) {
 		t.Fatal("a third of the recordings not committed within 60s")
 	}
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := e.client.StopAndCancel(stopCtx); err != nil {
+	if err := e.Client.StopAndCancel(stopCtx); err != nil {
 		t.Fatalf("stopping process A: %v", err)
 	}
 	cancel()
@@ -144,16 +145,16 @@ func TestMetricsRollout(t *testing.T) {
 	split := time.Now()
 	// Process B takes over on the same database.
 	procB := metrics.New(metrics.Config{})
-	store, err := audio.Open(ctx, audio.Config{URL: "file://" + e.root})
+	store, err := audio.Open(ctx, audio.Config{URL: "file://" + e.Root})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	pB, err := jobs.New(e.pool, e.ledger, e.pipeline.Config(), jobs.Deps{Store: store, Commit: commit, Metrics: procB})
+	pB, err := jobs.New(e.Pool, e.Ledger, e.Pipeline.Config(), jobs.Deps{Store: store, Commit: commit, Metrics: procB})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientB, err := newClient(e.pool, pB, nil, nil)
+	clientB, err := jobstest.NewClient(e.Pool, pB, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +167,8 @@ func TestMetricsRollout(t *testing.T) {
 		_ = clientB.StopAndCancel(ctx)
 	})
 	var counts map[ledger.State]int
-	if !testwait.Until(120*time.Second, e.changes, func() bool {
-		if counts, err = e.ledger.CountByState(ctx); err != nil {
+	if !testwait.Until(120*time.Second, e.Changes, func() bool {
+		if counts, err = e.Ledger.CountByState(ctx); err != nil {
 			t.Fatal(err)
 		}
 		return counts[ledger.StateCommitted] == n
@@ -175,7 +176,7 @@ func TestMetricsRollout(t *testing.T) {
 		t.Fatalf("states %v after 120s, want all %d committed", counts, n)
 	}
 
-	recs, err := e.ledger.Recordings(ctx, ledger.RecordingFilter{})
+	recs, err := e.Ledger.Recordings(ctx, ledger.RecordingFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestMetricsRollout(t *testing.T) {
 		l.commits++
 		l.submissions += r.Attempt
 	}
-	exts, err := e.ledger.ScopeDeferralExtensions(ctx, scope)
+	exts, err := e.Ledger.ScopeDeferralExtensions(ctx, scope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestMetricsRollout(t *testing.T) {
 			l.moves++
 		}
 	}
-	deferrals, err := e.ledger.ScopeDeferrals(ctx)
+	deferrals, err := e.Ledger.ScopeDeferrals(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,14 +223,14 @@ func TestMetricsRollout(t *testing.T) {
 			activeAfter++
 		}
 	}
-	st := e.sim.Stats()
+	st := e.Sim.Stats()
 	t.Logf("ledger: process A %+v, process B %+v; %d × 429 at the simulator", ledgerA, ledgerB, st.RateLimited)
 	if ledgerA.commits == 0 || ledgerB.commits == 0 {
 		t.Fatalf("the crash did not split the run: %d commits before it, %d after", ledgerA.commits, ledgerB.commits)
 	}
 	// inFlight bounds what process A may have done in the ledger and not
 	// recorded: one event of a kind per job cancelled mid-step.
-	inFlight := e.pipeline.Config().ImmediateWorkers + e.pipeline.Config().BatchWorkers
+	inFlight := e.Pipeline.Config().ImmediateWorkers + e.Pipeline.Config().BatchWorkers
 	// check compares what the processes recorded with the ledger: never
 	// more in all (nothing counted twice), at most inFlight fewer (lost
 	// with process A's cancelled steps, whose ledger writes may have
