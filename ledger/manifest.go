@@ -33,6 +33,11 @@ const (
 	ManifestUnbatched ManifestState = "unbatched"
 )
 
+// ManifestStates lists every manifest state, in order.
+func ManifestStates() []ManifestState {
+	return []ManifestState{ManifestFormed, ManifestSubmitted, ManifestAccepted, ManifestDone, ManifestUnbatched}
+}
+
 // ItemState is where one item of a manifest stands.
 type ItemState string
 
@@ -48,6 +53,11 @@ const (
 	// manifest was sent.
 	ItemDropped ItemState = "dropped"
 )
+
+// ItemStates lists every item state, pending first.
+func ItemStates() []ItemState {
+	return []ItemState{ItemPending, ItemCompleted, ItemFailed, ItemResubmit, ItemDropped}
+}
 
 // Manifest is one batch manifest.
 type Manifest struct {

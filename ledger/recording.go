@@ -25,6 +25,9 @@ const (
 	LaneBatch     = lane.Batch
 )
 
+// Lanes lists every lane.
+func Lanes() []Lane { return []Lane{LaneImmediate, LaneBatch} }
+
 // Recording is the current row of one recording.
 type Recording struct {
 	ID          uuid.UUID `json:"id"`

@@ -92,3 +92,15 @@ ORDER BY m.created_at, m.id;
 -- Manifests by state, with their items.
 SELECT state, count(*)::bigint AS manifests, coalesce(sum(items), 0)::bigint AS items
 FROM batch_manifests GROUP BY state ORDER BY state;
+
+-- name: BatchLaneCounts :many
+-- The batch lane at a glance, one row per kind and state: manifests by
+-- state (kind manifest), their items by state (kind item), and the done
+-- manifests that did not complete every item on their own (kind partial,
+-- state done: some item failed, was sent back or dropped).
+SELECT 'manifest'::text AS kind, state, count(*)::bigint AS n FROM batch_manifests GROUP BY state
+UNION ALL
+SELECT 'item', state, count(*) FROM batch_manifest_items GROUP BY state
+UNION ALL
+SELECT 'partial', 'done', count(*) FROM batch_manifests m
+WHERE m.state = 'done' AND EXISTS (SELECT 1 FROM batch_manifest_items i WHERE i.manifest_id = m.id AND i.state <> 'completed');

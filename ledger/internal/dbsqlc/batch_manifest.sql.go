@@ -164,6 +164,45 @@ func (q *Queries) BatchItemsOfRecording(ctx context.Context, db DBTX, recordingI
 	return items, nil
 }
 
+const batchLaneCounts = `-- name: BatchLaneCounts :many
+SELECT 'manifest'::text AS kind, state, count(*)::bigint AS n FROM batch_manifests GROUP BY state
+UNION ALL
+SELECT 'item', state, count(*) FROM batch_manifest_items GROUP BY state
+UNION ALL
+SELECT 'partial', 'done', count(*) FROM batch_manifests m
+WHERE m.state = 'done' AND EXISTS (SELECT 1 FROM batch_manifest_items i WHERE i.manifest_id = m.id AND i.state <> 'completed')
+`
+
+type BatchLaneCountsRow struct {
+	Kind  string
+	State string
+	N     int64
+}
+
+// The batch lane at a glance, one row per kind and state: manifests by
+// state (kind manifest), their items by state (kind item), and the done
+// manifests that did not complete every item on their own (kind partial,
+// state done: some item failed, was sent back or dropped).
+func (q *Queries) BatchLaneCounts(ctx context.Context, db DBTX) ([]BatchLaneCountsRow, error) {
+	rows, err := db.Query(ctx, batchLaneCounts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []BatchLaneCountsRow
+	for rows.Next() {
+		var i BatchLaneCountsRow
+		if err := rows.Scan(&i.Kind, &i.State, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchLastResubmitted = `-- name: BatchLastResubmitted :many
 SELECT DISTINCT ON (i.recording_id) i.recording_id, i.manifest_id, m.state AS manifest_state
 FROM batch_manifest_items i JOIN batch_manifests m ON m.id = i.manifest_id

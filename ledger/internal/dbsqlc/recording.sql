@@ -205,3 +205,15 @@ SELECT state, count(*) AS recordings FROM recordings GROUP BY state ORDER BY sta
 -- name: RecordingCountByTenantLaneState :many
 SELECT tenant_id, lane, state, count(*) AS recordings
 FROM recordings GROUP BY tenant_id, lane, state ORDER BY tenant_id, lane, state;
+
+-- name: RecordingOldestWaitingByLane :many
+-- Per lane of @lanes, the age in seconds at @at of the oldest recording
+-- waiting to be submitted (eligible, or in retry_wait with its not_before
+-- passed at @at), 0 when none waits.
+SELECT l.lane::text AS lane,
+       COALESCE(date_part('epoch', sqlc.arg(at)::timestamptz - min(r.created_at)), 0)::float8 AS age_seconds
+FROM unnest(sqlc.arg(lanes)::text[]) AS l (lane)
+LEFT JOIN recordings r
+       ON r.lane = l.lane
+      AND (r.state = 'eligible' OR (r.state = 'retry_wait' AND (r.not_before IS NULL OR r.not_before <= sqlc.arg(at)::timestamptz)))
+GROUP BY l.lane;

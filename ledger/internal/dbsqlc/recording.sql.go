@@ -906,6 +906,49 @@ func (q *Queries) RecordingNote(ctx context.Context, db DBTX, arg RecordingNoteP
 	return i, err
 }
 
+const recordingOldestWaitingByLane = `-- name: RecordingOldestWaitingByLane :many
+SELECT l.lane::text AS lane,
+       COALESCE(date_part('epoch', $1::timestamptz - min(r.created_at)), 0)::float8 AS age_seconds
+FROM unnest($2::text[]) AS l (lane)
+LEFT JOIN recordings r
+       ON r.lane = l.lane
+      AND (r.state = 'eligible' OR (r.state = 'retry_wait' AND (r.not_before IS NULL OR r.not_before <= $1::timestamptz)))
+GROUP BY l.lane
+`
+
+type RecordingOldestWaitingByLaneParams struct {
+	At    time.Time
+	Lanes []string
+}
+
+type RecordingOldestWaitingByLaneRow struct {
+	Lane       string
+	AgeSeconds float64
+}
+
+// Per lane of @lanes, the age in seconds at @at of the oldest recording
+// waiting to be submitted (eligible, or in retry_wait with its not_before
+// passed at @at), 0 when none waits.
+func (q *Queries) RecordingOldestWaitingByLane(ctx context.Context, db DBTX, arg RecordingOldestWaitingByLaneParams) ([]RecordingOldestWaitingByLaneRow, error) {
+	rows, err := db.Query(ctx, recordingOldestWaitingByLane, arg.At, arg.Lanes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RecordingOldestWaitingByLaneRow
+	for rows.Next() {
+		var i RecordingOldestWaitingByLaneRow
+		if err := rows.Scan(&i.Lane, &i.AgeSeconds); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordingPage = `-- name: RecordingPage :many
 SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM recordings
 WHERE ($1::text = '' OR state = $1::text)

@@ -128,3 +128,10 @@ WHERE r.id = @id;
 -- name: DatabaseNow :one
 -- The database's clock.
 SELECT clock_timestamp()::timestamptz AS db_now;
+
+-- name: ScopeDeferralCounts :one
+-- Scopes whose deadline is still ahead at @at (not paused), and scopes
+-- paused until an operator resumes them.
+SELECT count(*) FILTER (WHERE not_before > @at::timestamptz AND NOT paused)::bigint AS cooling,
+       count(*) FILTER (WHERE paused)::bigint AS paused
+FROM scope_deferrals;

@@ -126,6 +126,26 @@ func (q *Queries) ScopeDeferralAdopt(ctx context.Context, db DBTX, arg ScopeDefe
 	return scope, err
 }
 
+const scopeDeferralCounts = `-- name: ScopeDeferralCounts :one
+SELECT count(*) FILTER (WHERE not_before > $1::timestamptz AND NOT paused)::bigint AS cooling,
+       count(*) FILTER (WHERE paused)::bigint AS paused
+FROM scope_deferrals
+`
+
+type ScopeDeferralCountsRow struct {
+	Cooling int64
+	Paused  int64
+}
+
+// Scopes whose deadline is still ahead at @at (not paused), and scopes
+// paused until an operator resumes them.
+func (q *Queries) ScopeDeferralCounts(ctx context.Context, db DBTX, at time.Time) (ScopeDeferralCountsRow, error) {
+	row := db.QueryRow(ctx, scopeDeferralCounts, at)
+	var i ScopeDeferralCountsRow
+	err := row.Scan(&i.Cooling, &i.Paused)
+	return i, err
+}
+
 const scopeDeferralEnsure = `-- name: ScopeDeferralEnsure :exec
 INSERT INTO scope_deferrals (scope, not_before, updated_at)
 VALUES ($1, 'epoch', $2)

@@ -84,3 +84,12 @@ LIMIT 1;
 
 -- name: OutboxCountByState :many
 SELECT state, count(*) AS deliveries FROM outbox GROUP BY state ORDER BY state;
+
+-- name: OutboxDepths :one
+-- Pending and dead rows, and the age in seconds at @at of the oldest
+-- pending row (0 when none is pending).
+SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,
+       count(*) FILTER (WHERE state = 'dead')::bigint AS dead,
+       COALESCE(date_part('epoch', sqlc.arg(at)::timestamptz - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS oldest_pending_seconds
+FROM outbox
+WHERE state IN ('pending', 'dead');

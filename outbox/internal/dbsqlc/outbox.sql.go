@@ -104,6 +104,29 @@ func (q *Queries) OutboxDeliveryGet(ctx context.Context, db DBTX, id int64) (Out
 	return i, err
 }
 
+const outboxDepths = `-- name: OutboxDepths :one
+SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,
+       count(*) FILTER (WHERE state = 'dead')::bigint AS dead,
+       COALESCE(date_part('epoch', $1::timestamptz - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS oldest_pending_seconds
+FROM outbox
+WHERE state IN ('pending', 'dead')
+`
+
+type OutboxDepthsRow struct {
+	Pending              int64
+	Dead                 int64
+	OldestPendingSeconds float64
+}
+
+// Pending and dead rows, and the age in seconds at @at of the oldest
+// pending row (0 when none is pending).
+func (q *Queries) OutboxDepths(ctx context.Context, db DBTX, at time.Time) (OutboxDepthsRow, error) {
+	row := db.QueryRow(ctx, outboxDepths, at)
+	var i OutboxDepthsRow
+	err := row.Scan(&i.Pending, &i.Dead, &i.OldestPendingSeconds)
+	return i, err
+}
+
 const outboxGet = `-- name: OutboxGet :one
 SELECT o.id, o.action_set_id, o.target, o.scope, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class,
        o.not_before, o.created_at, o.updated_at, o.deadline, s.tenant_id, s.call_id

@@ -2,31 +2,24 @@ package metrics
 
 import (
 	"context"
-	"embed"
+	_ "embed" // the River query
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
 )
 
-//go:embed sql/*.sql
-var queries embed.FS
+// qRiverDepth reads River's queue depths (riverDepthStates).
+//
+//go:embed sql/river.sql
+var qRiverDepth string
 
-func query(name string) string {
-	b, err := queries.ReadFile("sql/" + name + ".sql")
-	if err != nil {
-		panic(fmt.Sprintf("metrics: query %s: %v", name, err))
-	}
-	return string(b)
-}
-
-var (
-	qOldestEligible = query("oldest_eligible")
-	qScopes         = query("scopes")
-	qOutbox         = query("outbox")
-	qRiver          = query("river")
-	qCounters       = query("counters")
-	qBatch          = query("batch")
-)
+// riverDepthStates are the states of the River jobs waiting in a queue,
+// each reported by callscribe_river_queue_depth (0 when none).
+var riverDepthStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStateRetryable}
 
 // The gauges read at scrape time.
 var (
@@ -139,119 +132,87 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.scrapeErrors.Collect(ch)
 }
 
-// collectDatabase sends the database's gauges; on an error it stops,
-// having sent those read before.
+// collectDatabase sends the database's gauges, read through the ledger's
+// and the outbox's APIs and River's tables: one query per family of
+// gauges. On an error it stops, having sent those read before.
 func (c *sharedCollector) collectDatabase(ctx context.Context, ch chan<- prometheus.Metric) error {
 	pool := c.m.cfg.Pool
 	now := c.m.cfg.Clock.Now().UTC()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	rows, err := pool.Query(ctx, qOldestEligible, now)
+	l, err := ledger.New(pool, nil)
 	if err != nil {
 		return err
 	}
-	var lane string
-	var age float64
-	for rows.Next() {
-		if err := rows.Scan(&lane, &age); err != nil {
-			rows.Close()
-			return err
-		}
-		gauge(descOldestEligible, max(age, 0), lane)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	var cooling, paused int64
-	if err := pool.QueryRow(ctx, qScopes, now).Scan(&cooling, &paused); err != nil {
-		return err
-	}
-	gauge(descCooldownsActive, float64(cooling))
-	gauge(descScopesPaused, float64(paused))
-	var pending, dead int64
-	var oldest float64
-	if err := pool.QueryRow(ctx, qOutbox, now).Scan(&pending, &dead, &oldest); err != nil {
-		return err
-	}
-	gauge(descOutboxPending, float64(pending))
-	gauge(descOutboxDead, float64(dead))
-	gauge(descOutboxOldest, max(oldest, 0))
-	rows, err = pool.Query(ctx, qRiver)
+	ob := outbox.New(outbox.Config{}, pool, l)
+	oldest, err := l.OldestEligible(ctx, now)
 	if err != nil {
 		return err
 	}
+	for _, lane := range ledger.Lanes() {
+		gauge(descOldestEligible, oldest[lane].Seconds(), string(lane))
+	}
+	scopes, err := l.ScopeCounts(ctx, now)
+	if err != nil {
+		return err
+	}
+	gauge(descCooldownsActive, float64(scopes.Cooling))
+	gauge(descScopesPaused, float64(scopes.Paused))
+	depths, err := ob.Depths(ctx, now)
+	if err != nil {
+		return err
+	}
+	gauge(descOutboxPending, float64(depths.Pending))
+	gauge(descOutboxDead, float64(depths.Dead))
+	gauge(descOutboxOldest, depths.OldestPendingAge.Seconds())
+	if err := c.collectRiver(ctx, gauge); err != nil {
+		return err
+	}
+	dup, err := ob.Counter(ctx, outbox.CounterDuplicateKeyConflicts)
+	if err != nil {
+		return err
+	}
+	ch <- prometheus.MustNewConstMetric(descDuplicateKey, prometheus.CounterValue, float64(dup))
+	batch, err := l.BatchCounts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range ledger.ManifestStates() {
+		gauge(descBatchManifests, float64(batch.Manifests[s]), string(s))
+	}
+	for _, s := range ledger.ItemStates() {
+		gauge(descBatchItems, float64(batch.Items[s]), string(s))
+	}
+	gauge(descBatchPartial, float64(batch.PartialCompletions))
+	return nil
+}
+
+// collectRiver sends River's queue depths: every queue River knows, by
+// state (riverDepthStates).
+func (c *sharedCollector) collectRiver(ctx context.Context, gauge func(*prometheus.Desc, float64, ...string)) error {
+	states := make([]string, len(riverDepthStates))
+	for i, s := range riverDepthStates {
+		states[i] = string(s)
+	}
+	rows, err := c.m.cfg.Pool.Query(ctx, qRiverDepth, states)
+	if err != nil {
+		return fmt.Errorf("reading River's queue depths: %w", err)
+	}
+	defer rows.Close()
 	var queue, state string
 	var jobs int64
 	for rows.Next() {
 		if err := rows.Scan(&queue, &state, &jobs); err != nil {
-			rows.Close()
-			return err
+			return fmt.Errorf("reading River's queue depths: %w", err)
 		}
 		gauge(descRiverDepth, float64(jobs), queue, state)
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("reading River's queue depths: %w", err)
 	}
-	rows, err = pool.Query(ctx, qCounters)
-	if err != nil {
-		return err
-	}
-	counters := map[string]int64{}
-	var name string
-	var value int64
-	for rows.Next() {
-		if err := rows.Scan(&name, &value); err != nil {
-			rows.Close()
-			return err
-		}
-		counters[name] = value
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	ch <- prometheus.MustNewConstMetric(descDuplicateKey, prometheus.CounterValue, float64(counters[counterDuplicateKeyConflicts]))
-	return c.collectBatch(ctx, gauge)
-}
-
-// The states the batch gauges always report (0 when none).
-var (
-	batchManifestStates = []string{"formed", "submitted", "accepted", "done", "unbatched"}
-	batchItemStates     = []string{"pending", "completed", "failed", "resubmit", "dropped"}
-)
-
-// collectBatch sends the batch lane's gauges.
-func (c *sharedCollector) collectBatch(ctx context.Context, gauge func(*prometheus.Desc, float64, ...string)) error {
-	rows, err := c.m.cfg.Pool.Query(ctx, qBatch)
-	if err != nil {
-		return err
-	}
-	got := map[[2]string]int64{}
-	var kind, state string
-	var n int64
-	for rows.Next() {
-		if err := rows.Scan(&kind, &state, &n); err != nil {
-			rows.Close()
-			return err
-		}
-		got[[2]string{kind, state}] = n
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, s := range batchManifestStates {
-		gauge(descBatchManifests, float64(got[[2]string{"manifest", s}]), s)
-	}
-	for _, s := range batchItemStates {
-		gauge(descBatchItems, float64(got[[2]string{"item", s}]), s)
-	}
-	gauge(descBatchPartial, float64(got[[2]string{"partial", "done"}]))
 	return nil
 }
-
-// counterDuplicateKeyConflicts is outbox.CounterDuplicateKeyConflicts
-// (a test keeps them equal).
-const counterDuplicateKeyConflicts = "duplicate_key_conflicts"
 
 // collectCapacity sends the vendors' capacity gauges.
 func (c *sharedCollector) collectCapacity(ctx context.Context, ch chan<- prometheus.Metric) error {

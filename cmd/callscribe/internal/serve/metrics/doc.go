@@ -2,8 +2,9 @@
 // every metric, the recording methods that packages jobs and outbox call
 // through interfaces of their own (jobs.Metrics, outbox.Metrics), a
 // collector that reads the database- and Redis-derived gauges at scrape
-// time, and the HTTP handler that serves them (Handler, mounted at
-// /metrics).
+// time (the database's through the ledger's and the outbox's APIs, River's
+// queue depths from River's tables), and the HTTP handler that serves
+// them (Handler, mounted at /metrics).
 //
 // # What it guarantees
 //

@@ -24,10 +24,12 @@ const (
 // Config configures the metrics of one process.
 type Config struct {
 	// Pool, when set, is the database the scrape-time gauges are read
-	// from (oldest eligible recording by lane, active cooldowns, outbox
-	// backlog, River queue depth, the counters table). They are global:
-	// give a Pool to one process only (or aggregate them with max).
-	// Default nil: none exported.
+	// from: through the ledger's API (oldest eligible recording by lane,
+	// active and paused cooldowns, the batch lane), the outbox's (its
+	// backlog, the duplicate-key counter) and River's tables (queue
+	// depth), one query per family of gauges. They are global: give a
+	// Pool to one process only (or aggregate them with max). Default nil:
+	// none exported.
 	Pool *pgxpool.Pool
 	// Capacity, when set, is read at each scrape for the vendors' capacity
 	// gauges (a *capacity.Leases). Global, like Pool's. Default nil: none.
