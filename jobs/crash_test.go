@@ -109,23 +109,24 @@ func runWorkerProcess() int {
 			return 1
 		}
 	}
-	var ob *outbox.Outbox
+	var dispatcher jobstest.Service // the outbox's, when there is a CRM
 	if u := os.Getenv(workerCRMURLEnv); u != "" {
 		tgt, err := connector.New(connector.Config{Kind: "webhook", BaseURL: u, Token: "crm-token"})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		ob = outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
+		ob := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
 			"t1": {Name: "webhook", Scope: "crm:t1:webhook", Target: tgt}}, ProbeWait: 50 * time.Millisecond}, pool, l)
 		deps.Commit = commitThrough(ob)
+		dispatcher = ob
 	}
 	p, err := jobs.New(pool, l, cfg, deps)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	client, err := jobstest.NewClient(pool, p, ob, func(c *river.Config) {
+	client, err := jobstest.NewClient(pool, p, dispatcher, func(c *river.Config) {
 		if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
 			c.JobTimeout = 500 * time.Millisecond
 			c.RescueStuckJobsAfter = time.Second // the killed worker's job is stuck: take it over now

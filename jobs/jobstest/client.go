@@ -20,7 +20,8 @@ type Service interface {
 
 // NewClient builds a River client as cmd/callscribe does: p's workers,
 // queues and periodic sweep and, when svc is not nil, svc's workers and
-// queues (the outbox's dispatcher and queue). adjust, when not nil,
+// queues (the outbox's dispatcher and queue). Pass a nil Service, not a
+// nil *outbox.Outbox: an interface holding a nil pointer is not nil. adjust, when not nil,
 // changes the configuration before the client is built. It fetches more
 // often than River's defaults, for tests.
 func NewClient(pool *pgxpool.Pool, p *jobs.Pipeline, svc Service, adjust func(*river.Config)) (*river.Client[pgx.Tx], error) {
