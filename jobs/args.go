@@ -5,6 +5,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -39,13 +40,7 @@ func (a TranscribeArgs) InsertOpts() river.InsertOpts {
 		Queue:       a.Queue,
 		Priority:    a.Priority,
 		MaxAttempts: 25,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-			},
-		},
+		UniqueOpts:  riverunique.ByArgs(rivertype.JobStateRetryable),
 	}
 }
 
@@ -57,7 +52,5 @@ func (SweepArgs) Kind() string { return "deadline_sweep" }
 
 // InsertOpts: the sweep runs on the batch queue, one at a time.
 func (SweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueBatch, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
-	}}}
+	return river.InsertOpts{Queue: QueueBatch, UniqueOpts: riverunique.ByArgs()}
 }

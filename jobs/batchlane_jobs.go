@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/jobs/stt"
 )
 
@@ -54,9 +55,7 @@ func (FormManifestsArgs) Kind() string { return "batch_form" }
 
 // InsertOpts: on the batch queue, one at a time.
 func (FormManifestsArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueBatch, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
-	}}}
+	return river.InsertOpts{Queue: QueueBatch, UniqueOpts: riverunique.ByArgs()}
 }
 
 // ManifestArgs drives one manifest: its submission, its polls, its items'
@@ -70,10 +69,7 @@ func (ManifestArgs) Kind() string { return "batch_manifest" }
 
 // InsertOpts: on the batch queue, one active job per manifest.
 func (ManifestArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueBatch, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-	}}}
+	return river.InsertOpts{Queue: QueueBatch, MaxAttempts: 25, UniqueOpts: riverunique.ByArgs(rivertype.JobStateRetryable)}
 }
 
 type formWorker struct {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
+	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -23,9 +23,7 @@ func (RetentionArgs) Kind() string { return "retention_purge" }
 
 // InsertOpts: the purge runs on the batch queue, one at a time.
 func (RetentionArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueBatch, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
-	}}}
+	return river.InsertOpts{Queue: QueueBatch, UniqueOpts: riverunique.ByArgs()}
 }
 
 type retentionWorker struct {

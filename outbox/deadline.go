@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
@@ -36,9 +36,7 @@ func (SweepArgs) Kind() string { return "crm_deadline_sweep" }
 
 // InsertOpts: the sweep runs on the crm queue, one at a time.
 func (SweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
-	}}}
+	return river.InsertOpts{Queue: Queue, UniqueOpts: riverunique.ByArgs()}
 }
 
 type sweepWorker struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
@@ -293,10 +294,7 @@ func (DeliverArgs) Kind() string { return "crm_deliver" }
 
 // InsertOpts: one active delivery job per outbox row, on the crm queue.
 func (DeliverArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-	}}}
+	return river.InsertOpts{Queue: Queue, MaxAttempts: 25, UniqueOpts: riverunique.ByArgs(rivertype.JobStateRetryable)}
 }
 
 // ActionSet is a committed action set as stored.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/lane"
+	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
@@ -127,10 +128,7 @@ func (ReplayDeliverArgs) InsertOpts() river.InsertOpts { return replayInsertOpts
 
 func replayInsertOpts(attempts int) river.InsertOpts {
 	return river.InsertOpts{Queue: ReplayQueue, Priority: ReplayPriority, MaxAttempts: attempts,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-			rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-		}}}
+		UniqueOpts: riverunique.ByArgs(rivertype.JobStateRetryable)}
 }
 
 // ReplayStart records a replay run and returns its id; ReplayEnumerate
