@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
@@ -107,7 +108,7 @@ type CooldownAccounting struct {
 // order. Submissions made before the ledger recorded admitted_seq are not
 // included.
 func (l *Ledger) SubmissionChecks(ctx context.Context, tenants []string, since time.Time) ([]SubmissionCheck, error) {
-	rows, err := l.queries.SubmissionChecks(ctx, l.pool, dbsqlc.SubmissionChecksParams{Tenants: tenants, Since: dbTime(since)})
+	rows, err := l.queries.SubmissionChecks(ctx, l.pool, dbsqlc.SubmissionChecksParams{Tenants: tenants, Since: pgtime.Write(since)})
 	if err != nil {
 		return nil, fmt.Errorf("judging submissions against cooldowns: %w", translate(err))
 	}
@@ -210,7 +211,7 @@ func (l *Ledger) SendChecks(ctx context.Context, scope string, sends []Send) (Se
 	p := dbsqlc.SendChecksParams{Scope: scope, AdmittedSeqs: make([]int64, len(sends)), AdmittedAts: make([]time.Time, len(sends)),
 		SentAts: make([]time.Time, len(sends))}
 	for i, s := range sends {
-		p.AdmittedSeqs[i], p.AdmittedAts[i], p.SentAts[i] = s.AdmittedSeq, dbTime(s.AdmittedAt), dbTime(s.SentAt)
+		p.AdmittedSeqs[i], p.AdmittedAts[i], p.SentAts[i] = s.AdmittedSeq, pgtime.Write(s.AdmittedAt), pgtime.Write(s.SentAt)
 	}
 	rows, err := l.queries.SendChecks(ctx, l.pool, p)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -131,7 +132,7 @@ func (l *Ledger) sampleClock(before, db time.Time) {
 // clock when it was given one or the read did not return the database's.
 func (l *Ledger) admissionNow(dbNow time.Time) time.Time {
 	if l.dbClock != nil && !dbNow.IsZero() {
-		return dbTime(dbNow)
+		return pgtime.Write(dbNow)
 	}
 	return l.now()
 }
@@ -341,7 +342,7 @@ func (l *Ledger) scopeDeferralObserve(ctx context.Context, db dbsqlc.DBTX, e Ext
 		return &InvalidError{Field: "Scope", Reason: "is required"}
 	}
 	if err := l.queries.ScopeDeferralObserve(ctx, db, dbsqlc.ScopeDeferralObserveParams{
-		Scope: e.Scope, OfferedNotBefore: dbTime(e.NotBefore), At: l.now(), RetryAfterRaw: e.RetryAfter,
+		Scope: e.Scope, OfferedNotBefore: pgtime.Write(e.NotBefore), At: l.now(), RetryAfterRaw: e.RetryAfter,
 		Source: e.Source, Clamped: e.Clamped, JobID: nonZero(e.JobID), RecordingID: nonZero(e.RecordingID), Reason: e.Reason,
 	}); err != nil {
 		return fmt.Errorf("recording an observe-only offer for scope %s: %w", e.Scope, translate(err))

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/callscribe/callscribe/internal/pgerr"
 )
 
 var (
@@ -71,21 +71,14 @@ func (e *InvalidError) Error() string { return fmt.Sprintf("ledger: %s: %s", e.F
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // translate turns driver errors into the ledger's own.
-func translate(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "CS001":
-			return &IllegalTransitionError{ByDatabase: true, Detail: pgErr.Message}
-		case "CS002":
-			return fmt.Errorf("%w: %s", ErrAppendOnly, pgErr.Message)
-		}
-	}
-	return err
+func translate(err error) error { return driverErrors.Translate(err) }
+
+// driverErrors is the ledger's pgerr.Translator: a database refusal of an
+// edge is an *IllegalTransitionError saying so.
+var driverErrors = pgerr.Translator{
+	NotFound: ErrNotFound,
+	IllegalTransition: func(message string) error {
+		return &IllegalTransitionError{ByDatabase: true, Detail: message}
+	},
+	AppendOnly: ErrAppendOnly,
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
@@ -182,5 +183,5 @@ func zeroOrDBTime(t time.Time) time.Time {
 	if t.IsZero() {
 		return time.Time{}
 	}
-	return dbTime(t)
+	return pgtime.Write(t)
 }

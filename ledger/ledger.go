@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
@@ -94,7 +95,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Ledger, error) {
 	return l, nil
 }
 
-func (l *Ledger) now() time.Time { return dbTime(l.config.Clock.Now()) }
+func (l *Ledger) now() time.Time { return pgtime.Write(l.config.Clock.Now()) }
 
 // Clock is the ledger's clock: by default the database's as this process
 // estimates it (the local clock corrected by the offset measured at

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/callscribe/callscribe/internal/lane"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
@@ -78,9 +79,9 @@ func recordingFrom(r dbsqlc.Recording) Recording {
 	return Recording{
 		ID: r.ID, TenantID: r.TenantID, CallID: r.CallID, AudioSHA256: r.AudioSha256, BusinessKey: deref(r.BusinessKey),
 		State: State(r.State), Attempt: int(r.Attempt), Lane: Lane(r.Lane), AudioURI: r.AudioUri, AudioBytes: r.AudioBytes,
-		Deadline: timeOf(r.Deadline), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EventSeq: int(r.LastEventSeq),
+		Deadline: pgtime.Read(r.Deadline), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EventSeq: int(r.LastEventSeq),
 		Provider: r.Provider, ProviderID: r.ProviderID, Model: r.Model, Language: r.Language,
-		NotBefore: timeOf(r.NotBefore), StartedAt: timeOf(r.StartedAt), AudioDuration: dur,
+		NotBefore: pgtime.Read(r.NotBefore), StartedAt: pgtime.Read(r.StartedAt), AudioDuration: dur,
 	}
 }
 
@@ -254,8 +255,8 @@ func (l *Ledger) IngestTx(ctx context.Context, tx pgx.Tx, n NewRecording) (Inges
 	}
 	rec, err := l.queries.RecordingInsert(ctx, tx, dbsqlc.RecordingInsertParams{
 		ID: id, TenantID: n.TenantID, CallID: n.CallID, AudioSha256: n.AudioSHA256, Lane: string(n.Lane),
-		AudioUri: n.AudioURI, AudioBytes: n.AudioBytes, Deadline: dbTimeOrNil(n.Deadline), At: l.now(),
-		Model: n.Model, Language: n.Language, StartedAt: dbTimeOrNil(n.StartedAt), AudioDurationMs: durationMS,
+		AudioUri: n.AudioURI, AudioBytes: n.AudioBytes, Deadline: pgtime.WriteOrNull(n.Deadline), At: l.now(),
+		Model: n.Model, Language: n.Language, StartedAt: pgtime.WriteOrNull(n.StartedAt), AudioDurationMs: durationMS,
 		Reason: reason, Detail: rawDetail,
 	})
 	if err != nil {
@@ -302,7 +303,7 @@ func (l *Ledger) Recordings(ctx context.Context, f RecordingFilter) ([]Recording
 	}
 	rs, err := l.queries.RecordingList(ctx, l.pool, dbsqlc.RecordingListParams{
 		State: string(f.State), TenantID: f.TenantID, MaxRows: int64(f.Limit),
-		CreatedFrom: dbTimeOrNil(f.From), CreatedTo: dbTimeOrNil(f.To),
+		CreatedFrom: pgtime.WriteOrNull(f.From), CreatedTo: pgtime.WriteOrNull(f.To),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing recordings: %w", translate(err))
@@ -323,7 +324,7 @@ func (l *Ledger) RecordingsByCall(ctx context.Context, tenantID, callID string) 
 // has passed at now.
 func (l *Ledger) Overdue(ctx context.Context, now time.Time, limit int) ([]uuid.UUID, error) {
 	ids, err := l.queries.RecordingListOverdue(ctx, l.pool, dbsqlc.RecordingListOverdueParams{
-		Now: dbTime(now), MaxRows: int64(limit),
+		Now: pgtime.Write(now), MaxRows: int64(limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing overdue recordings: %w", translate(err))
@@ -398,9 +399,9 @@ func (l *Ledger) RecordingPage(ctx context.Context, f PageFilter) ([]Recording, 
 		f.Limit = 100
 	}
 	p := dbsqlc.RecordingPageParams{State: string(f.State), TenantID: f.TenantID, Lane: string(f.Lane), MaxRows: int64(f.Limit) + 1,
-		CreatedFrom: dbTimeOrNil(f.From), CreatedTo: dbTimeOrNil(f.To)}
+		CreatedFrom: pgtime.WriteOrNull(f.From), CreatedTo: pgtime.WriteOrNull(f.To)}
 	if !f.After.IsZero() {
-		at, id := dbTime(f.After.CreatedAt), f.After.ID
+		at, id := pgtime.Write(f.After.CreatedAt), f.After.ID
 		p.AfterCreated, p.AfterID = &at, &id
 	}
 	rs, err := l.queries.RecordingPage(ctx, l.pool, p)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
@@ -71,7 +72,7 @@ func (l *Ledger) retentionArgs(opts *PurgeOpts, now time.Time) (retentionArgs, e
 	if opts.OlderThan < 0 {
 		return retentionArgs{}, &InvalidError{Field: "OlderThan", Reason: "must be positive"}
 	}
-	a := retentionArgs{fallback: dbTime(now.Add(-opts.OlderThan))}
+	a := retentionArgs{fallback: pgtime.Write(now.Add(-opts.OlderThan))}
 	policy := map[string]string{"*": opts.OlderThan.String()}
 	ids := make([]string, 0, len(opts.Tenants))
 	for id := range opts.Tenants {
@@ -84,7 +85,7 @@ func (l *Ledger) retentionArgs(opts *PurgeOpts, now time.Time) (retentionArgs, e
 			return retentionArgs{}, &InvalidError{Field: "Tenants[" + id + "]", Reason: "must be positive (no tenant is kept forever)"}
 		}
 		a.tenants = append(a.tenants, id)
-		a.cutoffs = append(a.cutoffs, dbTime(now.Add(-d)))
+		a.cutoffs = append(a.cutoffs, pgtime.Write(now.Add(-d)))
 		policy[id] = d.String()
 	}
 	var err error

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -88,7 +89,7 @@ func (l *Ledger) scopeDeferralExtend(ctx context.Context, db dbsqlc.DBTX, e Exte
 	if e.NotBefore.IsZero() {
 		return ExtendResult{}, &InvalidError{Field: "NotBefore", Reason: "is required"}
 	}
-	offered := dbTime(e.NotBefore)
+	offered := pgtime.Write(e.NotBefore)
 	row, err := l.queries.ScopeDeferralExtend(ctx, db, dbsqlc.ScopeDeferralExtendParams{
 		Scope: e.Scope, OfferedNotBefore: offered, At: l.now(), RetryAfterRaw: e.RetryAfter, Source: e.Source,
 		Clamped: e.Clamped, JobID: nonZero(e.JobID), RecordingID: nonZero(e.RecordingID), Reason: e.Reason,
@@ -130,8 +131,8 @@ func (l *Ledger) ScopeDeferrals(ctx context.Context) ([]Deferral, error) {
 func deferralFrom(r dbsqlc.ScopeDeferral) Deferral {
 	d := Deferral{
 		Scope: r.Scope, NotBefore: r.NotBefore.UTC(), UpdatedAt: r.UpdatedAt.UTC(), NeedsProbe: r.NeedsProbe,
-		ProbeJobID: deref(r.ProbeJobID), ProbeClaimedAt: timeOf(r.ProbeClaimedAt),
-		Paused: r.Paused, PausedReason: r.PausedReason, PausedAt: timeOf(r.PausedAt), Seq: r.Seq,
+		ProbeJobID: deref(r.ProbeJobID), ProbeClaimedAt: pgtime.Read(r.ProbeClaimedAt),
+		Paused: r.Paused, PausedReason: r.PausedReason, PausedAt: pgtime.Read(r.PausedAt), Seq: r.Seq,
 	}
 	if d.NotBefore.Equal(time.Unix(0, 0)) {
 		d.NotBefore = time.Time{} // a row made by an admission check: never deferred

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
@@ -73,7 +74,7 @@ func (l *Ledger) transition(ctx context.Context, db dbsqlc.DBTX, t Transition) (
 	rec, err := l.queries.RecordingTransition(ctx, db, dbsqlc.RecordingTransitionParams{
 		ID: t.RecordingID, FromState: string(t.From), ToState: string(t.To), AttemptInc: inc, At: l.now(),
 		Reason: t.Reason, ResponseClass: t.ResponseClass, RetryAfterRaw: t.RetryAfter, Detail: detail,
-		Provider: t.Provider, ProviderID: t.ProviderID, NotBefore: dbTimePtr(t.NotBefore), Deadline: dbTimePtr(t.Deadline),
+		Provider: t.Provider, ProviderID: t.ProviderID, NotBefore: pgtime.WritePtrOrNull(t.NotBefore), Deadline: pgtime.WritePtrOrNull(t.Deadline),
 	})
 	if err == nil {
 		return recordingFrom(dbsqlc.Recording(rec)), nil

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
@@ -62,7 +63,7 @@ func (o *Outbox) Sweep(ctx context.Context) (int, error) {
 	for {
 		now := o.cfg.Clock.Now()
 		ids, err := o.queries.OutboxOverdue(ctx, o.pool, dbsqlc.OutboxOverdueParams{
-			Cutoff: dbTime(now.Add(-o.cfg.SweepGrace)), MaxRows: sweepBatch})
+			Cutoff: pgtime.Write(now.Add(-o.cfg.SweepGrace)), MaxRows: sweepBatch})
 		if err != nil {
 			return n, fmt.Errorf("listing overdue outbox rows: %w", translate(err))
 		}
@@ -117,7 +118,7 @@ func (o *Outbox) expire(ctx context.Context, r Row, now time.Time, how string) (
 		reason += " " + how
 	}
 	_, err = o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: StateDead,
-		LastClass: ClassDeadline, At: dbTime(now), Outcome: OutcomeDeadline, Reason: reason})
+		LastClass: ClassDeadline, At: pgtime.Write(now), Outcome: OutcomeDeadline, Reason: reason})
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return false, nil // settled meanwhile
 	}
@@ -188,7 +189,7 @@ func tooLate(r Row, retriedAt *time.Time, res connector.Result, next time.Time) 
 		kept = "kept failing"
 	}
 	return fmt.Sprintf("delivery deadline passed (%s) while the CRM %s: last class %s; its next try could start no sooner than %s, after its deadline %s",
-		deadlineWindow(r, retriedAt), kept, res.Class, dbTime(next).Format(time.RFC3339), r.Deadline.Format(time.RFC3339))
+		deadlineWindow(r, retriedAt), kept, res.Class, pgtime.Write(next).Format(time.RFC3339), r.Deadline.Format(time.RFC3339))
 }
 
 // shortDuration prints d without zero trailing units: 24h, 1m, 1h30m, 90s.

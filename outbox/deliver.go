@@ -18,6 +18,7 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/lane"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
@@ -60,7 +61,7 @@ type Row struct {
 func rowFrom(r dbsqlc.OutboxGetRow) Row {
 	return Row{ID: r.ID, ActionSetID: r.ActionSetID, Target: r.Target, Scope: r.Scope, IdempotencyKey: r.IdempotencyKey,
 		State: r.State, Attempts: int(r.Attempts), CRMID: r.CrmID, LastClass: r.LastClass,
-		NotBefore: timeOf(r.NotBefore), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Deadline: r.Deadline.UTC(),
+		NotBefore: pgtime.Read(r.NotBefore), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Deadline: r.Deadline.UTC(),
 		TenantID: r.TenantID, CallID: r.CallID}
 }
 
@@ -131,7 +132,7 @@ func receivedAt(rec ledger.Recording) *time.Time {
 	if rec.CreatedAt.IsZero() {
 		return nil
 	}
-	return dbTimePtr(&rec.CreatedAt)
+	return pgtime.WritePtr(&rec.CreatedAt)
 }
 
 // Event is one delivery try (or operator action) of an outbox row.
@@ -168,7 +169,7 @@ func (o *Outbox) Events(ctx context.Context, id int64) ([]Event, error) {
 // so. The delivery keeps its idempotency key: a CRM that had applied the
 // set answers the new try with a replay.
 func (o *Outbox) Retry(ctx context.Context, client *river.Client[pgx.Tx], id int64) error {
-	now := dbTime(o.cfg.Clock.Now())
+	now := pgtime.Write(o.cfg.Clock.Now())
 	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		r, err := o.queries.OutboxGet(ctx, tx, id)
 		if err != nil {
@@ -221,7 +222,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
 	names, values := gauges(res.Gauges)
 	_, err := o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
-		CrmID: res.CRMID, LastClass: res.Class, RowClass: rowClass, At: dbTime(o.cfg.Clock.Now()), NotBefore: dbTimePtr(notBefore),
+		CrmID: res.CRMID, LastClass: res.Class, RowClass: rowClass, At: pgtime.Write(o.cfg.Clock.Now()), NotBefore: pgtime.WritePtr(notBefore),
 		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason,
 		GaugeNames: names, GaugeValues: values})
 	if err = translate(err); errors.Is(err, ErrNotFound) {

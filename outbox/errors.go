@@ -4,8 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/callscribe/callscribe/internal/pgerr"
 )
 
 var (
@@ -22,21 +21,13 @@ var (
 )
 
 // translate turns driver errors into the outbox's own.
-func translate(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "CS001":
-			return fmt.Errorf("%w: %s", ErrIllegalTransition, pgErr.Message)
-		case "CS002":
-			return fmt.Errorf("%w: %s", ErrAppendOnly, pgErr.Message)
-		}
-	}
-	return err
+func translate(err error) error { return driverErrors.Translate(err) }
+
+// driverErrors is the outbox's pgerr.Translator.
+var driverErrors = pgerr.Translator{
+	NotFound: ErrNotFound,
+	IllegalTransition: func(message string) error {
+		return fmt.Errorf("%w: %s", ErrIllegalTransition, message)
+	},
+	AppendOnly: ErrAppendOnly,
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
@@ -373,7 +374,7 @@ func (o *Outbox) CommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[p
 // roll back.
 func (o *Outbox) PrepareCommitTx(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action, opts PrepareOpts) (CommitResult, error) {
 	var res CommitResult
-	now := dbTime(o.cfg.Clock.Now())
+	now := pgtime.Write(o.cfg.Clock.Now())
 	version, err := o.nextVersion(ctx, tx, rec)
 	if err != nil {
 		return res, fmt.Errorf("numbering the action set of %s: %w", rec.CallID, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/lane"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
@@ -158,7 +159,7 @@ func (o *Outbox) ReplayStart(ctx context.Context, opts ReplayStartOptions) (int6
 	}
 	id, err := o.queries.ReplayRunInsert(ctx, o.pool, dbsqlc.ReplayRunInsertParams{Target: opts.Target, Scope: tgt.Scope,
 		TenantID: opts.TenantID, RecordingState: string(opts.State), WindowFrom: opts.From.UTC(), WindowTo: opts.To.UTC(),
-		StartedBy: opts.StartedBy, MaxRate: opts.MaxRate, DeadlineSeconds: tgt.DeliveryDeadline.Seconds(), At: dbTime(o.cfg.Clock.Now())})
+		StartedBy: opts.StartedBy, MaxRate: opts.MaxRate, DeadlineSeconds: tgt.DeliveryDeadline.Seconds(), At: pgtime.Write(o.cfg.Clock.Now())})
 	if err != nil {
 		return 0, fmt.Errorf("recording the replay run: %w", translate(err))
 	}
@@ -205,10 +206,10 @@ func (o *Outbox) ReplayEnumerate(ctx context.Context, client *river.Client[pgx.T
 			return err
 		}
 		p := dbsqlc.ReplayRunAdvanceParams{ID: runID, PrevID: run.CursorID, NextCreatedAt: run.CursorCreatedAt, NextID: run.CursorID,
-			N: int64(len(recs)), Last: next.IsZero(), At: dbTime(o.cfg.Clock.Now())}
+			N: int64(len(recs)), Last: next.IsZero(), At: pgtime.Write(o.cfg.Clock.Now())}
 		if len(recs) > 0 {
 			last := recs[len(recs)-1]
-			at := dbTime(last.CreatedAt)
+			at := pgtime.Write(last.CreatedAt)
 			p.NextCreatedAt, p.NextID = &at, &last.ID
 		}
 		// A finished recording needs no re-ingest: the chunk's transaction
@@ -288,7 +289,7 @@ func (o *Outbox) replayRequeue(ctx context.Context, client *river.Client[pgx.Tx]
 func (o *Outbox) SweepReplays(ctx context.Context) (int, error) {
 	n := 0
 	for {
-		rows, err := o.queries.ReplayOverdue(ctx, o.pool, dbsqlc.ReplayOverdueParams{Cutoff: dbTime(o.cfg.Clock.Now().Add(-o.cfg.SweepGrace)),
+		rows, err := o.queries.ReplayOverdue(ctx, o.pool, dbsqlc.ReplayOverdueParams{Cutoff: pgtime.Write(o.cfg.Clock.Now().Add(-o.cfg.SweepGrace)),
 			MaxRows: sweepBatch})
 		if err != nil {
 			return n, fmt.Errorf("listing overdue replay deliveries: %w", translate(err))
@@ -348,7 +349,7 @@ func (w *replayRecordingWorker) Work(ctx context.Context, job *river.Job[ReplayR
 				slog.String("error", err.Error()))
 		}
 	}
-	now := dbTime(o.cfg.Clock.Now())
+	now := pgtime.Write(o.cfg.Clock.Now())
 	err = pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		jobs, err := o.replayDeliveriesTx(ctx, tx, a.RunID, run.DeadlineSeconds, []uuid.UUID{a.RecordingID})
 		if err != nil {
@@ -390,7 +391,7 @@ func (o *Outbox) replayDeliveriesTx(ctx context.Context, tx pgx.Tx, runID int64,
 	if err != nil || len(ids) == 0 {
 		return nil, translate(err)
 	}
-	now := dbTime(o.cfg.Clock.Now())
+	now := pgtime.Write(o.cfg.Clock.Now())
 	added, err := o.queries.ReplayDeliveryInsertMany(ctx, tx, dbsqlc.ReplayDeliveryInsertManyParams{RunID: runID,
 		Deadline: now.Add(time.Duration(deadlineSeconds * float64(time.Second))), At: now, SetIds: ids})
 	if err != nil {
@@ -430,7 +431,7 @@ func (o *Outbox) replayDeliver(ctx context.Context, jobID int64, a ReplayDeliver
 	name := strconv.FormatInt(a.RunID, 10) + ":" + strconv.FormatInt(a.ActionSetID, 10)
 	s := &subject{
 		Row: Row{ID: d.ActionSetID, ActionSetID: d.ActionSetID, Target: d.Target, Scope: d.Scope, State: d.State,
-			Attempts: int(d.Attempts), LastClass: d.LastClass, NotBefore: timeOf(d.NotBefore), CreatedAt: d.CreatedAt.UTC(),
+			Attempts: int(d.Attempts), LastClass: d.LastClass, NotBefore: pgtime.Read(d.NotBefore), CreatedAt: d.CreatedAt.UTC(),
 			Deadline: d.Deadline.UTC(), TenantID: d.TenantID, CallID: d.CallID},
 		set: dbsqlc.ActionSet{ID: d.ActionSetID, RecordingID: d.RecordingID, TenantID: d.TenantID, CallID: d.CallID,
 			ActionVersion: d.ActionVersion, RecordingSha256: d.RecordingSha256, Actions: d.Actions, CommittedAt: d.CommittedAt},
@@ -483,7 +484,7 @@ func (st *replayStore) ready(ctx context.Context) (time.Duration, error) {
 
 func (st *replayStore) try(ctx context.Context, _ time.Time, adm ledger.Admission) (int, error) {
 	n, err := st.o.queries.ReplayTry(ctx, st.o.pool, dbsqlc.ReplayTryParams{RunID: st.run, ActionSetID: st.s.ActionSetID,
-		Scope: st.s.Scope, AdmittedSeq: adm.Seq, AdmittedAt: dbTime(adm.At), RateSlot: st.slot, At: dbTime(st.o.cfg.Clock.Now())})
+		Scope: st.s.Scope, AdmittedSeq: adm.Seq, AdmittedAt: pgtime.Write(adm.At), RateSlot: st.slot, At: pgtime.Write(st.o.cfg.Clock.Now())})
 	if err != nil {
 		return 0, translate(err)
 	}
@@ -493,7 +494,7 @@ func (st *replayStore) try(ctx context.Context, _ time.Time, adm ledger.Admissio
 
 func (st *replayStore) readmit(ctx context.Context, attempt int, adm ledger.Admission) error {
 	p := dbsqlc.ReplayTryReadmitParams{RunID: st.run, ActionSetID: st.s.ActionSetID, Attempt: int32(attempt), Sent: adm.Admitted(),
-		AdmittedSeq: adm.Seq, AdmittedAt: dbTime(adm.At), At: dbTime(st.o.cfg.Clock.Now())}
+		AdmittedSeq: adm.Seq, AdmittedAt: pgtime.Write(adm.At), At: pgtime.Write(st.o.cfg.Clock.Now())}
 	if err := st.o.queries.ReplayTryReadmit(ctx, st.o.pool, p); err != nil {
 		return fmt.Errorf("recording the recheck of replay delivery %d:%d: %w", st.run, st.s.ActionSetID, translate(err))
 	}
@@ -511,8 +512,8 @@ func (st *replayStore) settle(ctx context.Context, state, rowClass string, res c
 		class = rowClass
 	}
 	p := dbsqlc.ReplaySettleParams{RunID: st.run, ActionSetID: st.s.ActionSetID, State: state, Outcome: outcome, LastClass: class,
-		CrmID: res.CRMID, Reason: reason, NotBefore: dbTimePtr(notBefore), HttpStatus: int32(res.HTTPStatus), Answered: st.tried,
-		At: dbTime(st.o.cfg.Clock.Now()), AuditReason: "replayed to " + st.s.Target + " (run " + strconv.FormatInt(st.run, 10) + ")"}
+		CrmID: res.CRMID, Reason: reason, NotBefore: pgtime.WritePtr(notBefore), HttpStatus: int32(res.HTTPStatus), Answered: st.tried,
+		At: pgtime.Write(st.o.cfg.Clock.Now()), AuditReason: "replayed to " + st.s.Target + " (run " + strconv.FormatInt(st.run, 10) + ")"}
 	if state == StatePending {
 		switch res.Outcome {
 		case connector.OutcomeThrottled:
@@ -543,13 +544,13 @@ func (st *replayStore) tooLate(ctx context.Context, res connector.Result, next t
 	log.Warn("replay: the next try would fall after the delivery deadline: dead", slog.Time("deadline", st.s.Deadline), slog.Time("next_try", next))
 	return st.settle(ctx, StateDead, ClassDeadline, res, nil,
 		fmt.Sprintf("replay delivery deadline %s passed while the CRM answered %s; its next try could start no sooner than %s",
-			st.s.Deadline.Format(time.RFC3339), res.Class, dbTime(next).Format(time.RFC3339)))
+			st.s.Deadline.Format(time.RFC3339), res.Class, pgtime.Write(next).Format(time.RFC3339)))
 }
 
 // replayMaybeFinish ends run when its work is all done.
 func (o *Outbox) replayMaybeFinish(ctx context.Context, runID int64) {
 	ctx = context.WithoutCancel(ctx)
-	at := dbTime(o.cfg.Clock.Now())
+	at := pgtime.Write(o.cfg.Clock.Now())
 	_, err := o.queries.ReplayRunFinish(ctx, o.pool, dbsqlc.ReplayRunFinishParams{ID: runID, At: &at})
 	switch err = translate(err); {
 	case err == nil:
@@ -567,7 +568,7 @@ func (o *Outbox) ReplayCancel(ctx context.Context, runID int64, reason string) (
 	if reason == "" {
 		reason = "cancelled by an operator"
 	}
-	at := dbTime(o.cfg.Clock.Now())
+	at := pgtime.Write(o.cfg.Clock.Now())
 	r, err := o.queries.ReplayRunCancel(ctx, o.pool, dbsqlc.ReplayRunCancelParams{ID: runID, Reason: reason, At: &at})
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		if _, gerr := o.queries.ReplayRunGet(ctx, o.pool, runID); errors.Is(translate(gerr), ErrNotFound) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
@@ -68,7 +69,7 @@ type rowStore struct {
 func (rowStore) ready(context.Context) (time.Duration, error) { return 0, nil }
 
 func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) (int, error) {
-	tries, err := st.o.queries.OutboxTry(ctx, st.o.pool, dbsqlc.OutboxTryParams{ID: st.s.ID, At: dbTime(now)})
+	tries, err := st.o.queries.OutboxTry(ctx, st.o.pool, dbsqlc.OutboxTryParams{ID: st.s.ID, At: pgtime.Write(now)})
 	if err != nil {
 		return 0, translate(err)
 	}
