@@ -77,6 +77,11 @@ type formWorker struct {
 	p *Pipeline
 }
 
+// Timeout bounds a run of the forming (FormManifestsTimeout).
+func (w *formWorker) Timeout(*river.Job[FormManifestsArgs]) time.Duration {
+	return w.p.jobTimeout(FormManifestsTimeout)
+}
+
 func (w *formWorker) Work(ctx context.Context, _ *river.Job[FormManifestsArgs]) error {
 	_, err := w.p.FormManifests(ctx)
 	return err
@@ -85,6 +90,11 @@ func (w *formWorker) Work(ctx context.Context, _ *river.Job[FormManifestsArgs]) 
 type manifestWorker struct {
 	river.WorkerDefaults[ManifestArgs]
 	p *Pipeline
+}
+
+// Timeout bounds one step of a manifest (ManifestTimeout).
+func (w *manifestWorker) Timeout(*river.Job[ManifestArgs]) time.Duration {
+	return w.p.jobTimeout(ManifestTimeout)
 }
 
 func (w *manifestWorker) Work(ctx context.Context, job *river.Job[ManifestArgs]) error {

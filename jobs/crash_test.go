@@ -126,6 +126,9 @@ func runWorkerProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
+		p.CapJobTimeouts(500 * time.Millisecond)
+	}
 	client, err := jobstest.NewClient(pool, p, dispatcher, func(c *river.Config) {
 		if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
 			c.JobTimeout = 500 * time.Millisecond

@@ -47,6 +47,8 @@ type Pipeline struct {
 	// adopted: AdoptFormerScopes has carried every renamed scope over.
 	adopted atomic.Bool
 	adoptMu sync.Mutex
+	// timeoutCap, when set (by a test), caps every per-kind Timeout.
+	timeoutCap time.Duration
 }
 
 // Metrics records what the pipeline did, for operators (metrics.Metrics in
@@ -254,6 +256,11 @@ func (w *transcribeWorker) Work(ctx context.Context, job *river.Job[TranscribeAr
 type sweepWorker struct {
 	river.WorkerDefaults[SweepArgs]
 	p *Pipeline
+}
+
+// Timeout bounds a run of the sweep (SweepTimeout).
+func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration {
+	return w.p.jobTimeout(SweepTimeout)
 }
 
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {

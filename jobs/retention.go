@@ -31,6 +31,11 @@ type retentionWorker struct {
 	p *Pipeline
 }
 
+// Timeout bounds a run of the purge (RetentionTimeout).
+func (w *retentionWorker) Timeout(*river.Job[RetentionArgs]) time.Duration {
+	return w.p.jobTimeout(RetentionTimeout)
+}
+
 func (w *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
 	_, err := w.p.RunRetention(ctx, "periodic retention purge")
 	return err

@@ -28,6 +28,14 @@ const OutcomeDeadline = "deadline"
 // sweepBatch is how many overdue rows the sweep reads at a time.
 const sweepBatch = 500
 
+// SweepTimeout bounds a run of the deadline sweep (its worker's River
+// Timeout, not River's JobTimeout, which is sized for a delivery). The
+// sweep ends overdue rows sweepBatch at a time, each in a short
+// transaction of its own, every Config.SweepInterval (1m by default): a run
+// still going after five intervals is stuck, and it holds back the next
+// run (one sweep at a time), which goes on where it stopped.
+const SweepTimeout = 5 * time.Minute
+
 // SweepArgs moves pending outbox rows past their deadline to dead; it runs
 // periodically (PeriodicJobs).
 type SweepArgs struct{}
@@ -44,6 +52,9 @@ type sweepWorker struct {
 	river.WorkerDefaults[SweepArgs]
 	o *Outbox
 }
+
+// Timeout bounds a run of the sweep (SweepTimeout).
+func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return SweepTimeout }
 
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	if _, err := w.o.Sweep(ctx); err != nil {

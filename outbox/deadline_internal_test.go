@@ -48,3 +48,11 @@ func TestUntilDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepTimeout: the sweep is bounded by its own Timeout, not by
+// River's JobTimeout (a delivery's).
+func TestSweepTimeout(t *testing.T) {
+	if got := (&sweepWorker{}).Timeout(nil); got != SweepTimeout || got <= 0 {
+		t.Fatalf("the sweep's Timeout is %s, want %s", got, SweepTimeout)
+	}
+}
