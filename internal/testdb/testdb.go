@@ -29,11 +29,17 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/callscribe/callscribe/internal/pgrole"
+	"github.com/callscribe/callscribe/internal/pgsession"
 	"github.com/callscribe/callscribe/migrations"
 )
 
 // DefaultURL is the server used when TEST_DATABASE_URL is not set.
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// ApplicationName is the application_name of the sessions of the pools
+// it gives (pgsession: they are bounded idle in a transaction as the
+// binary's are).
+const ApplicationName = "callscribe test"
 
 const templateLockKey int64 = 0x7465737464620001
 
@@ -109,6 +115,7 @@ func AsRuntime(t testing.TB, pool *pgxpool.Pool) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.User, cfg.ConnConfig.Password = RuntimeLogin, ""
+	pgsession.Apply(cfg.ConnConfig, ApplicationName)
 	pgrole.Apply(cfg, migrations.RuntimeRole)
 	rt, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -177,6 +184,7 @@ func createDatabase(template string) (*pgxpool.Pool, func() error, error) {
 	}
 	cfg.ConnConfig.Database = name
 	cfg.MaxConns = 20
+	pgsession.Apply(cfg.ConnConfig, ApplicationName)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to test database %s: %w", name, err)
@@ -273,6 +281,7 @@ func ensureTemplate() (string, error) {
 		return "", fmt.Errorf("parsing TEST_DATABASE_URL: %w", err)
 	}
 	cfg.ConnConfig.Database = building
+	pgsession.Apply(cfg.ConnConfig, ApplicationName)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return "", fmt.Errorf("connecting to template %s: %w", building, err)

@@ -66,6 +66,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/callscribe/callscribe/internal/devservice"
+	"github.com/callscribe/callscribe/internal/pgsession"
 )
 
 func main() {
@@ -400,7 +401,12 @@ func (c *chaos) createDatabase(ctx context.Context) error {
 	q.Del("pool_max_conns")
 	q.Set("pool_max_conns", "2")
 	u.RawQuery = q.Encode()
-	if c.pool, err = pgxpool.New(ctx, u.String()); err != nil {
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		return fmt.Errorf("the run's database URL %s: %w", devservice.RedactURL(u.String()), err)
+	}
+	pgsession.Apply(cfg.ConnConfig, "callscribe chaos")
+	if c.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}
 	say("database %s created on %s", c.dbName, devservice.RedactURL(c.adminURL))

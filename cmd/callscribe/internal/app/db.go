@@ -16,6 +16,7 @@ import (
 
 	"github.com/callscribe/callscribe/internal/devservice"
 	"github.com/callscribe/callscribe/internal/pgrole"
+	"github.com/callscribe/callscribe/internal/pgsession"
 	"github.com/callscribe/callscribe/migrations"
 	"github.com/callscribe/callscribe/outbox"
 )
@@ -23,6 +24,9 @@ import (
 // PoolMaxConnsDefault is the connection pool size of a process that runs
 // no workers, unless the database URL sets pool_max_conns.
 const PoolMaxConnsDefault = 40
+
+// ApplicationName is the application_name of the binary's sessions.
+const ApplicationName = "callscribe"
 
 // poolSpare is the connections a worker process keeps beyond one per
 // worker: River's fetchers, leader election, notifier and maintenance,
@@ -64,6 +68,9 @@ func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger, size i
 	if err != nil {
 		return nil, fmt.Errorf("database URL %s: %w", RedactURL(dbURL), err)
 	}
+	// application_name and the server's bound on a session idle in a
+	// transaction (the URL's own still win).
+	pgsession.Apply(cfg.ConnConfig, ApplicationName)
 	if role != "" {
 		usable, err := roleUsable(ctx, cfg, role)
 		if err != nil {
