@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"go.uber.org/goleak"
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
@@ -34,7 +35,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(runWorkerProcess())
 	}
-	os.Exit(m.Run())
+	// The tests fail when a goroutine they started is still running after
+	// the last one.
+	goleak.VerifyTestMain(m)
 }
 
 // Optional knobs of a worker process, beside the required workerEnv,
