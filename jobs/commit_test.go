@@ -93,8 +93,11 @@ func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Conf
 		t.Fatal(err)
 	}
 	scope := "crm:t1:webhook" // the default scope of t1's CRM
-	ob := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"t1": {Name: "webhook", Scope: scope, Target: tgt}},
+	ob, err := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"t1": {Name: "webhook", Scope: scope, Target: tgt}},
 		ProbeWait: 50 * time.Millisecond}, pool, l)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Tenants, cfg.PollInterval = map[string]jobs.TenantConfig{"t1": tenant}, 50*time.Millisecond
 	p, err := jobs.New(pool, l, cfg, jobs.Deps{Store: store, Commit: commitThrough(ob)})
 	if err != nil {

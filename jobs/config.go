@@ -1,24 +1,26 @@
 package jobs
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/fielderr"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
 
-// Defaults of Config.
+// Defaults of Config. The probes' and admission's defaults, and the
+// retention's, are the ledger's (ledger.ProbeTimeoutDefault and the rest).
 const (
 	ImmediateDeadlineDefault = 15 * time.Minute
 	BatchDeadlineDefault     = 24 * time.Hour
@@ -28,11 +30,8 @@ const (
 	ImmediateWorkersDefault     = 10
 	BatchWorkersDefault         = 10
 	PollIntervalDefault         = 2 * time.Second
-	ProbeWaitDefault            = time.Second
-	PausedRecheckDefault        = 30 * time.Second
 	MaxSubmissionsDefault       = 50
 	SweepIntervalDefault        = time.Minute
-	RetentionDefault            = 90 * 24 * time.Hour
 	RetentionEveryDefault       = time.Hour
 	// CohortDefault is TenantConfig.Cohort's default.
 	CohortDefault = "default"
@@ -51,8 +50,6 @@ const (
 	// one, so it bounds a queue at MaxWorkers / FetchCooldown jobs a
 	// second (20ms and 10 workers: 500/s); each fetch is one statement.
 	FetchCooldownDefault = 5 * time.Millisecond
-	// AdmissionMaxAgeDefault is Config.AdmissionMaxAge when left zero.
-	AdmissionMaxAgeDefault = 100 * time.Millisecond
 	// FetchCooldownMin is River's lower limit.
 	FetchCooldownMin        = time.Millisecond
 	QueueImmediate          = "immediate"
@@ -91,9 +88,10 @@ type TenantConfig struct {
 	// ImmediateDeadline and BatchDeadline override the lane defaults.
 	ImmediateDeadline time.Duration `yaml:"immediate_deadline"`
 	BatchDeadline     time.Duration `yaml:"batch_deadline"`
-	// MinConfidence a transcript must reach. Default 0.5. A vendor that
-	// reports none (-1) is not held to it.
-	MinConfidence float64 `yaml:"min_confidence"`
+	// MinConfidence a transcript must reach, 0 to 1. Default (nil):
+	// MinConfidenceDefault (0.5); 0 holds no transcript back. A vendor
+	// that reports none (-1) is not held to it.
+	MinConfidence *float64 `yaml:"min_confidence"`
 	// Languages allowed (ISO 639-1). Default empty: any.
 	Languages []string `yaml:"languages"`
 	// TimeZone of the tenant (IANA name) for relative dates in transcripts
@@ -101,7 +99,7 @@ type TenantConfig struct {
 	TimeZone string `yaml:"time_zone"`
 	// Retention: how long a terminal recording's history (events,
 	// transcript, action sets, deliveries) and audio are kept after its
-	// last change. Default 0: Config.Retention (90 days). Never "forever".
+	// last change. Default 0: Config.Retention. Never "forever".
 	Retention time.Duration `yaml:"retention"`
 	// Cohort: the rollout cohort the tenant belongs to; its deferral mode
 	// (observe or enforce, `callscribe rollout set`) applies to the
@@ -147,12 +145,14 @@ type Config struct {
 	// PollInterval between polls of an accepted transcription when the
 	// vendor gives no Retry-After. Default 2s.
 	PollInterval time.Duration `yaml:"poll_interval"`
-	// ProbeTimeout: a probe claimed longer ago may be taken over. Default 1m.
+	// ProbeTimeout: a probe claimed longer ago may be taken over. Default
+	// ledger.ProbeTimeoutDefault (1m).
 	ProbeTimeout time.Duration `yaml:"probe_timeout"`
 	// ProbeWait: how long others wait before asking again while a probe is
-	// out. Default 1s.
+	// out. Default ledger.ProbeWaitDefault (1s).
 	ProbeWait time.Duration `yaml:"probe_wait"`
-	// PausedRecheck: how often a job of a paused scope looks again. Default 30s.
+	// PausedRecheck: how often a job of a paused scope looks again.
+	// Default ledger.PausedRecheckDefault (30s).
 	PausedRecheck time.Duration `yaml:"paused_recheck"`
 	// MaxSubmissions per recording before it fails. Default 50. Throttled
 	// submissions count too; the deadline is the main bound.
@@ -160,7 +160,8 @@ type Config struct {
 	// SweepInterval of the deadline sweep. Default 1m.
 	SweepInterval time.Duration `yaml:"sweep_interval"`
 	// Retention of a tenant without its own (TenantConfig.Retention).
-	// Default RetentionDefault (90 days).
+	// Default ledger.RetentionDefault (90 days). Not read from YAML with
+	// the rest: callscribe sets it from its ledger section.
 	Retention time.Duration `yaml:"-"`
 	// RetentionEvery: how often the retention purge runs (a periodic River
 	// job). Default RetentionEveryDefault (1h); negative: never (run
@@ -171,7 +172,8 @@ type Config struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 	// DurationTolerance: a transcript's reported duration may differ from
 	// the audio's by this fraction plus DurationSlack. Defaults 0.15 and 1s.
-	DurationTolerance float64       `yaml:"duration_tolerance"`
+	// DurationTolerance (nil: 0.15) may be set to 0: the slack only.
+	DurationTolerance *float64      `yaml:"duration_tolerance"`
 	DurationSlack     time.Duration `yaml:"duration_slack"`
 	// AudioURLTTL: lifetime of signed audio URLs given to vendors. Default 1h.
 	AudioURLTTL time.Duration `yaml:"audio_url_ttl"`
@@ -189,7 +191,8 @@ type Config struct {
 	// after the scope read that admitted it without reading the scope
 	// again (a wait for the window slot, the vendor lease, the submitted
 	// write or a descheduled worker in between): a request whose scope
-	// was deferred meanwhile is withdrawn unsent. Default 100ms.
+	// was deferred meanwhile is withdrawn unsent. Default
+	// ledger.AdmissionMaxAgeDefault (100ms).
 	AdmissionMaxAge time.Duration `yaml:"admission_max_age"`
 
 	// RetryAfter is the timing policy (set from the retry_after section).
@@ -203,145 +206,150 @@ type Config struct {
 	Logger *slog.Logger `yaml:"-"`
 }
 
-// WithDefaults returns c with every zero field set to its default.
+// WithDefaults returns c with every unset field set to its default.
 func (c Config) WithDefaults() Config {
-	setD := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	setI := func(i *int, v int) {
-		if *i == 0 {
-			*i = v
-		}
-	}
-	setI(&c.ImmediateWorkers, ImmediateWorkersDefault)
-	setI(&c.BatchWorkers, BatchWorkersDefault)
-	setI(&c.MaxSubmissions, MaxSubmissionsDefault)
-	setD(&c.ImmediateDeadline, ImmediateDeadlineDefault)
-	setD(&c.BatchDeadline, BatchDeadlineDefault)
-	setD(&c.BatchCompletionBound, BatchCompletionBoundDefault)
-	setI(&c.Batch.MaxItems, BatchMaxItemsDefault)
-	setD(&c.Batch.MaxWait, BatchMaxWaitDefault)
-	setD(&c.Batch.FormEvery, BatchFormEveryDefault)
-	setD(&c.Batch.PollInterval, BatchPollIntervalDefault)
-	if c.Batch.MaxAudioSeconds == 0 {
-		c.Batch.MaxAudioSeconds = BatchMaxAudioSecondsDefault
-	}
-	setD(&c.PollInterval, PollIntervalDefault)
-	setD(&c.ProbeTimeout, ledger.ProbeTimeoutDefault)
-	setD(&c.ProbeWait, ProbeWaitDefault)
-	setD(&c.PausedRecheck, PausedRecheckDefault)
-	setD(&c.SweepInterval, SweepIntervalDefault)
-	setD(&c.Retention, RetentionDefault)
-	setD(&c.RetentionEvery, RetentionEveryDefault)
-	setD(&c.ShutdownGrace, ShutdownGraceDefault)
-	setD(&c.DurationSlack, DurationSlackDefault)
-	setD(&c.AudioURLTTL, AudioURLTTLDefault)
-	setD(&c.StepTimeout, StepTimeoutDefault)
-	setD(&c.RescueAfter, RescueAfterDefault)
-	setD(&c.FetchCooldown, FetchCooldownDefault)
-	setD(&c.AdmissionMaxAge, AdmissionMaxAgeDefault)
-	if c.DurationTolerance == 0 {
-		c.DurationTolerance = DurationToleranceDefault
-	}
-	if c.Clock == nil {
-		c.Clock = clock.System{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.RetryAfter.Clock == nil {
-		c.RetryAfter.Clock = c.Clock
-	}
+	c.ImmediateWorkers = cmp.Or(c.ImmediateWorkers, ImmediateWorkersDefault)
+	c.BatchWorkers = cmp.Or(c.BatchWorkers, BatchWorkersDefault)
+	c.MaxSubmissions = cmp.Or(c.MaxSubmissions, MaxSubmissionsDefault)
+	c.ImmediateDeadline = cmp.Or(c.ImmediateDeadline, ImmediateDeadlineDefault)
+	c.BatchDeadline = cmp.Or(c.BatchDeadline, BatchDeadlineDefault)
+	c.BatchCompletionBound = cmp.Or(c.BatchCompletionBound, BatchCompletionBoundDefault)
+	c.Batch.MaxItems = cmp.Or(c.Batch.MaxItems, BatchMaxItemsDefault)
+	c.Batch.MaxWait = cmp.Or(c.Batch.MaxWait, BatchMaxWaitDefault)
+	c.Batch.FormEvery = cmp.Or(c.Batch.FormEvery, BatchFormEveryDefault)
+	c.Batch.PollInterval = cmp.Or(c.Batch.PollInterval, BatchPollIntervalDefault)
+	c.Batch.MaxAudioSeconds = cmp.Or(c.Batch.MaxAudioSeconds, BatchMaxAudioSecondsDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, ledger.ProbeTimeoutDefault)
+	c.ProbeWait = cmp.Or(c.ProbeWait, ledger.ProbeWaitDefault)
+	c.PausedRecheck = cmp.Or(c.PausedRecheck, ledger.PausedRecheckDefault)
+	c.SweepInterval = cmp.Or(c.SweepInterval, SweepIntervalDefault)
+	c.Retention = cmp.Or(c.Retention, ledger.RetentionDefault)
+	c.RetentionEvery = cmp.Or(c.RetentionEvery, RetentionEveryDefault)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, ShutdownGraceDefault)
+	c.DurationSlack = cmp.Or(c.DurationSlack, DurationSlackDefault)
+	c.AudioURLTTL = cmp.Or(c.AudioURLTTL, AudioURLTTLDefault)
+	c.StepTimeout = cmp.Or(c.StepTimeout, StepTimeoutDefault)
+	c.RescueAfter = cmp.Or(c.RescueAfter, RescueAfterDefault)
+	c.FetchCooldown = cmp.Or(c.FetchCooldown, FetchCooldownDefault)
+	c.AdmissionMaxAge = cmp.Or(c.AdmissionMaxAge, ledger.AdmissionMaxAgeDefault)
+	c.DurationTolerance = cmp.Or(c.DurationTolerance, new(DurationToleranceDefault))
+	c.Clock = cmp.Or[clock.Clock](c.Clock, clock.System{})
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.RetryAfter.Clock = cmp.Or(c.RetryAfter.Clock, c.Clock)
 	c.RetryAfter = c.RetryAfter.WithDefaults()
 	tenants := make(map[string]TenantConfig, len(c.Tenants))
 	for id, t := range c.Tenants {
-		if t.MinConfidence == 0 {
-			t.MinConfidence = MinConfidenceDefault
-		}
-		if t.Cohort == "" {
-			t.Cohort = CohortDefault
-		}
-		if t.Scope == "" {
-			account := t.Account
-			if account == "" {
-				account = defaultAccount(t)
-			}
-			t.Scope = t.Provider + ":" + account + ":" + modelSent(t)
-			// Only to find the state kept under the old name.
-			h := sha256.Sum256([]byte(t.APIKey))
-			t.formerScope = t.Provider + ":" + hex.EncodeToString(h[:4]) + ":" + modelSent(t)
-		}
-		tenants[id] = t
+		tenants[id] = t.WithDefaults()
 	}
 	c.Tenants = tenants
 	return c
 }
 
-// Validate reports every problem, each naming its key.
+// WithDefaults returns t with every unset field set to its default; the
+// scope derived from its provider, account and model when it names none.
+func (t TenantConfig) WithDefaults() TenantConfig {
+	t.MinConfidence = cmp.Or(t.MinConfidence, new(MinConfidenceDefault))
+	t.Cohort = cmp.Or(t.Cohort, CohortDefault)
+	if t.Scope == "" {
+		t.Scope = t.Provider + ":" + cmp.Or(t.Account, defaultAccount(t)) + ":" + modelSent(t)
+		// Only to find the state kept under the old name.
+		h := sha256.Sum256([]byte(t.APIKey))
+		t.formerScope = t.Provider + ":" + hex.EncodeToString(h[:4]) + ":" + modelSent(t)
+	}
+	return t
+}
+
+// minConfidence is the confidence t's transcripts must reach.
+func (t TenantConfig) minConfidence() float64 {
+	return *cmp.Or(t.MinConfidence, new(MinConfidenceDefault))
+}
+
+// durationTolerance is c.DurationTolerance, its default when unset.
+func (c Config) durationTolerance() float64 {
+	return *cmp.Or(c.DurationTolerance, new(DurationToleranceDefault))
+}
+
+// Validate reports every problem with c (defaults applied), each a
+// *fielderr.Error naming the field by its Go path, e.g.
+// Tenants["t1"].MinConfidence.
 func (c Config) Validate() error {
 	var errs []error
 	for _, k := range []struct {
 		name string
 		v    int
-	}{{"immediate_workers", c.ImmediateWorkers}, {"batch_workers", c.BatchWorkers}, {"max_submissions", c.MaxSubmissions}} {
+	}{{"ImmediateWorkers", c.ImmediateWorkers}, {"BatchWorkers", c.BatchWorkers}, {"MaxSubmissions", c.MaxSubmissions}} {
 		if k.v < 0 {
-			errs = append(errs, fmt.Errorf("pipeline.%s: %d must be positive", k.name, k.v))
+			errs = append(errs, fielderr.Errorf(k.name, "%d must be positive", k.v))
 		}
 	}
 	if c.FetchCooldown < FetchCooldownMin {
-		errs = append(errs, fmt.Errorf("pipeline.fetch_cooldown: %s is below River's minimum of %s", c.FetchCooldown, FetchCooldownMin))
+		errs = append(errs, fielderr.Errorf("FetchCooldown", "%s is below River's minimum of %s", c.FetchCooldown, FetchCooldownMin))
 	}
 	if c.AdmissionMaxAge < 0 {
-		errs = append(errs, fmt.Errorf("pipeline.admission_max_age: %s must be positive", c.AdmissionMaxAge))
+		errs = append(errs, fielderr.Errorf("AdmissionMaxAge", "%s must be positive", c.AdmissionMaxAge))
 	}
 	if c.RescueAfter <= c.StepTimeout {
-		errs = append(errs, fmt.Errorf("pipeline.rescue_after: %s must exceed pipeline.step_timeout %s", c.RescueAfter, c.StepTimeout))
+		errs = append(errs, fielderr.Errorf("RescueAfter", "%s must exceed StepTimeout %s", c.RescueAfter, c.StepTimeout).Refer("StepTimeout"))
 	}
-	if c.Batch.MaxItems < 0 || c.Batch.MaxItems > stt.MaxBatchItems {
-		errs = append(errs, fmt.Errorf("pipeline.batch.max_items: %d must be 1 to %d", c.Batch.MaxItems, stt.MaxBatchItems))
-	}
-	if c.Batch.MaxAudioSeconds < 0 || c.Batch.MaxWait < 0 || c.Batch.FormEvery < 0 || c.Batch.PollInterval < 0 {
-		errs = append(errs, fmt.Errorf("pipeline.batch: max_audio_seconds, max_wait, form_every and poll_interval must not be negative"))
-	}
+	errs = append(errs, fielderr.In(c.Batch.validate(), "Batch"))
 	if c.BatchCompletionBound < 0 {
-		errs = append(errs, fmt.Errorf("pipeline.batch_completion_bound: %s must not be negative", c.BatchCompletionBound))
+		errs = append(errs, fielderr.Errorf("BatchCompletionBound", "%s must not be negative", c.BatchCompletionBound))
 	}
-	if c.DurationTolerance < 0 {
-		errs = append(errs, fmt.Errorf("pipeline.duration_tolerance: %g must not be negative", c.DurationTolerance))
+	if d := c.durationTolerance(); d < 0 {
+		errs = append(errs, fielderr.Errorf("DurationTolerance", "%g must not be negative", d))
 	}
-	ids := make([]string, 0, len(c.Tenants))
-	for id := range c.Tenants {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(c.Tenants))
 	for _, id := range ids {
-		t := c.Tenants[id]
-		if !slices.Contains(stt.Kinds(), t.Provider) {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.provider: %q is not one of %v", id, t.Provider, stt.Kinds()))
-		}
-		if t.TimeZone != "" {
-			if _, err := time.LoadLocation(t.TimeZone); err != nil {
-				errs = append(errs, fmt.Errorf("pipeline.tenants.%s.time_zone: %w", id, err))
-			}
-		}
-		if t.MinConfidence < 0 || t.MinConfidence > 1 {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.min_confidence: %g is not within 0..1", id, t.MinConfidence))
-		}
-		if t.Retention < 0 {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.retention: %s must be positive (no tenant is kept forever)", id, t.Retention))
-		}
-		if t.Account != "" && !validAccount(t.Account) {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.account: %q must be 1-64 bytes of A-Z a-z 0-9 . _ -", id, t.Account))
-		}
+		errs = append(errs, fielderr.In(c.Tenants[id].validate(), "Tenants", fielderr.Key(id)))
 	}
 	errs = append(errs, sharedDefaultScopes(c.Tenants, ids)...)
 	if c.Retention < 0 {
-		errs = append(errs, fmt.Errorf("ledger.retention: %s must be positive", c.Retention))
+		errs = append(errs, fielderr.Errorf("Retention", "%s must be positive", c.Retention))
 	}
-	if err := c.RetryAfter.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("retry_after: %w", err))
+	errs = append(errs, fielderr.In(c.RetryAfter.Validate(), "RetryAfter"))
+	return errors.Join(errs...)
+}
+
+// validate reports every problem with the batch lane's settings.
+func (b BatchConfig) validate() error {
+	var errs []error
+	if b.MaxItems < 0 || b.MaxItems > stt.MaxBatchItems {
+		errs = append(errs, fielderr.Errorf("MaxItems", "%d must be 1 to %d", b.MaxItems, stt.MaxBatchItems))
+	}
+	if b.MaxAudioSeconds < 0 {
+		errs = append(errs, fielderr.Errorf("MaxAudioSeconds", "%g must not be negative", b.MaxAudioSeconds))
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"MaxWait", b.MaxWait}, {"FormEvery", b.FormEvery}, {"PollInterval", b.PollInterval}} {
+		if f.d < 0 {
+			errs = append(errs, fielderr.Errorf(f.name, "%s must not be negative", f.d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validate reports every problem with one tenant.
+func (t TenantConfig) validate() error {
+	var errs []error
+	if !slices.Contains(stt.Kinds(), t.Provider) {
+		errs = append(errs, fielderr.Errorf("Provider", "%q is not one of %v", t.Provider, stt.Kinds()))
+	}
+	if t.TimeZone != "" {
+		if _, err := time.LoadLocation(t.TimeZone); err != nil {
+			errs = append(errs, fielderr.Errorf("TimeZone", "%v", err))
+		}
+	}
+	if m := t.minConfidence(); m < 0 || m > 1 {
+		errs = append(errs, fielderr.Errorf("MinConfidence", "%g is not within 0..1", m))
+	}
+	if t.Retention < 0 {
+		errs = append(errs, fielderr.Errorf("Retention", "%s must be positive (no tenant is kept forever)", t.Retention))
+	}
+	if t.Account != "" && !validAccount(t.Account) {
+		errs = append(errs, fielderr.Errorf("Account", "%q must be 1-64 bytes of A-Z a-z 0-9 . _ -", t.Account))
 	}
 	return errors.Join(errs...)
 }
@@ -398,8 +406,8 @@ func sharedDefaultScopes(tenants map[string]TenantConfig, ids []string) []error 
 			continue
 		}
 		if tenants[prev].APIKey != t.APIKey {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.account: tenants %s and %s use different %s keys and would share the throttling scope %q: give each key's tenants an account label (pipeline.tenants.<id>.account)",
-				id, prev, id, t.Provider, t.Scope))
+			errs = append(errs, fielderr.In(fielderr.Errorf("Account", "tenants %s and %s use different %s keys and would share the throttling scope %q: give each key's tenants an account label (Account)",
+				prev, id, t.Provider, t.Scope).Refer("Account"), "Tenants", fielderr.Key(id)))
 		}
 	}
 	return errs

@@ -55,10 +55,10 @@ func TestDifferentKeysMustNameTheirAccounts(t *testing.T) {
 		"bad":   {Provider: stt.KindDeepgram, APIKey: "k", Account: "a:b"},
 	}}.WithDefaults()
 	err := cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), "pipeline.tenants.rival.account") || !strings.Contains(err.Error(), "pipeline.tenants.bad.account") {
-		t.Fatalf("Validate() = %v, want errors naming pipeline.tenants.rival.account and pipeline.tenants.bad.account", err)
+	if err == nil || !strings.Contains(err.Error(), `Tenants["rival"].Account`) || !strings.Contains(err.Error(), `Tenants["bad"].Account`) {
+		t.Fatalf(`Validate() = %v, want errors naming Tenants["rival"].Account and Tenants["bad"].Account`, err)
 	}
-	if strings.Contains(err.Error(), "pipeline.tenants.same.") || strings.Contains(err.Error(), "secret") {
+	if strings.Contains(err.Error(), `Tenants["same"]`) || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("Validate() = %v: it refuses a tenant sharing acme's key, or prints a key", err)
 	}
 }
@@ -71,7 +71,7 @@ func TestFetchCooldown(t *testing.T) {
 		t.Fatalf("default fetch cooldown %s, want %s", got, jobs.FetchCooldownDefault)
 	}
 	cfg := jobs.Config{FetchCooldown: time.Microsecond}.WithDefaults()
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "pipeline.fetch_cooldown") {
-		t.Fatalf("Validate() = %v, want an error naming pipeline.fetch_cooldown", err)
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "FetchCooldown:") {
+		t.Fatalf("Validate() = %v, want an error naming FetchCooldown", err)
 	}
 }

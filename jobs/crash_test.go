@@ -119,8 +119,12 @@ func runWorkerProcess() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		ob := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
+		ob, err := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
 			"t1": {Name: "webhook", Scope: "crm:t1:webhook", Target: tgt}}, ProbeWait: 50 * time.Millisecond}, pool, l)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		deps.Commit = commitThrough(ob)
 		dispatcher = ob
 	}

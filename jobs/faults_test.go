@@ -132,7 +132,10 @@ func crashAt(t *testing.T, point string) {
 
 	second, secondErr := start(append(knobs, "CALLSCRIBE_TEST_RESCUE_FAST=1")...)
 	defer func() { _ = second.Process.Kill(); _ = second.Wait() }()
-	ob := outbox.New(outbox.Config{}, pool, l)
+	ob, err := outbox.New(outbox.Config{}, pool, l)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var counts map[ledger.State]int
 	finished := func() bool {
 		delivered, err := ob.Rows(ctx, outbox.StateDelivered, 100)

@@ -167,8 +167,8 @@ func (p *Pipeline) check(s *stepCtx, tr ledger.Transcript) validation {
 	}
 	t := s.tenant
 	v.err = crm.Validate(crm.Transcript{Text: tr.Text, Language: tr.Language, Confidence: tr.Confidence, DurationSeconds: tr.DurationSeconds},
-		crm.Rules{MinConfidence: t.MinConfidence, Languages: t.Languages, AudioDuration: s.rec.AudioDuration,
-			DurationTolerance: p.cfg.DurationTolerance, DurationSlack: p.cfg.DurationSlack})
+		crm.Rules{MinConfidence: t.minConfidence(), Languages: t.Languages, AudioDuration: s.rec.AudioDuration,
+			DurationTolerance: p.cfg.durationTolerance(), DurationSlack: p.cfg.DurationSlack})
 	if v.err != nil {
 		v.class = "validation"
 		var ve *crm.ValidationError

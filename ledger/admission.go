@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,9 +17,22 @@ import (
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
 
-// ProbeTimeoutDefault is how long a claimed probe holds a scope before
-// another job may probe instead (the first may have crashed).
-const ProbeTimeoutDefault = time.Minute
+// Defaults of admission, the one owner of each: jobs.Config and
+// outbox.Config refer to them.
+const (
+	// ProbeTimeoutDefault is how long a claimed probe holds a scope before
+	// another job may probe instead (the first may have crashed).
+	ProbeTimeoutDefault = time.Minute
+	// ProbeWaitDefault is how long the others wait before asking again
+	// while a probe is out, when a configuration leaves it zero.
+	ProbeWaitDefault = time.Second
+	// PausedRecheckDefault is AdmitPolicy.PausedRecheck when left zero.
+	PausedRecheckDefault = 30 * time.Second
+	// AdmissionMaxAgeDefault is how long after the scope read that
+	// admitted it a request may still be sent without reading the scope
+	// again, when a configuration leaves it zero.
+	AdmissionMaxAgeDefault = 100 * time.Millisecond
+)
 
 // Verdict is ScopeAdmit's answer.
 type Verdict string
@@ -350,9 +364,6 @@ func (l *Ledger) scopeDeferralObserve(ctx context.Context, db dbsqlc.DBTX, e Ext
 	return nil
 }
 
-// PausedRecheckDefault is AdmitPolicy.PausedRecheck when left zero.
-const PausedRecheckDefault = 30 * time.Second
-
 // DeferredJitter bounds the random delay ScopeAdmitWait adds to a deferred
 // job's wait, so that the jobs of a scope do not all wake at its deadline
 // and the probe goes first.
@@ -399,10 +410,7 @@ func (p AdmitPolicy) Wait(a Admission, now time.Time) time.Duration {
 	case VerdictProbeOut:
 		d = a.Until.Sub(now) + time.Duration(r.Int64N(int64(p.ProbeWait)+1))
 	case VerdictPaused:
-		d = p.PausedRecheck
-		if d == 0 {
-			d = PausedRecheckDefault
-		}
+		d = cmp.Or(p.PausedRecheck, PausedRecheckDefault)
 	}
 	return max(d, 0)
 }

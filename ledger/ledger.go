@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,18 +12,21 @@ import (
 
 	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/pgtime"
+	"github.com/callscribe/callscribe/internal/fielderr"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 // RetentionDefault is how long terminal histories are kept when
-// Config.Retention is zero: 90 days.
+// Config.Retention is zero: 90 days. It is the one retention default: the
+// pipeline's (jobs.Config.Retention) is this one too.
 const RetentionDefault = 90 * 24 * time.Hour
 
 // PurgeBatchDefault is how many recordings one purge transaction removes
 // when PurgeOpts.BatchSize is zero.
 const PurgeBatchDefault = 500
 
-// Config configures a Ledger. The zero value is usable.
+// Config configures a Ledger. The zero value is usable. The yaml keys are
+// those of callscribe's configuration file (its ledger section).
 type Config struct {
 	// Clock stamps events and deferrals (stored in UTC, at microsecond
 	// precision) and is the "now" admissions compare deadlines to.
@@ -30,40 +34,36 @@ type Config struct {
 	// compare to the database's own reading, and stamps are LocalClock
 	// corrected by its measured offset to the database's. A stub here
 	// (tests) is used as it is for both.
-	Clock clock.Clock
+	Clock clock.Clock `yaml:"-"`
 	// LocalClock is this process's clock, which the default Clock corrects
 	// to the database's; ignored when Clock is set. Default (nil):
 	// clock.System.
-	LocalClock clock.Clock
+	LocalClock clock.Clock `yaml:"-"`
 	// Logger receives warnings. Default: discard. Nothing personal (no
 	// transcript text, no audio URLs) is ever logged.
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// Retention is how long a terminal recording's history is kept before
 	// RetentionPurge may remove it. Default: RetentionDefault (90 days).
 	// Must be positive.
-	Retention time.Duration
+	Retention time.Duration `yaml:"retention"`
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.LocalClock == nil {
-		c.LocalClock = clock.System{}
-	}
+	c.LocalClock = cmp.Or[clock.Clock](c.LocalClock, clock.System{})
 	if c.Clock == nil {
 		c.Clock = &databaseClock{local: c.LocalClock}
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Retention == 0 {
-		c.Retention = RetentionDefault
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
 	return c
 }
 
-func (c Config) validate() error {
+// Validate reports every problem with c, each a *fielderr.Error naming
+// the field.
+func (c Config) Validate() error {
 	if c.Retention < 0 {
-		return fmt.Errorf("ledger config: Retention (%s) must be positive", c.Retention)
+		return fielderr.Errorf("Retention", "%s must be positive", c.Retention)
 	}
 	return nil
 }
@@ -87,8 +87,8 @@ func New(pool *pgxpool.Pool, config *Config) (*Ledger, error) {
 		c = *config
 	}
 	c = c.WithDefaults()
-	if err := c.validate(); err != nil {
-		return nil, err
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("ledger config: %w", err)
 	}
 	l := &Ledger{pool: pool, config: c, queries: dbsqlc.New()}
 	l.dbClock, _ = c.Clock.(*databaseClock)

@@ -198,7 +198,7 @@ func deliverCounted(t *testing.T, tgt connector.Target, n int) counted {
 		t.Fatal(err)
 	}
 	rec := &settledRecorder{}
-	o := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}},
+	o := mustOutbox(t, outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}},
 		Metrics: rec}, outboxPool, l)
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)

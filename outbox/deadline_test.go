@@ -48,7 +48,7 @@ func setupClocked(t *testing.T, stub *clock.Stub, cfg outbox.Config, periodic bo
 	}
 	cfg.Clock = stub
 	cfg.ProbeWait = 20 * time.Millisecond
-	o := outbox.New(cfg, pool, l)
+	o := mustOutbox(t, cfg, pool, l)
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)
 	rc := &river.Config{Workers: workers, Queues: o.Queues(), FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond}

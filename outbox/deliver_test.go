@@ -48,7 +48,7 @@ func TestDeadDeliveryRetriedByOperator(t *testing.T) {
 	}
 	pool := testdb.New(t)
 	l, _ := ledger.New(pool, nil)
-	o := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}}}, pool, l)
+	o := mustOutbox(t, outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}}}, pool, l)
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers,
@@ -135,7 +135,7 @@ func TestInvalidDeliveryGoesDead(t *testing.T) {
 	}
 	pool := testdb.New(t)
 	l, _ := ledger.New(pool, nil)
-	o := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}}}, pool, l)
+	o := mustOutbox(t, outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}}}, pool, l)
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers,

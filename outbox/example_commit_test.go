@@ -30,9 +30,13 @@ func ExampleOutbox_Commit() {
 		return
 	}
 	// The dispatcher's Target is left out: this example delivers nothing.
-	ob := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
+	ob, err := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
 		"acme": {Name: "webhook", Scope: "crm:acme:webhook"},
 	}}, pool, l)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{}) // insert-only
 	if err != nil {
 		fmt.Println(err)

@@ -1,11 +1,14 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,6 +23,7 @@ import (
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/internal/riverunique"
+	"github.com/callscribe/callscribe/internal/fielderr"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
@@ -58,13 +62,9 @@ type Destination struct {
 	// (commit time + DeliveryDeadline) and renewed by an operator's Retry
 	// (retry time + DeliveryDeadline); a row still pending at its
 	// deadline goes to dead, whatever the CRM keeps answering. Default
-	// (0): DeliveryDeadlineDefault (24h). Negative panics in New.
+	// (0): DeliveryDeadlineDefault (24h). Negative is refused by New.
 	DeliveryDeadline time.Duration
 }
-
-// Config configures the outbox.
-// AdmissionMaxAgeDefault is Config.AdmissionMaxAge when left zero.
-const AdmissionMaxAgeDefault = 100 * time.Millisecond
 
 // Config configures an Outbox.
 type Config struct {
@@ -85,11 +85,13 @@ type Config struct {
 	// sweep catches rows whose job is gone. Default 5m.
 	SweepGrace time.Duration
 	// ProbeTimeout, ProbeWait: as for speech vendors (ledger.ScopeAdmit).
+	// Defaults ledger.ProbeTimeoutDefault (1m) and ledger.ProbeWaitDefault
+	// (1s).
 	ProbeTimeout, ProbeWait time.Duration
 	// AdmissionMaxAge: no delivery is sent more than this long after the
 	// scope read that admitted it without reading the scope again (a wait
 	// for the window slot, the try's write); a refusal puts the try back
-	// in line unsent. Default 100ms (AdmissionMaxAgeDefault).
+	// in line unsent. Default ledger.AdmissionMaxAgeDefault (100ms).
 	AdmissionMaxAge time.Duration
 	// RetryAfter turns the CRM's timing signals into deadlines.
 	RetryAfter retryafter.Policy
@@ -151,25 +153,16 @@ func (noMetrics) CRMCooldown(string, time.Duration)        {}
 func (noMetrics) CRMSettled(string, string, time.Duration) {}
 
 // WithDefaults returns c with every zero field set to its default.
+// Negative values are kept, for Validate to refuse.
 func (c Config) WithDefaults() Config {
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = MaxAttemptsDefault
-	}
-	if c.Workers == 0 {
-		c.Workers = WorkersDefault
-	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = SweepIntervalDefault
-	}
-	if c.SweepGrace == 0 {
-		c.SweepGrace = SweepGraceDefault
-	}
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.SweepInterval = cmp.Or(c.SweepInterval, SweepIntervalDefault)
+	c.SweepGrace = cmp.Or(c.SweepGrace, SweepGraceDefault)
 	if c.Destinations != nil {
 		dests := make(map[string]Destination, len(c.Destinations))
 		for id, d := range c.Destinations {
-			if d.DeliveryDeadline == 0 {
-				d.DeliveryDeadline = DeliveryDeadlineDefault
-			}
+			d.DeliveryDeadline = cmp.Or(d.DeliveryDeadline, DeliveryDeadlineDefault)
 			dests[id] = d
 		}
 		c.Destinations = dests
@@ -177,39 +170,60 @@ func (c Config) WithDefaults() Config {
 	if c.ReplayTargets != nil {
 		targets := make(map[string]ReplayTarget, len(c.ReplayTargets))
 		for name, t := range c.ReplayTargets {
-			if t.DeliveryDeadline == 0 {
-				t.DeliveryDeadline = DeliveryDeadlineDefault
-			}
+			t.DeliveryDeadline = cmp.Or(t.DeliveryDeadline, DeliveryDeadlineDefault)
 			targets[name] = t
 		}
 		c.ReplayTargets = targets
 	}
-	if c.ReplayWorkers == 0 {
-		c.ReplayWorkers = ReplayWorkersDefault
-	}
-	if c.ReplayChunk <= 0 {
-		c.ReplayChunk = ReplayChunkDefault
-	}
-	if c.ProbeTimeout == 0 {
-		c.ProbeTimeout = ledger.ProbeTimeoutDefault
-	}
-	if c.ProbeWait == 0 {
-		c.ProbeWait = time.Second
-	}
-	if c.AdmissionMaxAge <= 0 {
-		c.AdmissionMaxAge = AdmissionMaxAgeDefault
-	}
-	if c.Clock == nil {
-		c.Clock = clock.System{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.RetryAfter.Clock == nil {
-		c.RetryAfter.Clock = c.Clock
-	}
+	c.ReplayWorkers = cmp.Or(c.ReplayWorkers, ReplayWorkersDefault)
+	c.ReplayChunk = cmp.Or(c.ReplayChunk, ReplayChunkDefault)
+	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, ledger.ProbeTimeoutDefault)
+	c.ProbeWait = cmp.Or(c.ProbeWait, ledger.ProbeWaitDefault)
+	c.AdmissionMaxAge = cmp.Or(c.AdmissionMaxAge, ledger.AdmissionMaxAgeDefault)
+	c.Clock = cmp.Or[clock.Clock](c.Clock, clock.System{})
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.RetryAfter.Clock = cmp.Or(c.RetryAfter.Clock, c.Clock)
 	c.RetryAfter = c.RetryAfter.WithDefaults()
 	return c
+}
+
+// Validate reports every problem with c (defaults applied), each a
+// *fielderr.Error naming the field by its Go path, e.g.
+// Destinations["acme"].DeliveryDeadline.
+func (c Config) Validate() error {
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(c.Destinations)) {
+		if d := c.Destinations[id].DeliveryDeadline; d < 0 {
+			errs = append(errs, fielderr.In(fielderr.Errorf("DeliveryDeadline", "%s must be positive", d), "Destinations", fielderr.Key(id)))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.ReplayTargets)) {
+		t := c.ReplayTargets[name]
+		if t.DeliveryDeadline < 0 {
+			errs = append(errs, fielderr.In(fielderr.Errorf("DeliveryDeadline", "%s must be positive", t.DeliveryDeadline), "ReplayTargets", fielderr.Key(name)))
+		}
+		if t.Scope == "" {
+			errs = append(errs, fielderr.In(fielderr.Errorf("Scope", "is required"), "ReplayTargets", fielderr.Key(name)))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"SweepInterval", c.SweepInterval}, {"SweepGrace", c.SweepGrace}, {"ProbeTimeout", c.ProbeTimeout}, {"ProbeWait", c.ProbeWait}, {"AdmissionMaxAge", c.AdmissionMaxAge}} {
+		if f.d < 0 {
+			errs = append(errs, fielderr.Errorf(f.name, "%s must not be negative", f.d))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"MaxAttempts", c.MaxAttempts}, {"Workers", c.Workers}, {"ReplayWorkers", c.ReplayWorkers}, {"ReplayChunk", c.ReplayChunk}} {
+		if f.n < 0 {
+			errs = append(errs, fielderr.Errorf(f.name, "%d must be positive", f.n))
+		}
+	}
+	errs = append(errs, fielderr.In(c.RetryAfter.Validate(), "RetryAfter"))
+	return errors.Join(errs...)
 }
 
 // Outbox commits action sets and delivers them.
@@ -224,31 +238,18 @@ type Outbox struct {
 // New returns an Outbox. Its dispatcher, queue and deadline sweep are
 // added to a River client by the caller (AddWorkers, Queues,
 // PeriodicJobs); what inserts jobs (Commit, Retry) is given that client.
-// A negative duration in cfg is a programmer's error (callscribe's
-// configuration refuses one): New panics, naming the field.
-func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) *Outbox {
+// A cfg that does not validate (Config.Validate) is refused, the error
+// naming each field at fault.
+func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) (*Outbox, error) {
 	if cfg.Clock == nil && l != nil {
 		cfg.Clock = l.Clock()
 	}
 	cfg = cfg.WithDefaults()
-	for id, d := range cfg.Destinations {
-		if d.DeliveryDeadline < 0 {
-			panic(fmt.Sprintf("outbox.New: Destinations[%q].DeliveryDeadline is %s, want > 0", id, d.DeliveryDeadline))
-		}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("outbox config: %w", err)
 	}
-	for name, t := range cfg.ReplayTargets {
-		if t.DeliveryDeadline < 0 || t.Scope == "" {
-			panic(fmt.Sprintf("outbox.New: ReplayTargets[%q] has deadline %s and scope %q, want > 0 and a scope", name, t.DeliveryDeadline, t.Scope))
-		}
-	}
-	if cfg.SweepInterval < 0 || cfg.SweepGrace < 0 {
-		panic(fmt.Sprintf("outbox.New: SweepInterval %s and SweepGrace %s must not be negative", cfg.SweepInterval, cfg.SweepGrace))
-	}
-	o := &Outbox{cfg: cfg, pool: pool, ledger: l, queries: dbsqlc.New(), metrics: cfg.Metrics}
-	if o.metrics == nil {
-		o.metrics = noMetrics{}
-	}
-	return o
+	o := &Outbox{cfg: cfg, pool: pool, ledger: l, queries: dbsqlc.New(), metrics: cmp.Or[Metrics](cfg.Metrics, noMetrics{})}
+	return o, nil
 }
 
 // Config returns the configuration, defaults applied.

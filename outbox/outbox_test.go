@@ -36,7 +36,7 @@ func setup(t *testing.T, dests map[string]outbox.Destination) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := outbox.New(outbox.Config{Destinations: dests}, pool, l)
+	o := mustOutbox(t, outbox.Config{Destinations: dests}, pool, l)
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers})
@@ -178,4 +178,14 @@ func TestRevalidateMakesVersionTwo(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, "UPDATE action_sets SET actions = '[]'"); err == nil {
 		t.Fatal("action sets can be rewritten")
 	}
+}
+
+// mustOutbox is outbox.New, failing t on an error.
+func mustOutbox(t testing.TB, cfg outbox.Config, pool *pgxpool.Pool, l *ledger.Ledger) *outbox.Outbox {
+	t.Helper()
+	o, err := outbox.New(cfg, pool, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

@@ -74,7 +74,7 @@ func newReplayBed(t *testing.T, n int, stgCfg crmsim.Config, cfg outbox.Config) 
 	if cfg.ProbeWait == 0 {
 		cfg.ProbeWait = 50 * time.Millisecond
 	}
-	return &replayBed{bundle: b, ob: outbox.New(cfg, b.pool, b.ledger), prod: prod, stg: stg, sets: n, window: cfg.Window}
+	return &replayBed{bundle: b, ob: mustOutbox(t, cfg, b.pool, b.ledger), prod: prod, stg: stg, sets: n, window: cfg.Window}
 }
 
 // work starts a River client that works the replay queue only (as

@@ -48,7 +48,7 @@ func setupWindowed(t *testing.T, wcfg capacity.WindowConfig, dests map[string]ou
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := outbox.New(outbox.Config{Destinations: dests, Workers: workers, ProbeWait: 50 * time.Millisecond, Window: win}, pool, l)
+	o := mustOutbox(t, outbox.Config{Destinations: dests, Workers: workers, ProbeWait: 50 * time.Millisecond, Window: win}, pool, l)
 	w := river.NewWorkers()
 	o.AddWorkers(w)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: w, Queues: o.Queues(),

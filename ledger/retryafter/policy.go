@@ -1,12 +1,14 @@
 package retryafter
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/internal/fielderr"
 )
 
 const (
@@ -20,78 +22,73 @@ const (
 
 // Policy turns a throttling response into a Decision: how long the
 // throttling scope must wait, and why. The zero Policy is ready to use and
-// means all the defaults.
+// means all the defaults. The yaml keys are those of callscribe's
+// configuration file (its retry_after section).
 type Policy struct {
 	// BaseBackoff is the backoff ceiling of attempt 0 when the response
 	// carries no usable Retry-After; it doubles with each attempt up to
 	// MaxBackoff. Default BaseBackoffDefault (1s); zero means the default;
 	// negative is refused.
-	BaseBackoff time.Duration
+	BaseBackoff time.Duration `yaml:"base_backoff"`
 
 	// MaxBackoff caps the exponential backoff ceiling. Default
 	// MaxBackoffDefault (5m); zero means the default; it must be at least
 	// BaseBackoff.
-	MaxBackoff time.Duration
+	MaxBackoff time.Duration `yaml:"max_backoff"`
 
 	// MaxDelay is the longest deferral a single response can cause: a
 	// Retry-After asking for more (including values too large for a
 	// time.Duration) is clamped to it and the Decision says Clamped.
 	// Default MaxDelayDefault (1h); zero means the default; it must be at
 	// least MaxBackoff, so that a fallback is never clamped.
-	MaxDelay time.Duration
+	MaxDelay time.Duration `yaml:"max_delay"`
 
 	// Clock supplies now, read in UTC: every Decision's NotBefore is UTC
 	// whatever the clock's zone. Default (nil): clock.System.
-	Clock clock.Clock
+	Clock clock.Clock `yaml:"-"`
 
 	// Rand supplies the backoff jitter. Default (nil): the goroutine-safe
 	// top-level functions of math/rand/v2. A *math/rand/v2.Rand is not
 	// safe for concurrent use; share one only with a lock.
-	Rand Rand
+	Rand Rand `yaml:"-"`
 }
 
 // WithDefaults returns a copy of p with every zero field set to its default.
 // Negative durations are kept, for Validate to refuse.
 func (p Policy) WithDefaults() Policy {
-	if p.BaseBackoff == 0 {
-		p.BaseBackoff = BaseBackoffDefault
-	}
-	if p.MaxBackoff == 0 {
-		p.MaxBackoff = MaxBackoffDefault
-	}
-	if p.MaxDelay == 0 {
-		p.MaxDelay = MaxDelayDefault
-	}
-	if p.Clock == nil {
-		p.Clock = clock.System{}
-	}
-	if p.Rand == nil {
-		p.Rand = globalRand{}
-	}
+	p.BaseBackoff = cmp.Or(p.BaseBackoff, BaseBackoffDefault)
+	p.MaxBackoff = cmp.Or(p.MaxBackoff, MaxBackoffDefault)
+	p.MaxDelay = cmp.Or(p.MaxDelay, MaxDelayDefault)
+	p.Clock = cmp.Or[clock.Clock](p.Clock, clock.System{})
+	p.Rand = cmp.Or[Rand](p.Rand, globalRand{})
 	return p
 }
 
-// Validate reports the first problem with p after defaults are applied,
-// naming the field, e.g. "retryafter: MaxBackoff (1s) must be >= BaseBackoff
-// (2s)". Call it once where the configuration is loaded: Decide panics on an
-// invalid Policy.
+// Validate reports every problem with p after defaults are applied, each a
+// *fielderr.Error naming the field, e.g. "MaxBackoff: 1s must be >=
+// BaseBackoff (2s)". Call it once where the configuration is loaded:
+// Decide panics on an invalid Policy.
 func (p Policy) Validate() error {
 	p = p.WithDefaults()
+	var errs []error
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"BaseBackoff", p.BaseBackoff}, {"MaxBackoff", p.MaxBackoff}, {"MaxDelay", p.MaxDelay}} {
 		if f.d < 0 {
-			return fmt.Errorf("retryafter: %s (%s) must not be negative", f.name, f.d)
+			errs = append(errs, fielderr.Errorf(f.name, "%s must not be negative", f.d))
 		}
 	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	if p.MaxBackoff < p.BaseBackoff {
-		return fmt.Errorf("retryafter: MaxBackoff (%s) must be >= BaseBackoff (%s)", p.MaxBackoff, p.BaseBackoff)
+		errs = append(errs, fielderr.Errorf("MaxBackoff", "%s must be >= BaseBackoff (%s)", p.MaxBackoff, p.BaseBackoff).Refer("BaseBackoff"))
 	}
 	if p.MaxDelay < p.MaxBackoff {
-		return fmt.Errorf("retryafter: MaxDelay (%s) must be >= MaxBackoff (%s)", p.MaxDelay, p.MaxBackoff)
+		errs = append(errs, fielderr.Errorf("MaxDelay", "%s must be >= MaxBackoff (%s)", p.MaxDelay, p.MaxBackoff).Refer("MaxBackoff"))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ready applies the defaults and panics if p is invalid: using a Policy that

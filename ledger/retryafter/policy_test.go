@@ -47,13 +47,13 @@ func TestPolicyValidate(t *testing.T) {
 	}{
 		{"zero policy", Policy{}, ""},
 		{"all equal", Policy{BaseBackoff: time.Minute, MaxBackoff: time.Minute, MaxDelay: time.Minute}, ""},
-		{"negative BaseBackoff", Policy{BaseBackoff: -time.Second}, "BaseBackoff (-1s) must not be negative"},
-		{"negative MaxBackoff", Policy{MaxBackoff: -time.Second}, "MaxBackoff (-1s) must not be negative"},
-		{"negative MaxDelay", Policy{MaxDelay: -time.Second}, "MaxDelay (-1s) must not be negative"},
-		{"MaxBackoff below BaseBackoff", Policy{BaseBackoff: 2 * time.Second, MaxBackoff: time.Second}, "MaxBackoff (1s) must be >= BaseBackoff (2s)"},
-		{"BaseBackoff above default MaxBackoff", Policy{BaseBackoff: 10 * time.Minute}, "MaxBackoff (5m0s) must be >= BaseBackoff (10m0s)"},
-		{"MaxDelay below MaxBackoff", Policy{MaxDelay: time.Minute}, "MaxDelay (1m0s) must be >= MaxBackoff (5m0s)"},
-		{"MaxBackoff above default MaxDelay", Policy{MaxBackoff: 2 * time.Hour}, "MaxDelay (1h0m0s) must be >= MaxBackoff (2h0m0s)"},
+		{"negative BaseBackoff", Policy{BaseBackoff: -time.Second}, "BaseBackoff: -1s must not be negative"},
+		{"negative MaxBackoff", Policy{MaxBackoff: -time.Second}, "MaxBackoff: -1s must not be negative"},
+		{"negative MaxDelay", Policy{MaxDelay: -time.Second}, "MaxDelay: -1s must not be negative"},
+		{"MaxBackoff below BaseBackoff", Policy{BaseBackoff: 2 * time.Second, MaxBackoff: time.Second}, "MaxBackoff: 1s must be >= BaseBackoff (2s)"},
+		{"BaseBackoff above default MaxBackoff", Policy{BaseBackoff: 10 * time.Minute}, "MaxBackoff: 5m0s must be >= BaseBackoff (10m0s)"},
+		{"MaxDelay below MaxBackoff", Policy{MaxDelay: time.Minute}, "MaxDelay: 1m0s must be >= MaxBackoff (5m0s)"},
+		{"MaxBackoff above default MaxDelay", Policy{MaxBackoff: 2 * time.Hour}, "MaxDelay: 1h0m0s must be >= MaxBackoff (2h0m0s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +77,7 @@ func TestDecidePanicsOnInvalidPolicy(t *testing.T) {
 	} {
 		func() {
 			defer func() {
-				if r := recover(); r == nil || !strings.Contains(r.(string), "MaxDelay (-1s) must not be negative") {
+				if r := recover(); r == nil || !strings.Contains(r.(string), "MaxDelay: -1s must not be negative") {
 					t.Errorf("%s on an invalid Policy: recovered %v, want a panic naming MaxDelay", name, r)
 				}
 			}()

@@ -30,7 +30,10 @@ func commitSets(t *testing.T, pool *pgxpool.Pool, tenant string, n int) []string
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := outbox.New(outbox.Config{}, pool, l)
+	o, err := outbox.New(outbox.Config{}, pool, l)
+	if err != nil {
+		t.Fatal(err)
+	}
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers})

@@ -120,11 +120,14 @@ func TestServeShowsActiveReplayRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := outbox.New(outbox.Config{
+	o, err := outbox.New(outbox.Config{
 		ReplayTargets: map[string]outbox.ReplayTarget{"staging": {Target: tgt, Scope: "crm:replay:staging"}},
 		RetryAfter:    retryafter.Policy{BaseBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
 		ReplayWorkers: 1,
 	}, pool, l)
+	if err != nil {
+		t.Fatal(err)
+	}
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers, Queues: o.Queues(),

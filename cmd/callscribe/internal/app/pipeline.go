@@ -83,7 +83,9 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 		}
 	}()
 	var err error
-	e.Ledger, err = ledger.New(pool, &ledger.Config{Logger: a.Logger, Retention: a.Config.Ledger.Retention})
+	lc := a.Config.Ledger
+	lc.Logger = a.Logger
+	e.Ledger, err = ledger.New(pool, &lc)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +117,7 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 	if err != nil {
 		return nil, err
 	}
-	obCfg := outbox.Config{Destinations: dests, RetryAfter: a.Config.RetryAfter.Policy(), Logger: a.Logger,
+	obCfg := outbox.Config{Destinations: dests, RetryAfter: a.Config.RetryAfter, Logger: a.Logger,
 		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.Windows, AdmissionMaxAge: cfg.AdmissionMaxAge,
 		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout, ReplayTargets: replayTargets,
 		ReplayWorkers: a.Config.Replay.Workers, ReplayChunk: a.Config.Replay.Chunk,
@@ -130,7 +132,9 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 	if caps.Metrics != nil {
 		obCfg.Metrics, deps.Metrics = caps.Metrics, caps.Metrics
 	}
-	e.Outbox = outbox.New(obCfg, pool, e.Ledger)
+	if e.Outbox, err = outbox.New(obCfg, pool, e.Ledger); err != nil {
+		return nil, err
+	}
 	deps.Commit = e.Outbox.CommitStep
 	e.Jobs, err = jobs.New(pool, e.Ledger, cfg, deps)
 	if err != nil {

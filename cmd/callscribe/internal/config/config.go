@@ -12,8 +12,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,23 +25,22 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/fielderr"
 	"github.com/callscribe/callscribe/internal/vendorhttp"
 	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
+	"github.com/callscribe/callscribe/outbox"
 )
 
 // Defaults of the configuration keys. README.md's configuration table lists
 // the same keys; TestConfigDocumented keeps the two in step.
 const (
-	LogLevelDefault         = "info"
-	LogFormatDefault        = "text"
-	RunAsUserDefault        = "postgres"
-	RetentionDefault        = 90 * 24 * time.Hour
-	RetryBaseBackoffDefault = time.Second
-	RetryMaxBackoffDefault  = 5 * time.Minute
-	RetryMaxDelayDefault    = time.Hour
-	EnvDatabaseURL          = "CALLSCRIBE_DATABASE_URL"
-	EnvRedisURL             = "CALLSCRIBE_REDIS_URL"
+	LogLevelDefault  = "info"
+	LogFormatDefault = "text"
+	RunAsUserDefault = "postgres"
+	EnvDatabaseURL   = "CALLSCRIBE_DATABASE_URL"
+	EnvRedisURL      = "CALLSCRIBE_REDIS_URL"
 	// EnvAPIToken, when set, is the bearer token every request to
 	// `callscribe serve` must carry. Unset: no authentication.
 	EnvAPIToken = "CALLSCRIBE_API_TOKEN"
@@ -53,7 +52,10 @@ const (
 )
 
 // Config is everything callscribe reads at start. Sources, later wins:
-// defaults, the YAML file named by --config, the environment.
+// defaults, the YAML file named by --config, the environment. The
+// packages' configurations are read as they are (ledger.Config,
+// retryafter.Policy, jobs.Config through their yaml tags), each validated
+// by its own Validate; their errors name the file's keys.
 type Config struct {
 	// DatabaseURL of PostgreSQL. Environment: CALLSCRIBE_DATABASE_URL.
 	// Default "": start a throwaway cluster from the machine's PostgreSQL
@@ -65,9 +67,11 @@ type Config struct {
 
 	Log              LogConfig              `yaml:"log"`
 	EmbeddedPostgres EmbeddedPostgresConfig `yaml:"embedded_postgres"`
-	Ledger           LedgerConfig           `yaml:"ledger"`
-	RetryAfter       RetryAfterConfig       `yaml:"retry_after"`
-	Audio            AudioConfig            `yaml:"audio"`
+	// Ledger: the durable record (retention).
+	Ledger ledger.Config `yaml:"ledger"`
+	// RetryAfter: the timing policy for throttled vendors and CRMs.
+	RetryAfter retryafter.Policy `yaml:"retry_after"`
+	Audio      AudioConfig       `yaml:"audio"`
 	// Pipeline: tenants, queues, deadlines, probes (see jobs.Config), and
 	// each tenant's CRM.
 	Pipeline PipelineConfig `yaml:"pipeline"`
@@ -321,31 +325,19 @@ type EmbeddedPostgresConfig struct {
 	RunAsUser string `yaml:"run_as_user"`
 }
 
-// LedgerConfig configures the durable record.
-type LedgerConfig struct {
-	// Retention: terminal recordings last changed longer ago than this
-	// may be removed, whole histories, by `callscribe ledger purge`.
-	// Default 2160h (90 days). Must be positive.
-	Retention time.Duration `yaml:"retention"`
-}
-
-// RetryAfterConfig is the timing policy for throttled vendors and CRMs.
-type RetryAfterConfig struct {
-	// BaseBackoff: first step of the fallback exponential backoff used
-	// when a throttled answer has no usable Retry-After. Default 1s.
-	BaseBackoff time.Duration `yaml:"base_backoff"`
-	// MaxBackoff caps the fallback backoff. Default 5m.
-	MaxBackoff time.Duration `yaml:"max_backoff"`
-	// MaxDelay clamps an enormous Retry-After; the clamp is recorded.
-	// Default 1h. Must be at least MaxBackoff.
-	MaxDelay time.Duration `yaml:"max_delay"`
-}
-
 // PipelineConfig is the pipeline section with the timing policy added.
 func (c Config) PipelineConfig() jobs.Config {
-	p := c.Pipeline.Config
-	p.RetryAfter = c.RetryAfter.Policy()
+	p := c.pipelineOnly()
+	p.RetryAfter = c.RetryAfter
 	p.Retention = c.Ledger.Retention
+	return p
+}
+
+// pipelineOnly is the pipeline section as jobs.Config, without what other
+// sections set (the timing policy, the retention), so that validating it
+// reports only the pipeline section's own problems.
+func (c Config) pipelineOnly() jobs.Config {
+	p := c.Pipeline.Config
 	if c.Pipeline.Tenants != nil {
 		p.Tenants = make(map[string]jobs.TenantConfig, len(c.Pipeline.Tenants))
 		for id, t := range c.Pipeline.Tenants {
@@ -371,57 +363,98 @@ func (c Config) TenantCRMs() map[string]CRMConfig {
 	return out
 }
 
-// Policy is the timing policy this section configures.
-func (r RetryAfterConfig) Policy() retryafter.Policy {
-	return retryafter.Policy{BaseBackoff: r.BaseBackoff, MaxBackoff: r.MaxBackoff, MaxDelay: r.MaxDelay}
-}
-
-// WithDefaults returns c with every zero field set to its default.
+// WithDefaults returns c with every zero field of the file's set to its
+// default: the binary's own, and those of the packages' configurations
+// (from their WithDefaults). What a file cannot set (clocks, loggers) is
+// left for the packages to default where they are used.
 func (c Config) WithDefaults() Config {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
-	}
-	defD := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.Log.Level, LogLevelDefault)
-	def(&c.Log.Format, LogFormatDefault)
-	def(&c.EmbeddedPostgres.RunAsUser, RunAsUserDefault)
-	def(&c.StatusPage.SecureCookies, string(status.SecureAuto))
-	defD(&c.Ledger.Retention, RetentionDefault)
-	defD(&c.RetryAfter.BaseBackoff, RetryBaseBackoffDefault)
-	defD(&c.RetryAfter.MaxBackoff, RetryMaxBackoffDefault)
-	defD(&c.RetryAfter.MaxDelay, RetryMaxDelayDefault)
+	c.Log.Level = cmp.Or(c.Log.Level, LogLevelDefault)
+	c.Log.Format = cmp.Or(c.Log.Format, LogFormatDefault)
+	c.EmbeddedPostgres.RunAsUser = cmp.Or(c.EmbeddedPostgres.RunAsUser, RunAsUserDefault)
+	c.StatusPage.SecureCookies = cmp.Or(c.StatusPage.SecureCookies, string(status.SecureAuto))
+	c.Ledger.Retention = c.Ledger.WithDefaults().Retention
+	p := c.RetryAfter.WithDefaults()
+	c.RetryAfter.BaseBackoff, c.RetryAfter.MaxBackoff, c.RetryAfter.MaxDelay = p.BaseBackoff, p.MaxBackoff, p.MaxDelay
 	return c
 }
 
-func (c Config) validate() error {
+// Validate reports every problem with c, each once, naming its key in the
+// configuration file: the packages' configurations are validated by their
+// own Validate, whose field errors (Go paths) are named by the yaml tags.
+func (c Config) Validate() error {
+	errs := []error{
+		c.validateOwn(),
+		fielderr.In(c.Ledger.Validate(), "Ledger"),
+		fielderr.In(c.RetryAfter.Validate(), "RetryAfter"),
+		fielderr.In(c.pipelineOnly().WithDefaults().Validate(), "Pipeline"),
+		outboxPaths(c.outboxOnly().WithDefaults().Validate()),
+	}
+	return inYAML(reflect.TypeFor[Config](), errors.Join(errs...))
+}
+
+// outboxOnly is what of outbox.Config the file sets: the tenants' CRM
+// deadlines, the replay targets' scopes and deadlines, the replay queue's
+// workers and chunk (no target is built).
+func (c Config) outboxOnly() outbox.Config {
+	o := outbox.Config{ReplayWorkers: c.Replay.Workers, ReplayChunk: c.Replay.Chunk}
+	for id, crm := range c.TenantCRMs() {
+		if o.Destinations == nil {
+			o.Destinations = map[string]outbox.Destination{}
+		}
+		o.Destinations[id] = outbox.Destination{Name: crm.Kind, Scope: crm.Scope, DeliveryDeadline: crm.DeliveryDeadline}
+	}
+	for name, t := range c.CRMTargets {
+		if o.ReplayTargets == nil {
+			o.ReplayTargets = map[string]outbox.ReplayTarget{}
+		}
+		o.ReplayTargets[name] = outbox.ReplayTarget{Scope: cmp.Or(t.Scope, ReplayTargetScope(name)), DeliveryDeadline: t.DeliveryDeadline}
+	}
+	return o
+}
+
+// outboxPaths puts the field errors of outbox.Config (as outboxOnly makes
+// it) at the fields of Config they come from.
+func outboxPaths(err error) error {
+	var out []error
+	for _, e := range fielderr.Flatten(err) {
+		var fe *fielderr.Error
+		if !errors.As(e, &fe) || len(fe.Path) == 0 {
+			out = append(out, e)
+			continue
+		}
+		var at []string
+		switch rest := fe.Path[1:]; fe.Path[0] {
+		case "Destinations":
+			at = append([]string{"Pipeline", "Tenants", rest[0], "CRM"}, rest[1:]...)
+		case "ReplayTargets":
+			at = append([]string{"CRMTargets"}, rest...)
+		case "ReplayWorkers":
+			at = []string{"Replay", "Workers"}
+		case "ReplayChunk":
+			at = []string{"Replay", "Chunk"}
+		default:
+			at = fe.Path
+		}
+		out = append(out, &fielderr.Error{Path: at, Msg: fe.Msg, Refs: fe.Refs})
+	}
+	return errors.Join(out...)
+}
+
+// validateOwn reports the problems with what only the binary reads: the
+// log, the status page, the capacity section, the CRMs' kinds, scopes and
+// plain-http URLs.
+func (c Config) validateOwn() error {
 	var errs []error
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		errs = append(errs, fmt.Errorf("log.level: %q is not one of debug, info, warn, error", c.Log.Level))
+		errs = append(errs, fielderr.In(fielderr.Errorf("Level", "%q is not one of debug, info, warn, error", c.Log.Level), "Log"))
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
-		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
+		errs = append(errs, fielderr.In(fielderr.Errorf("Format", "%q is not text or json", c.Log.Format), "Log"))
 	}
 	if _, err := status.ParseSecureCookies(c.StatusPage.SecureCookies); err != nil {
-		errs = append(errs, fmt.Errorf("status_page.secure_cookies: %w", err))
-	}
-	positive := map[string]time.Duration{
-		"ledger.retention":         c.Ledger.Retention,
-		"retry_after.base_backoff": c.RetryAfter.BaseBackoff,
-		"retry_after.max_backoff":  c.RetryAfter.MaxBackoff,
-		"retry_after.max_delay":    c.RetryAfter.MaxDelay,
-	}
-	for _, k := range []string{"ledger.retention", "retry_after.base_backoff", "retry_after.max_backoff", "retry_after.max_delay"} {
-		if positive[k] < 0 {
-			errs = append(errs, fmt.Errorf("%s: %s must be positive", k, positive[k]))
-		}
+		errs = append(errs, fielderr.In(err, "StatusPage", "SecureCookies"))
 	}
 	if err := c.Capacity.startRate(); err != nil {
 		errs = append(errs, err)
@@ -446,54 +479,31 @@ func (c Config) validate() error {
 	if c.Capacity.OrgLimit < 0 {
 		errs = append(errs, fmt.Errorf("capacity.org_limit: %d must be positive (0 or unset: %s, else 10)", c.Capacity.OrgLimit, EnvDefaultOrgLimit))
 	}
-	if err := c.RetryAfter.Policy().Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("retry_after: %w", err))
-	}
-	if err := c.PipelineConfig().WithDefaults().Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	ids := make([]string, 0, len(c.Pipeline.Tenants))
-	for id := range c.Pipeline.Tenants {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		crm := c.Pipeline.Tenants[id].CRM
-		if k := crm.Kind; k != "" && !slices.Contains(connector.Kinds(), k) {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.kind: %q is not one of %v", id, k, connector.Kinds()))
-		}
-		if crm.DeliveryDeadline < 0 {
-			errs = append(errs, fmt.Errorf("pipeline.tenants.%s.crm.delivery_deadline: %s must be positive", id, crm.DeliveryDeadline))
-		}
+	for _, id := range slices.Sorted(maps.Keys(c.Pipeline.Tenants)) {
 		t := c.Pipeline.Tenants[id]
-		errs = append(errs, plainHTTP("pipeline.tenants."+id+".base_url", t.BaseURL, t.AllowInsecureHTTP))
-		if crm.Kind != "" {
-			errs = append(errs, plainHTTP("pipeline.tenants."+id+".crm.base_url", crm.BaseURL, crm.AllowInsecureHTTP))
+		at := []string{"Pipeline", "Tenants", fielderr.Key(id)}
+		if k := t.CRM.Kind; k != "" && !slices.Contains(connector.Kinds(), k) {
+			errs = append(errs, fielderr.In(fielderr.Errorf("Kind", "%q is not one of %v", k, connector.Kinds()), append(at, "CRM")...))
+		}
+		errs = append(errs, fielderr.In(plainHTTP(t.BaseURL, t.AllowInsecureHTTP), append(at, "BaseURL")...))
+		if t.CRM.Kind != "" {
+			errs = append(errs, fielderr.In(plainHTTP(t.CRM.BaseURL, t.CRM.AllowInsecureHTTP), append(at, "CRM", "BaseURL")...))
 		}
 	}
-	names := make([]string, 0, len(c.CRMTargets))
-	for name := range c.CRMTargets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	crms := c.TenantCRMs()
+	for _, name := range slices.Sorted(maps.Keys(c.CRMTargets)) {
 		t := c.CRMTargets[name]
+		at := []string{"CRMTargets", fielderr.Key(name)}
 		if !slices.Contains(connector.Kinds(), t.Kind) {
-			errs = append(errs, fmt.Errorf("crm_targets.%s.kind: %q is not one of %v", name, t.Kind, connector.Kinds()))
+			errs = append(errs, fielderr.In(fielderr.Errorf("Kind", "%q is not one of %v", t.Kind, connector.Kinds()), at...))
 		}
-		errs = append(errs, plainHTTP("crm_targets."+name+".base_url", t.BaseURL, t.AllowInsecureHTTP))
-		if t.DeliveryDeadline < 0 {
-			errs = append(errs, fmt.Errorf("crm_targets.%s.delivery_deadline: %s must be positive", name, t.DeliveryDeadline))
-		}
+		errs = append(errs, fielderr.In(plainHTTP(t.BaseURL, t.AllowInsecureHTTP), append(at, "BaseURL")...))
 		scope := cmp.Or(t.Scope, ReplayTargetScope(name))
-		for id, crm := range c.TenantCRMs() {
-			if crm.Scope == scope {
-				errs = append(errs, fmt.Errorf("crm_targets.%s.scope: %q is tenant %s's CRM scope: a replay target needs a scope of its own, so that replay never waits on or takes production's deferral and window", name, scope, id))
+		for _, id := range slices.Sorted(maps.Keys(crms)) {
+			if crms[id].Scope == scope {
+				errs = append(errs, fielderr.In(fielderr.Errorf("Scope", "%q is tenant %s's CRM scope: a replay target needs a scope of its own, so that replay never waits on or takes production's deferral and window", scope, id), at...))
 			}
 		}
-	}
-	if c.Replay.Workers < 0 || c.Replay.Chunk < 0 {
-		errs = append(errs, fmt.Errorf("replay.workers %d and replay.chunk %d: want 0 (default) or more", c.Replay.Workers, c.Replay.Chunk))
 	}
 	return errors.Join(errs...)
 }
@@ -501,7 +511,7 @@ func (c Config) validate() error {
 // plainHTTP refuses a base URL with scheme http to a host that is not
 // loopback unless allowed. A URL that does not parse is left to the
 // adapter, whose error says what is wrong with it.
-func plainHTTP(key, raw string, allow bool) error {
+func plainHTTP(raw string, allow bool) error {
 	if raw == "" {
 		return nil
 	}
@@ -510,7 +520,7 @@ func plainHTTP(key, raw string, allow bool) error {
 		return nil
 	}
 	if err := vendorhttp.CheckPlainHTTP(base, allow); err != nil {
-		return fmt.Errorf("%s: %s %w", key, base.Redacted(), err)
+		return fmt.Errorf("%s %w", base.Redacted(), err)
 	}
 	return nil
 }
@@ -606,7 +616,7 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	c = c.WithDefaults()
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		where := "configuration"
 		if path != "" {
 			where = "config " + path

@@ -145,7 +145,10 @@ func (c *sharedCollector) collectDatabase(ctx context.Context, ch chan<- prometh
 	if err != nil {
 		return err
 	}
-	ob := outbox.New(outbox.Config{}, pool, l)
+	ob, err := outbox.New(outbox.Config{}, pool, l)
+	if err != nil {
+		return err
+	}
 	oldest, err := l.OldestEligible(ctx, now)
 	if err != nil {
 		return err

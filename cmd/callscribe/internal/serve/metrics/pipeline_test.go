@@ -100,7 +100,10 @@ func TestMetricsRollout(t *testing.T) {
 		InFlightRetryAfter: 200 * time.Millisecond, Latency: 20 * time.Millisecond, LatencyJitter: 20 * time.Millisecond,
 		TroubleSeed: 7},
 		jobs.Config{}, n, jobs.Deps{Commit: commit, Metrics: procA})
-	ob = outbox.New(outbox.Config{}, e.Pool, e.Ledger) // no CRM: committed, nothing to deliver
+	ob, obErr := outbox.New(outbox.Config{}, e.Pool, e.Ledger) // no CRM: committed, nothing to deliver
+	if obErr != nil {
+		t.Fatal(obErr)
+	}
 	serve := metrics.New(metrics.Config{Pool: e.Pool})
 	scope := e.Pipeline.Config().Tenants["t1"].Scope
 

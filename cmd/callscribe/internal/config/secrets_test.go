@@ -1,4 +1,4 @@
-package cli_test
+package config_test
 
 import (
 	"bytes"
