@@ -75,3 +75,29 @@ func TestFetchCooldown(t *testing.T) {
 		t.Fatalf("Validate() = %v, want an error naming FetchCooldown", err)
 	}
 }
+
+// Validate names each field by its Go path, the fields its message refers
+// to by their Go names; MinConfidence may be 0, and unset is the default.
+func TestValidateNamesGoPaths(t *testing.T) {
+	t.Parallel()
+	zero, two := 0.0, 2.0
+	cfg := jobs.Config{StepTimeout: 10 * time.Minute, RescueAfter: 5 * time.Minute, Tenants: map[string]jobs.TenantConfig{
+		"t1":   {Provider: stt.KindGenericHTTP, APIKey: "k", MinConfidence: &two},
+		"zero": {Provider: stt.KindGenericHTTP, APIKey: "k", MinConfidence: &zero},
+	}}.WithDefaults()
+	err := cfg.Validate()
+	for _, want := range []string{`Tenants["t1"].MinConfidence: 2 is not within 0..1`, "RescueAfter: 5m0s must exceed StepTimeout 10m0s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), `"zero"`) {
+		t.Errorf("Validate() = %v: MinConfidence 0 refused", err)
+	}
+	if m := cfg.Tenants["zero"].MinConfidence; *m != 0 {
+		t.Errorf("MinConfidence 0 became %v", *m)
+	}
+	if m := (jobs.TenantConfig{}).WithDefaults().MinConfidence; m == nil || *m != jobs.MinConfidenceDefault {
+		t.Errorf("unset MinConfidence is %v, want %v", m, jobs.MinConfidenceDefault)
+	}
+}
