@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -116,6 +117,26 @@ type Config struct {
 	Production bool `yaml:"production"`
 }
 
+// WithDefaults returns c with every field its kind gives a default and
+// that is left zero set to it: BaseURL (hubspot), Timeout, APIVersion,
+// SObject and ExternalIDField (salesforce), TimeZone and IDProperty
+// (hubspot), Clock. A negative Timeout is kept (no target timeout).
+func (c Config) WithDefaults() Config {
+	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
+	c.Clock = cmp.Or[clock.Clock](c.Clock, clock.System{})
+	switch c.Kind {
+	case KindSalesforce:
+		c.APIVersion = cmp.Or(c.APIVersion, SalesforceAPIVersionDefault)
+		c.SObject = cmp.Or(c.SObject, SalesforceSObjectDefault)
+		c.ExternalIDField = cmp.Or(c.ExternalIDField, SalesforceExternalIDFieldDefault)
+	case KindHubSpot:
+		c.BaseURL = cmp.Or(c.BaseURL, HubSpotBaseURLDefault)
+		c.TimeZone = cmp.Or(c.TimeZone, HubSpotTimeZoneDefault)
+		c.IDProperty = cmp.Or(c.IDProperty, HubSpotIDPropertyDefault)
+	}
+	return c
+}
+
 // String describes c without its token, for logs and errors.
 func (c Config) String() string {
 	return fmt.Sprintf("connector.Config{Kind: %q, BaseURL: %q, Token: %s, Production: %t}",
@@ -148,14 +169,11 @@ var (
 	apiNamePattern    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 )
 
-// endpointFor applies the kind's default base URL, validates the fields
-// every target shares and returns the endpoint its requests go through.
-// Errors name the field.
-func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
+// endpointFor validates the fields every target shares (of c, defaults
+// applied) and returns the endpoint its requests go through. Errors name
+// the field.
+func (c Config) endpointFor(kind string) (*endpoint, error) {
 	prefix := "crm target: " + kind + ": "
-	if c.BaseURL == "" {
-		c.BaseURL = defaultBase
-	}
 	if c.BaseURL == "" {
 		return nil, fmt.Errorf("%sConfig.BaseURL is required", prefix)
 	}
@@ -172,13 +190,6 @@ func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
 	if strings.ContainsAny(c.Token, "\r\n") {
 		return nil, fmt.Errorf("%sConfig.Token must not contain a line break", prefix)
 	}
-	if c.Timeout == 0 {
-		c.Timeout = TimeoutDefault
-	}
-	clk := c.Clock
-	if clk == nil {
-		clk = clock.System{}
-	}
 	return &endpoint{
 		Endpoint: vendorhttp.Endpoint{
 			Client:    vendorhttp.NoRedirects(c.HTTPClient),
@@ -188,7 +199,7 @@ func (c Config) endpointFor(kind, defaultBase string) (*endpoint, error) {
 			UserAgent: userAgent,
 		},
 		token: c.Token,
-		now:   clk.Now,
+		now:   c.Clock.Now,
 		scrub: newScrubber(c.Token),
 	}, nil
 }
@@ -218,5 +229,5 @@ func New(cfg Config) (Target, error) {
 	if !ok {
 		return nil, fmt.Errorf("crm target: unknown Config.Kind %q (known: %s)", cfg.Kind, strings.Join(Kinds(), ", "))
 	}
-	return ctor(cfg)
+	return ctor(cfg.WithDefaults())
 }

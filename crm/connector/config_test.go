@@ -99,7 +99,7 @@ func TestConfigHTTPClient(t *testing.T) {
 func TestConfigTimeoutDefault(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[time.Duration]time.Duration{0: TimeoutDefault, -1: -1, time.Second: time.Second} {
-		ep, err := Config{BaseURL: "https://crm.example.com", Token: testToken, Timeout: in}.endpointFor(KindWebhook, "")
+		ep, err := Config{Kind: KindWebhook, BaseURL: "https://crm.example.com", Token: testToken, Timeout: in}.WithDefaults().endpointFor(KindWebhook)
 		mustNoErr(t, err)
 		if ep.Timeout != want {
 			t.Errorf("Timeout %v → %v, want %v", in, ep.Timeout, want)

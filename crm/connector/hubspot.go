@@ -27,17 +27,11 @@ type hubspot struct {
 var hubspotPropertyPattern = apiNamePattern
 
 func newHubSpot(cfg Config) (Target, error) {
-	ep, err := cfg.endpointFor(KindHubSpot, HubSpotBaseURLDefault)
+	ep, err := cfg.endpointFor(KindHubSpot)
 	if err != nil {
 		return nil, err
 	}
 	h := &hubspot{ep: ep, zone: cfg.TimeZone, idProp: cfg.IDProperty}
-	if h.zone == "" {
-		h.zone = HubSpotTimeZoneDefault
-	}
-	if h.idProp == "" {
-		h.idProp = HubSpotIDPropertyDefault
-	}
 	if h.loc, err = time.LoadLocation(h.zone); err != nil || h.zone == "Local" {
 		return nil, fmt.Errorf("crm target: hubspot: Config.TimeZone %q is not an IANA time zone name", h.zone)
 	}

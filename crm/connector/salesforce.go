@@ -23,20 +23,11 @@ type salesforce struct {
 }
 
 func newSalesforce(cfg Config) (Target, error) {
-	ep, err := cfg.endpointFor(KindSalesforce, "")
+	ep, err := cfg.endpointFor(KindSalesforce)
 	if err != nil {
 		return nil, err
 	}
 	s := &salesforce{ep: ep, version: cfg.APIVersion, sobject: cfg.SObject, field: cfg.ExternalIDField}
-	if s.version == "" {
-		s.version = SalesforceAPIVersionDefault
-	}
-	if s.sobject == "" {
-		s.sobject = SalesforceSObjectDefault
-	}
-	if s.field == "" {
-		s.field = SalesforceExternalIDFieldDefault
-	}
 	switch {
 	case !apiVersionPattern.MatchString(s.version):
 		return nil, fmt.Errorf("crm target: salesforce: Config.APIVersion %q must look like v59.0", s.version)

@@ -19,7 +19,7 @@ type webhook struct {
 }
 
 func newWebhook(cfg Config) (Target, error) {
-	ep, err := cfg.endpointFor(KindWebhook, "")
+	ep, err := cfg.endpointFor(KindWebhook)
 	if err != nil {
 		return nil, err
 	}
