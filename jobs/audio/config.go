@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -14,7 +15,8 @@ import (
 // 55 minutes of 16 kHz 16-bit mono or 3.6 hours of 8 kHz µ-law.
 const MaxBytesDefault int64 = 100 << 20
 
-// Config says where recordings are and how large one may be.
+// Config says where recordings are and how large one may be. The yaml keys
+// are those of callscribe's configuration file (its audio section).
 type Config struct {
 	// URL is the recordings root, opened with gocloud.dev/blob:
 	//
@@ -29,22 +31,21 @@ type Config struct {
 	// gcsblob, azureblob, fileblob); "prefix" narrows a cloud bucket to the
 	// keys under it, and is refused for a directory root (put it in the
 	// path). Credentials come from the environment, never from the URL: user
-	// information is refused. Required: there is no default root.
-	URL string
+	// information is refused. Required: there is no default root
+	// (callscribe's audio.root defaults to its working directory).
+	URL string `yaml:"root"`
 
 	// MaxBytes is the largest recording accepted, in bytes. A larger one is
 	// refused with a *TooLargeError, and reading stops at the limit: at most
 	// MaxBytes+1 bytes of any object are read. Default MaxBytesDefault
 	// (100 MiB) when 0; negative is an error.
-	MaxBytes int64
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // WithDefaults returns a copy of c with each zero field that has a default
 // set to it.
 func (c Config) WithDefaults() Config {
-	if c.MaxBytes == 0 {
-		c.MaxBytes = MaxBytesDefault
-	}
+	c.MaxBytes = cmp.Or(c.MaxBytes, MaxBytesDefault)
 	return c
 }
 

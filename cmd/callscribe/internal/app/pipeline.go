@@ -89,7 +89,7 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 	if err != nil {
 		return nil, err
 	}
-	root := a.Config.Audio.Root
+	root := a.Config.Audio.URL
 	if root == "" {
 		if root, err = os.Getwd(); err != nil {
 			return nil, err

@@ -28,6 +28,7 @@ import (
 	"github.com/callscribe/callscribe/internal/fielderr"
 	"github.com/callscribe/callscribe/internal/vendorhttp"
 	"github.com/callscribe/callscribe/jobs"
+	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 	"github.com/callscribe/callscribe/outbox"
@@ -71,7 +72,9 @@ type Config struct {
 	Ledger ledger.Config `yaml:"ledger"`
 	// RetryAfter: the timing policy for throttled vendors and CRMs.
 	RetryAfter retryafter.Policy `yaml:"retry_after"`
-	Audio      AudioConfig       `yaml:"audio"`
+	// Audio: where recordings are read from. Default root "": the working
+	// directory.
+	Audio audio.Config `yaml:"audio"`
 	// Pipeline: tenants, queues, deadlines, probes (see jobs.Config), and
 	// each tenant's CRM.
 	Pipeline PipelineConfig `yaml:"pipeline"`
@@ -294,16 +297,6 @@ type CapacityOrg struct {
 type CapacityLimit struct {
 	Limit        int `yaml:"limit"`
 	BatchReserve int `yaml:"batch_reserve"`
-}
-
-// AudioConfig says where recordings are read from.
-type AudioConfig struct {
-	// Root of the recordings: a directory (file:///var/recordings or a
-	// path), s3://bucket?region=.., gs://bucket or azblob://container.
-	// Default "": the current directory.
-	Root string `yaml:"root"`
-	// MaxBytes: larger recordings are refused. Default 104857600 (100 MiB).
-	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // LogConfig configures the structured log on stderr.

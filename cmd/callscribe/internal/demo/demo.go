@@ -174,7 +174,7 @@ func Run(ctx context.Context, process *app.App, out io.Writer, o Options) error 
 		crmURL, 50*o.Sim.RateLimitShare, 100*o.Sim.ServerErrorShare, 100*o.Sim.DropAfterAcceptShare)
 	crmCfg := config.CRMConfig{Config: connector.Config{Kind: connector.KindWebhook, BaseURL: crmURL, Token: "demo-crm-token"}}
 
-	a.Config.Audio.Root = recRoot
+	a.Config.Audio.URL = recRoot
 	pc := a.Config.Pipeline
 	pc.Tenants = map[string]config.TenantConfig{
 		"northline": {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", Account: "demo-a", TimeZone: "America/Chicago"}, CRM: crmCfg},
