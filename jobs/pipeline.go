@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/extract"
+	"github.com/callscribe/callscribe/internal/fielderr"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
@@ -174,7 +174,7 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline
 		}
 		prov, err := stt.New(t.Provider, stt.Config{BaseURL: t.BaseURL, AllowInsecureHTTP: t.AllowInsecureHTTP, APIKey: t.APIKey, Model: t.Model})
 		if err != nil {
-			return nil, fmt.Errorf("pipeline.tenants.%s: %w", id, err)
+			return nil, fielderr.In(err, "Tenants", fielderr.Key(id))
 		}
 		p.providers[id] = prov
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/jobs"
@@ -138,7 +139,7 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 	deps.Commit = e.Outbox.CommitStep
 	e.Jobs, err = jobs.New(pool, e.Ledger, cfg, deps)
 	if err != nil {
-		return nil, err
+		return nil, config.Named(err, "Pipeline")
 	}
 	e.Client, err = NewRiverClient(pool, a.Logger, e.Jobs, e.Outbox, caps.Queues)
 	if err != nil {

@@ -48,6 +48,25 @@ func yamlKey(t reflect.Type, path []string) string {
 	return strings.Join(keys, ".")
 }
 
+// Named is err, an error of a package whose configuration is the field at
+// Go path at of Config, with its field errors naming their keys in the
+// file: jobs.New's error about Tenants["acme"] (at "Pipeline") names
+// pipeline.tenants.acme. Other errors are kept as they are.
+func Named(err error, at ...string) error {
+	if err == nil {
+		return nil
+	}
+	var out []error
+	for _, e := range fielderr.Flatten(err) {
+		var fe *fielderr.Error
+		if errors.As(e, &fe) {
+			e = &fielderr.Error{Path: append(append([]string(nil), at...), fe.Path...), Msg: fe.Msg, Refs: fe.Refs}
+		}
+		out = append(out, e)
+	}
+	return inYAML(reflect.TypeFor[Config](), errors.Join(out...))
+}
+
 // inYAML rewrites every field error in err (a *fielderr.Error whose path
 // is a Go path in a value of type t) to name the configuration file's key,
 // and the fields its message refers to by theirs:
