@@ -4,10 +4,27 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/render"
 )
+
+// setLimitOptions are the arguments of `callscribe capacity set-limit`.
+type setLimitOptions struct {
+	provider, kind, limitArg string
+	limit                    int // limitArg parsed by Validate
+}
+
+// Validate parses LIMIT, a whole number >= 0.
+func (o *setLimitOptions) Validate() error {
+	n, err := strconv.Atoi(o.limitArg)
+	if err != nil || n < 0 {
+		return fmt.Errorf("LIMIT %q: want a whole number >= 0", o.limitArg)
+	}
+	o.limit = n
+	return nil
+}
 
 func (a *commands) capacityCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "capacity", Short: "Vendor concurrency slots shared by live calls and the pipeline"}
@@ -25,21 +42,7 @@ func (a *commands) capacityCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PROVIDER\tKIND\tIN USE\tLIMIT\tEFFECTIVE\tPEAK (LAST MINUTE SEEN)")
-			for _, s := range st {
-				eff := strconv.Itoa(s.EffectiveLimit)
-				if s.Learned {
-					eff += " (learned)"
-				}
-				peak := "-"
-				if n := len(s.PeakPerMinute); n > 0 {
-					p := s.PeakPerMinute[n-1]
-					peak = fmt.Sprintf("%d at %s", p.Peak, p.Minute.Format("15:04"))
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", s.Provider, s.Kind, s.InUse, s.ConfiguredLimit, eff, peak)
-			}
-			return tw.Flush()
+			return render.Capacity(cmd.OutOrStdout(), st)
 		},
 	}
 	setLimit := &cobra.Command{
@@ -47,20 +50,20 @@ func (a *commands) capacityCommand() *cobra.Command {
 		Short: "Set a provider's effective limit (the operator's; clears a learned one). Nothing raises a limit automatically.",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := strconv.Atoi(args[2])
-			if err != nil || n < 0 {
-				return fmt.Errorf("LIMIT %q: want a whole number >= 0", args[2])
+			o := setLimitOptions{provider: args[0], kind: args[1], limitArg: args[2]}
+			if err := o.Validate(); err != nil {
+				return err
 			}
 			l, rdb, err := a.OpenLeases()
 			if err != nil {
 				return err
 			}
 			defer func() { _ = rdb.Close() }()
-			if err := l.SetLimit(cmd.Context(), args[0], args[1], n); err != nil {
+			if err := l.SetLimit(cmd.Context(), o.provider, o.kind, o.limit); err != nil {
 				return err
 			}
-			a.Logger.Info("capacity limit set by an operator", slog.String("provider", args[0]), slog.String("kind", args[1]), slog.Int("limit", n))
-			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s limit set to %d\n", args[0], args[1], n)
+			a.Logger.Info("capacity limit set by an operator", slog.String("provider", o.provider), slog.String("kind", o.kind), slog.Int("limit", o.limit))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s limit set to %d\n", o.provider, o.kind, o.limit)
 			return nil
 		},
 	}

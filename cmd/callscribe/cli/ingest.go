@@ -13,44 +13,61 @@ import (
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/progress"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/render"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/jobs"
 )
 
+// ingestOptions are the flags of `callscribe ingest`: one recording, or a
+// manifest.
+type ingestOptions struct {
+	one                      ingest.Item
+	deadline, actionDeadline string // RFC 3339, parsed into one by Validate
+	manifest                 string
+}
+
+// Validate wants one recording or a manifest, and parses --deadline and
+// --action-deadline into the recording's item.
+func (o *ingestOptions) Validate() error {
+	if o.manifest == "" && (o.one.TenantID == "" || o.one.CallID == "" || o.one.Audio == "") {
+		return errors.New("give --tenant, --call and --audio, or --manifest FILE")
+	}
+	if o.deadline != "" {
+		d, err := time.Parse(time.RFC3339, o.deadline)
+		if err != nil {
+			return fmt.Errorf("--deadline %q: want RFC 3339, like 2026-11-30T18:00:00Z", o.deadline)
+		}
+		o.one.Deadline = &d
+	}
+	if o.actionDeadline != "" {
+		d, err := time.Parse(time.RFC3339, o.actionDeadline)
+		if err != nil {
+			return fmt.Errorf("--action-deadline %q: want RFC 3339, like 2026-11-30T17:00:00Z", o.actionDeadline)
+		}
+		o.one.ActionDeadline = &d
+	}
+	return nil
+}
+
 func (a *commands) ingestCommand() *cobra.Command {
-	var one ingest.Item
-	var deadline, actionDeadline, manifest string
+	var o ingestOptions
 	cmd := &cobra.Command{
 		Use:   "ingest (--tenant T --call C --audio PATH | --manifest FILE.jsonl)",
 		Short: "Take in one recording, or every line of a JSONL manifest, and enqueue its transcription",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			if manifest == "" && (one.TenantID == "" || one.CallID == "" || one.Audio == "") {
-				return errors.New("give --tenant, --call and --audio, or --manifest FILE")
-			}
-			if deadline != "" {
-				d, err := time.Parse(time.RFC3339, deadline)
-				if err != nil {
-					return fmt.Errorf("--deadline %q: want RFC 3339, like 2026-11-30T18:00:00Z", deadline)
-				}
-				one.Deadline = &d
-			}
-			if actionDeadline != "" {
-				d, err := time.Parse(time.RFC3339, actionDeadline)
-				if err != nil {
-					return fmt.Errorf("--action-deadline %q: want RFC 3339, like 2026-11-30T17:00:00Z", actionDeadline)
-				}
-				one.ActionDeadline = &d
-			}
 			e, err := a.OpenPipeline(ctx, app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			if manifest == "" {
-				req, err := one.Request(ingest.Operator)
+			if o.manifest == "" {
+				req, err := o.one.Request(ingest.Operator)
 				if err != nil {
 					return err
 				}
@@ -58,37 +75,23 @@ func (a *commands) ingestCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				printIngest(out, res)
+				render.Ingest(out, res)
 				return nil
 			}
-			return a.ingestManifest(cmd, e, manifest)
+			return a.ingestManifest(cmd, e, o.manifest)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&one.TenantID, "tenant", "", "tenant id (must be in pipeline.tenants)")
-	f.StringVar(&one.CallID, "call", "", "call id")
-	f.StringVar(&one.Audio, "audio", "", "recording: a path under audio.root")
-	f.StringVar(&one.Lane, "lane", "", "immediate or batch (default: by rule: immediate when --deadline or --action-deadline is sooner than pipeline.batch_completion_bound, else batch)")
-	f.StringVar(&deadline, "deadline", "", "RFC 3339 deadline (default: the lane's)")
-	f.StringVar(&actionDeadline, "action-deadline", "", "RFC 3339 time the call's CRM follow-up is due (routes only)")
-	f.StringVar(&one.Model, "model", "", "speech model (default: the tenant's)")
-	f.StringVar(&one.Language, "language", "", "ISO 639-1 language (default: auto-detect)")
-	f.StringVar(&manifest, "manifest", "", "JSONL file: one {tenant_id, call_id, audio, lane, deadline, action_deadline, model, language, started_at} per line, each at most 64 KiB")
+	f.StringVar(&o.one.TenantID, "tenant", "", "tenant id (must be in pipeline.tenants)")
+	f.StringVar(&o.one.CallID, "call", "", "call id")
+	f.StringVar(&o.one.Audio, "audio", "", "recording: a path under audio.root")
+	f.StringVar(&o.one.Lane, "lane", "", "immediate or batch (default: by rule: immediate when --deadline or --action-deadline is sooner than pipeline.batch_completion_bound, else batch)")
+	f.StringVar(&o.deadline, "deadline", "", "RFC 3339 deadline (default: the lane's)")
+	f.StringVar(&o.actionDeadline, "action-deadline", "", "RFC 3339 time the call's CRM follow-up is due (routes only)")
+	f.StringVar(&o.one.Model, "model", "", "speech model (default: the tenant's)")
+	f.StringVar(&o.one.Language, "language", "", "ISO 639-1 language (default: auto-detect)")
+	f.StringVar(&o.manifest, "manifest", "", "JSONL file: one {tenant_id, call_id, audio, lane, deadline, action_deadline, model, language, started_at} per line, each at most 64 KiB")
 	return cmd
-}
-
-func printIngest(w io.Writer, res jobs.IngestResult) {
-	r := res.Recording
-	switch {
-	case !res.Created:
-		fmt.Fprintf(w, "already known: %s %s/%s is %s\n", r.ID, r.TenantID, r.CallID, r.State)
-	case res.CallIDReused:
-		fmt.Fprintf(w, "ingested %s %s/%s (this call id was seen before with other audio: kept as a new recording)\n", r.ID, r.TenantID, r.CallID)
-	case res.Route != nil:
-		fmt.Fprintf(w, "ingested %s %s/%s on %s (%s), deadline %s\n", r.ID, r.TenantID, r.CallID, r.Lane, res.Route.Reason, r.Deadline.Format(time.RFC3339))
-	default:
-		fmt.Fprintf(w, "ingested %s %s/%s on %s, deadline %s\n", r.ID, r.TenantID, r.CallID, r.Lane, r.Deadline.Format(time.RFC3339))
-	}
 }
 
 // manifestChunk is how many manifest lines ingest reads before writing

@@ -1,20 +1,10 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
-	"maps"
-	"slices"
-	"strings"
-	"text/tabwriter"
-	"time"
-
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
-	"github.com/callscribe/callscribe/jobs"
-	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/render"
 )
 
 // retentionCommand is `callscribe retention run`: the purge the worker
@@ -28,8 +18,16 @@ func (a *commands) retentionCommand() *cobra.Command {
 	return cmd
 }
 
+// retentionOptions are the flags of `callscribe retention run` (and
+// `ledger purge`).
+type retentionOptions struct{ dryRun, json bool }
+
+// Validate has nothing to refuse: both flags are switches, and any
+// combination runs.
+func (o retentionOptions) Validate() error { return nil }
+
 func (a *commands) retentionRunCommand(use, short string) *cobra.Command {
-	var dryRun, asJSON bool
+	var o retentionOptions
 	run := &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -43,28 +41,31 @@ still uses it). Each batch is recorded (retention_purges, retention_audio).
 --dry-run prints what would be removed, per tenant, and changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
 			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
 			out := cmd.OutOrStdout()
-			if dryRun {
+			if o.dryRun {
 				pre, err := e.Jobs.PreviewRetention(cmd.Context())
 				if err != nil {
 					return err
 				}
-				return printRetentionPreview(out, e.Jobs.RetentionPolicy(), pre, asJSON)
+				return render.RetentionPreview(out, e.Jobs.RetentionPolicy(), pre, o.json)
 			}
 			rep, err := e.Jobs.RunRetention(cmd.Context(), "callscribe retention run")
 			if err != nil {
 				return err
 			}
-			return printRetentionReport(out, rep, asJSON)
+			return render.RetentionReport(out, rep, o.json)
 		},
 	}
-	run.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be removed, per tenant; change nothing")
-	run.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	run.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be removed, per tenant; change nothing")
+	run.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return run
 }
 
@@ -76,59 +77,4 @@ func (a *commands) ledgerCommand() *cobra.Command {
 	}
 	cmd.AddCommand(a.retentionRunCommand("purge", "Same as `callscribe retention run`"))
 	return cmd
-}
-
-func printRetentionPreview(w io.Writer, policy ledger.PurgeOpts, pre []ledger.TenantPreview, asJSON bool) error {
-	if asJSON {
-		tenants := map[string]string{}
-		for id, d := range policy.Tenants {
-			tenants[id] = d.String()
-		}
-		if pre == nil {
-			pre = []ledger.TenantPreview{}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"dry_run": true, "default_retention": policy.OlderThan.String(),
-			"tenant_retention": tenants, "tenants": pre})
-	}
-	fmt.Fprintf(w, "dry run: nothing removed. Retention %s", policy.OlderThan)
-	for _, id := range slices.Sorted(maps.Keys(policy.Tenants)) {
-		fmt.Fprintf(w, ", %s %s", id, policy.Tenants[id])
-	}
-	fmt.Fprintln(w)
-	if len(pre) == 0 {
-		fmt.Fprintln(w, "nothing is past retention")
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tCUTOFF\tRECORDINGS\tEVENTS\tTRANSCRIPTS\tACTION SETS\tOUTBOX ROWS\tOUTBOX EVENTS\tSCOPE EXTENSIONS\tAUDIO\tOLDEST")
-	for _, p := range pre {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", printable(p.TenantID), p.Cutoff.Format(time.RFC3339),
-			p.Recordings, p.Events, p.Transcripts, p.ActionSets, p.OutboxRows, p.OutboxEvents, p.Extensions, p.AudioObjects,
-			p.Oldest.Format(time.RFC3339))
-	}
-	return tw.Flush()
-}
-
-func printRetentionReport(w io.Writer, rep jobs.RetentionReport, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"dry_run": false, "batches": rep.Batches, "recordings": rep.Recordings,
-			"events": rep.Events, "transcripts": rep.Transcripts, "action_sets": rep.ActionSets,
-			"outbox_rows": rep.OutboxRows, "outbox_events": rep.OutboxEvents, "scope_extensions": rep.Extensions,
-			"audio": rep.Audio, "default_cutoff": rep.Cutoff})
-	}
-	var audio []string
-	for _, k := range slices.Sorted(maps.Keys(rep.Audio)) {
-		audio = append(audio, fmt.Sprintf("%d %s", rep.Audio[k], k))
-	}
-	if len(audio) == 0 {
-		audio = []string{"none"}
-	}
-	fmt.Fprintf(w, "purged %d recordings (%d events, %d transcripts, %d action sets, %d outbox rows with %d events, %d scope extensions) in %d batches; audio: %s\n",
-		rep.Recordings, rep.Events, rep.Transcripts, rep.ActionSets, rep.OutboxRows, rep.OutboxEvents, rep.Extensions,
-		rep.Batches, strings.Join(audio, ", "))
-	return nil
 }

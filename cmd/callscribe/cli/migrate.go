@@ -9,6 +9,13 @@ import (
 	"github.com/callscribe/callscribe/migrations"
 )
 
+// migrateDownOptions are the flags of `callscribe migrate down`.
+type migrateDownOptions struct{ all, forceDataLoss bool }
+
+// Validate has nothing to refuse: both flags are switches; the migrator
+// refuses to drop rows without --force-data-loss.
+func (o migrateDownOptions) Validate() error { return nil }
+
 func (a *commands) migrateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
@@ -55,19 +62,24 @@ func (a *commands) migrateCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	var all, force bool
+	var do migrateDownOptions
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Roll back the newest callscribe migration (--all: every migration, River's tables too); refuses to destroy rows unless --force-data-loss",
 		Args:  cobra.NoArgs,
-		RunE: run(func(cmd *cobra.Command, m *migrations.Migrator) error {
-			steps, err := m.Down(cmd.Context(), migrations.DownOpts{All: all, ForceDataLoss: force})
-			printSteps(cmd, steps, "nothing to roll back")
-			return err
-		}),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := do.Validate(); err != nil {
+				return err
+			}
+			return run(func(cmd *cobra.Command, m *migrations.Migrator) error {
+				steps, err := m.Down(cmd.Context(), migrations.DownOpts{All: do.all, ForceDataLoss: do.forceDataLoss})
+				printSteps(cmd, steps, "nothing to roll back")
+				return err
+			})(cmd, args)
+		},
 	}
-	down.Flags().BoolVar(&all, "all", false, "roll back everything, River's tables included")
-	down.Flags().BoolVar(&force, "force-data-loss", false, "roll back even when the tables it drops hold rows")
+	down.Flags().BoolVar(&do.all, "all", false, "roll back everything, River's tables included")
+	down.Flags().BoolVar(&do.forceDataLoss, "force-data-loss", false, "roll back even when the tables it drops hold rows")
 	roles := &cobra.Command{
 		Use:   "roles",
 		Short: "Print the SQL that creates callscribe's roles and grants their privileges, for an administrator to run where `migrate up` may not",

@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/progress"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/render"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 )
@@ -27,53 +27,109 @@ import (
 // replayPoll is how often `replay --wait` reads its run.
 const replayPoll = 500 * time.Millisecond
 
-// replayOptions are the flags of `replay` and its subcommands.
-type replayOptions struct {
-	from, to, tenant, state, target string
-	allowProduction, wait, json     bool
-	maxRate                         float64
-}
+// followOptions are the flags of the commands that follow a run (replay,
+// replay resume): --wait and --json.
+type followOptions struct{ wait, json bool }
 
-// followFlags defines --wait and --json, the flags of the commands that
-// follow a run (replay, replay resume).
-func (o *replayOptions) followFlags(cmd *cobra.Command) {
+// followFlags defines --wait and --json.
+func (o *followOptions) followFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "work the replay queue in this process and follow the run to its end (default: on a terminal)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the run as JSON")
 }
 
 // waitByDefault sets --wait when it was not given: on when stderr is a
 // terminal.
-func (o *replayOptions) waitByDefault(cmd *cobra.Command, stderr io.Writer) {
+func (o *followOptions) waitByDefault(cmd *cobra.Command, stderr io.Writer) {
 	if !cmd.Flags().Changed("wait") {
 		o.wait = progress.IsTerminal(stderr)
 	}
 }
 
-// Validate checks the flags of a new run, naming the flag at fault.
-func (o replayOptions) Validate(targets map[string]config.CRMConfig) (from, to time.Time, err error) {
+// replayOptions are the flags of `callscribe replay`, a new run.
+type replayOptions struct {
+	followOptions
+	from, to, tenant, state, target string
+	allowProduction                 bool
+	maxRate                         float64
+	// targets are the configuration's crm_targets, which --target names.
+	targets map[string]config.CRMConfig
+	// fromTime and toTime are from and to, parsed by Validate.
+	fromTime, toTime time.Time
+}
+
+// Validate checks the flags of a new run, naming the flag at fault, and
+// parses --from and --to.
+func (o *replayOptions) Validate() (err error) {
 	if o.from == "" || o.to == "" || o.target == "" {
-		return from, to, errors.New("give --from, --to and --target")
+		return errors.New("give --from, --to and --target")
 	}
-	if from, err = parseDay(o.from); err != nil {
-		return from, to, fmt.Errorf("--from: %w", err)
+	if o.fromTime, err = parseDay(o.from); err != nil {
+		return fmt.Errorf("--from: %w", err)
 	}
-	if to, err = parseDay(o.to); err != nil {
-		return from, to, fmt.Errorf("--to: %w", err)
+	if o.toTime, err = parseDay(o.to); err != nil {
+		return fmt.Errorf("--to: %w", err)
 	}
-	if !to.After(from) {
-		return from, to, fmt.Errorf("--to %s is not after --from %s", o.to, o.from)
+	if !o.toTime.After(o.fromTime) {
+		return fmt.Errorf("--to %s is not after --from %s", o.to, o.from)
 	}
-	if _, ok := targets[o.target]; !ok {
-		names := slices.Sorted(maps.Keys(targets))
-		return from, to, fmt.Errorf("--target %q is not in crm_targets (configured: %s)", o.target, strings.Join(names, ", "))
+	if _, ok := o.targets[o.target]; !ok {
+		names := slices.Sorted(maps.Keys(o.targets))
+		return fmt.Errorf("--target %q is not in crm_targets (configured: %s)", o.target, strings.Join(names, ", "))
 	}
 	if o.maxRate < 0 || o.maxRate > 10000 {
-		return from, to, fmt.Errorf("--max-rate %g: want 0 (no ceiling) to 10000 sends a second", o.maxRate)
+		return fmt.Errorf("--max-rate %g: want 0 (no ceiling) to 10000 sends a second", o.maxRate)
 	}
 	if o.state != "" && !slices.Contains(ledger.States(), ledger.State(o.state)) {
-		return from, to, fmt.Errorf("--state %q is not one of %v", o.state, ledger.States())
+		return fmt.Errorf("--state %q is not one of %v", o.state, ledger.States())
 	}
-	return from, to, nil
+	return nil
+}
+
+// replayStatusOptions are the argument and flags of `callscribe replay
+// status`.
+type replayStatusOptions struct {
+	run   string // optional: "" lists the newest runs
+	id    int64  // run parsed by Validate
+	json  bool
+	limit int
+}
+
+// Validate parses RUN, when given, and refuses a negative --limit.
+func (o *replayStatusOptions) Validate() (err error) {
+	if o.run != "" {
+		if o.id, err = runID(o.run); err != nil {
+			return err
+		}
+	}
+	return wantLimit(o.limit)
+}
+
+// replayResumeOptions are the argument and flags of `callscribe replay
+// resume`.
+type replayResumeOptions struct {
+	followOptions
+	run string
+	id  int64 // run parsed by Validate
+}
+
+// Validate parses RUN.
+func (o *replayResumeOptions) Validate() (err error) {
+	o.id, err = runID(o.run)
+	return err
+}
+
+// replayCancelOptions are the argument and flags of `callscribe replay
+// cancel`.
+type replayCancelOptions struct {
+	run, reason string
+	id          int64 // run parsed by Validate
+	json        bool
+}
+
+// Validate parses RUN.
+func (o *replayCancelOptions) Validate() (err error) {
+	o.id, err = runID(o.run)
+	return err
 }
 
 func (a *commands) replayCommand() *cobra.Command {
@@ -105,10 +161,11 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.waitByDefault(cmd, a.Env.Stderr)
-			from, to, err := o.Validate(a.Config.CRMTargets)
-			if err != nil {
+			o.targets = a.Config.CRMTargets
+			if err := o.Validate(); err != nil {
 				return err
 			}
+			from, to := o.fromTime, o.toTime
 			ctx := cmd.Context()
 			e, stop, err := a.OpenReplay(ctx, o.wait)
 			if err != nil {
@@ -123,7 +180,7 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.
 			}
 			fmt.Fprintf(a.Env.Stderr, "replay run %d to %s: %s .. %s (status: callscribe replay status %d; resume: callscribe replay resume %d)\n",
 				id, o.target, from.Format(time.RFC3339), to.Format(time.RFC3339), id, id)
-			return a.followReplay(ctx, cmd.OutOrStdout(), e, id, o)
+			return a.followReplay(ctx, cmd.OutOrStdout(), e, id, o.followOptions)
 		},
 	}
 	f := cmd.Flags()
@@ -140,19 +197,17 @@ Dates are YYYY-MM-DD (UTC) or RFC 3339; --to is exclusive.
 }
 
 func (a *commands) replayStatusCommand() *cobra.Command {
-	var asJSON bool
-	var limit int
+	var o replayStatusOptions
 	cmd := &cobra.Command{
 		Use:   "status [RUN]",
 		Short: "Show a replay run's state and figures, or the newest runs",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var id int64
 			if len(args) == 1 {
-				var err error
-				if id, err = runID(args[0]); err != nil {
-					return err
-				}
+				o.run = args[0]
+			}
+			if err := o.Validate(); err != nil {
+				return err
 			}
 			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
@@ -160,52 +215,46 @@ func (a *commands) replayStatusCommand() *cobra.Command {
 			}
 			defer e.Close()
 			out := cmd.OutOrStdout()
-			if len(args) == 0 {
-				runs, err := e.Outbox.ReplayRuns(cmd.Context(), false, limit)
+			if o.run == "" {
+				runs, err := e.Outbox.ReplayRuns(cmd.Context(), false, o.limit)
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return writeReplayJSON(out, runs)
+				if o.json {
+					return render.JSON(out, runs)
 				}
-				if len(runs) == 0 {
-					fmt.Fprintln(out, "no replay runs")
-				}
-				for _, r := range runs {
-					fmt.Fprintf(out, "run %d  %-11s  to %s  %s .. %s  recordings %d/%d  deliveries %d (pending %d, dead %d)\n",
-						r.ID, r.State, r.Target, r.From.Format(time.DateOnly), r.To.Format(time.DateOnly),
-						r.Report.RecordingsReplayed, r.Enumerated, r.Report.Deliveries, r.Report.Pending, r.Report.Dead)
-				}
+				render.ReplayRuns(out, runs)
 				return nil
 			}
-			run, err := e.Outbox.ReplayRunByID(cmd.Context(), id)
+			run, err := e.Outbox.ReplayRunByID(cmd.Context(), o.id)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeReplayJSON(out, run)
+			if o.json {
+				return render.JSON(out, run)
 			}
-			printReplay(out, run)
+			render.Replay(out, run)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	cmd.Flags().IntVar(&limit, "limit", 20, "how many runs to list without RUN")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print as JSON")
+	cmd.Flags().IntVar(&o.limit, "limit", 20, "how many runs to list without RUN")
 	return cmd
 }
 
 func (a *commands) replayResumeCommand() *cobra.Command {
-	var o replayOptions
+	var o replayResumeOptions
 	cmd := &cobra.Command{
 		Use:   "resume RUN [--wait] [--json]",
 		Short: "Finish enqueueing a stopped replay run (a crash, Ctrl-C) and, with --wait, follow it to its end",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.waitByDefault(cmd, a.Env.Stderr)
-			id, err := runID(args[0])
-			if err != nil {
+			o.run = args[0]
+			if err := o.Validate(); err != nil {
 				return err
 			}
+			id := o.id
 			e, stop, err := a.OpenReplay(cmd.Context(), o.wait)
 			if err != nil {
 				return err
@@ -218,7 +267,7 @@ func (a *commands) replayResumeCommand() *cobra.Command {
 			if _, ok := a.Config.CRMTargets[run.Target]; !ok {
 				return fmt.Errorf("replay run %d delivers to %q, which is not in this configuration's crm_targets", id, run.Target)
 			}
-			return a.followReplay(cmd.Context(), cmd.OutOrStdout(), e, id, o)
+			return a.followReplay(cmd.Context(), cmd.OutOrStdout(), e, id, o.followOptions)
 		},
 	}
 	o.followFlags(cmd)
@@ -226,15 +275,14 @@ func (a *commands) replayResumeCommand() *cobra.Command {
 }
 
 func (a *commands) replayCancelCommand() *cobra.Command {
-	var asJSON bool
-	var reason string
+	var o replayCancelOptions
 	cmd := &cobra.Command{
 		Use:   "cancel RUN [--reason TEXT] [--json]",
 		Short: "Cancel a replay run: its pending deliveries are cancelled, its jobs end at their next turn",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := runID(args[0])
-			if err != nil {
+			o.run = args[0]
+			if err := o.Validate(); err != nil {
 				return err
 			}
 			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
@@ -242,19 +290,19 @@ func (a *commands) replayCancelCommand() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			n, err := e.Outbox.ReplayCancel(cmd.Context(), id, cmp.Or(reason, "cancelled by "+startedBy()))
+			n, err := e.Outbox.ReplayCancel(cmd.Context(), o.id, cmp.Or(o.reason, "cancelled by "+startedBy()))
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeReplayJSON(cmd.OutOrStdout(), map[string]any{"run": id, "state": outbox.RunCancelled, "deliveries_cancelled": n})
+			if o.json {
+				return render.JSON(cmd.OutOrStdout(), map[string]any{"run": o.id, "state": outbox.RunCancelled, "deliveries_cancelled": n})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "replay run %d cancelled: %d pending deliveries cancelled\n", id, n)
+			fmt.Fprintf(cmd.OutOrStdout(), "replay run %d cancelled: %d pending deliveries cancelled\n", o.id, n)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the run)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print as JSON")
+	cmd.Flags().StringVar(&o.reason, "reason", "", "why (recorded with the run)")
 	return cmd
 }
 
@@ -262,7 +310,7 @@ func (a *commands) replayCancelCommand() *cobra.Command {
 // the last one) and, with o.wait, works the replay queue in this process
 // until the run ends, showing its progress, then prints its report. An
 // interrupted follow leaves the run to `replay resume` and the workers.
-func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipeline, id int64, o replayOptions) error {
+func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipeline, id int64, o followOptions) error {
 	if o.wait {
 		if err := e.Client.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("starting the replay workers: %w", err)
@@ -297,7 +345,7 @@ func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipel
 			return err
 		}
 		if o.json {
-			return writeReplayJSON(out, run)
+			return render.JSON(out, run)
 		}
 		fmt.Fprintf(out, "replay run %d enqueued: %d recordings; the workers of serve or worker deliver it (callscribe replay status %d)\n",
 			id, run.Enumerated, id)
@@ -356,11 +404,11 @@ func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipel
 // business state changed or deliveries that died.
 func (a *commands) replayReport(out io.Writer, run outbox.ReplayRun, asJSON bool) error {
 	if asJSON {
-		if err := writeReplayJSON(out, run); err != nil {
+		if err := render.JSON(out, run); err != nil {
 			return err
 		}
 	} else {
-		printReplay(out, run)
+		render.Replay(out, run)
 	}
 	rep := run.Report
 	switch {
@@ -374,42 +422,6 @@ func (a *commands) replayReport(out io.Writer, run outbox.ReplayRun, asJSON bool
 		return fmt.Errorf("replay run %d was cancelled: %s", run.ID, run.Reason)
 	}
 	return nil
-}
-
-// printReplay prints a run for people.
-func printReplay(w io.Writer, r outbox.ReplayRun) {
-	rep := r.Report
-	fmt.Fprintf(w, "replay run %d to %s (scope %s), %s .. %s, state %s\n", r.ID, r.Target, r.Scope,
-		r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), r.State)
-	fmt.Fprintf(w, "  started by %s at %s", r.StartedBy, r.CreatedAt.Format(time.RFC3339))
-	if r.FinishedAt != nil {
-		fmt.Fprintf(w, ", ended %s (%s)", r.FinishedAt.Format(time.RFC3339), r.FinishedAt.Sub(r.CreatedAt).Round(time.Millisecond))
-	}
-	fmt.Fprintln(w)
-	if r.MaxRate > 0 {
-		fmt.Fprintf(w, "  rate ceiling:                 %g sends/s\n", r.MaxRate)
-	}
-	fmt.Fprintf(w, "  recordings replayed:          %d of %d enumerated\n", rep.RecordingsReplayed, r.Enumerated)
-	fmt.Fprintf(w, "  audit events appended:        %d\n", rep.AuditEventsAppended)
-	fmt.Fprintf(w, "  new action versions created:  %d (must be 0)\n", rep.NewActionVersions)
-	fmt.Fprintf(w, "  deliveries:                   %d (%d pending)\n", rep.Deliveries, rep.Pending)
-	fmt.Fprintf(w, "  CRM effects created:          %d (%d answered as replays: the target already had them)\n", rep.CRMEffectsCreated, rep.AnsweredAsReplays)
-	fmt.Fprintf(w, "  throttled and retried:        %d (and %d transient failures retried; %d tries withdrawn unsent)\n", rep.Throttled, rep.Transient, rep.Withdrawn)
-	fmt.Fprintf(w, "  sent inside a known cooldown: %d (must be 0; %d were in flight when one was announced)\n",
-		rep.Sends.IgnoredKnownCooldown, rep.Sends.InFlight)
-	fmt.Fprintf(w, "  dead:                         %d\n", rep.Dead)
-	if rep.Cancelled > 0 {
-		fmt.Fprintf(w, "  cancelled:                    %d (%s)\n", rep.Cancelled, r.Reason)
-	}
-	for _, d := range rep.DeadList {
-		fmt.Fprintf(w, "    dead %s (%s): %s\n", d.IdempotencyKey, d.LastClass, d.Reason)
-	}
-}
-
-func writeReplayJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // runID parses a run's id.

@@ -1,35 +1,58 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/render"
 	"github.com/callscribe/callscribe/ledger"
 )
+
+// rolloutSetOptions are the arguments and flag of `callscribe rollout set`.
+type rolloutSetOptions struct{ cohort, mode, reason string }
+
+// Validate refuses a mode other than observe or enforce.
+func (o rolloutSetOptions) Validate() error {
+	if m := ledger.RolloutMode(o.mode); m != ledger.RolloutObserve && m != ledger.RolloutEnforce {
+		return fmt.Errorf("mode %q: want observe or enforce", o.mode)
+	}
+	return nil
+}
+
+// rolloutReportOptions are the flags of `callscribe rollout list` and
+// `rollout report`.
+type rolloutReportOptions struct {
+	since time.Duration
+	json  bool
+}
+
+// Validate refuses a --since that does not reach back.
+func (o rolloutReportOptions) Validate() error { return wantSince(o.since) }
 
 func (a *commands) rolloutCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
 		Short: "Roll deferral out by tenant cohort: observe (record what would be held back) or enforce, switched at run time",
 	}
-	var reason string
+	var so rolloutSetOptions
 	set := &cobra.Command{
 		Use:   "set COHORT observe|enforce",
 		Short: "Set a cohort's deferral mode; running workers follow within " + "2s" + ", no restart",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			so.cohort, so.mode = args[0], args[1]
+			if err := so.Validate(); err != nil {
+				return err
+			}
 			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			c, err := e.Ledger.SetRolloutMode(cmd.Context(), args[0], ledger.RolloutMode(args[1]), reason)
+			c, err := e.Ledger.SetRolloutMode(cmd.Context(), so.cohort, ledger.RolloutMode(so.mode), so.reason)
 			if err != nil {
 				return err
 			}
@@ -37,53 +60,38 @@ func (a *commands) rolloutCommand() *cobra.Command {
 			return nil
 		},
 	}
-	set.Flags().StringVar(&reason, "reason", "", "why, recorded with the change")
-	var since time.Duration
-	var asJSON bool
+	set.Flags().StringVar(&so.reason, "reason", "", "why, recorded with the change")
 	report := func(use, short string, figures bool) *cobra.Command {
+		o := rolloutReportOptions{since: 24 * time.Hour}
 		c := &cobra.Command{
 			Use:   use,
 			Short: short,
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := o.Validate(); err != nil {
+					return err
+				}
 				e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
 				if err != nil {
 					return err
 				}
 				defer e.Close()
-				rep, err := e.Jobs.RolloutReport(cmd.Context(), time.Now().Add(-since))
+				rep, err := e.Jobs.RolloutReport(cmd.Context(), time.Now().Add(-o.since))
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					enc := json.NewEncoder(cmd.OutOrStdout())
-					enc.SetIndent("", "  ")
-					return enc.Encode(map[string]any{"since": time.Now().Add(-since).UTC(), "cohorts": rep})
+				if o.json {
+					return render.JSON(cmd.OutOrStdout(), map[string]any{"since": time.Now().Add(-o.since).UTC(), "cohorts": rep})
 				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 				if !figures {
-					fmt.Fprintln(tw, "COHORT\tMODE\tTENANTS")
-					for _, r := range rep {
-						fmt.Fprintf(tw, "%s\t%s\t%s\n", printable(r.Cohort), r.Mode, printable(strings.Join(r.Tenants, ",")))
-					}
-					return tw.Flush()
+					return render.Cohorts(cmd.OutOrStdout(), rep)
 				}
-				fmt.Fprintf(tw, "since %s\n", time.Now().Add(-since).UTC().Format(time.RFC3339))
-				fmt.Fprintln(tw, "COHORT\tMODE\tSUBMISSIONS\tIGNORED A KNOWN COOLDOWN\t429s\t429s AFTER THOSE\tIN FLIGHT\tGAP p50/p99")
-				for _, r := range rep {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s/%s\n", printable(r.Cohort), r.Mode, r.Submissions, r.IgnoredKnownCooldown,
-						r.Throttled, r.ThrottledIgnored, r.InFlight, r.GapP50, r.GapP99)
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), "A submission ignored a known cooldown when an offer its admission had read (by sequence number) still deferred the scope; in an observed cohort those (and the 429s after them) are what enforcement would have held back, an enforced cohort sends none. In flight: sent while a later cooldown was being announced (allowed).")
-				return nil
+				return render.Rollout(cmd.OutOrStdout(), time.Now().Add(-o.since), rep)
 			},
 		}
-		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+		c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 		if figures {
-			c.Flags().DurationVar(&since, "since", 24*time.Hour, "how far back")
+			c.Flags().DurationVar(&o.since, "since", 24*time.Hour, "how far back")
 		}
 		return c
 	}

@@ -1,19 +1,52 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/render"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 )
+
+// tokensCreateOptions are the flags of `callscribe tokens create`.
+type tokensCreateOptions struct {
+	tenant, name string
+	admin        bool
+}
+
+// Validate wants a tenant or admin token, not both.
+func (o tokensCreateOptions) Validate() error {
+	if o.admin == (o.tenant != "") {
+		return errors.New("tokens create: give --tenant T or --admin, not both")
+	}
+	return nil
+}
+
+// tokensListOptions are the flags of `callscribe tokens list`.
+type tokensListOptions struct{ json bool }
+
+// Validate has nothing to refuse: --json is a switch.
+func (o tokensListOptions) Validate() error { return nil }
+
+// tokensRevokeOptions are the argument of `callscribe tokens revoke`.
+type tokensRevokeOptions struct {
+	token string
+	id    int64 // token parsed by Validate
+}
+
+// Validate parses the token's id.
+func (o *tokensRevokeOptions) Validate() (err error) {
+	if o.id, err = strconv.ParseInt(o.token, 10, 64); err != nil || o.id <= 0 {
+		return fmt.Errorf("tokens revoke: %q is not a token id", o.token)
+	}
+	return nil
+}
 
 func (a *commands) tokensCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -24,8 +57,13 @@ func (a *commands) tokensCommand() *cobra.Command {
 	// as the runtime role, so that the runtime role (serve, workers) needs
 	// no INSERT on api_tokens: a token it could write would be a key to
 	// every tenant. Listing and revoking act as the runtime role.
-	withStoreAs := func(owner bool, fn func(cmd *cobra.Command, args []string, s *auth.Store) error) func(*cobra.Command, []string) error {
+	// validate checks the command's options (bound to its arguments)
+	// before anything is opened.
+	withStoreAs := func(owner bool, validate func(args []string) error, fn func(cmd *cobra.Command, s *auth.Store) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
+			if err := validate(args); err != nil {
+				return err
+			}
 			if a.Config.DatabaseURL == "" {
 				return app.ErrNoDatabase
 			}
@@ -38,23 +76,16 @@ func (a *commands) tokensCommand() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			return fn(cmd, args, auth.New(pool))
+			return fn(cmd, auth.New(pool))
 		}
 	}
-	withStore := func(fn func(cmd *cobra.Command, args []string, s *auth.Store) error) func(*cobra.Command, []string) error {
-		return withStoreAs(false, fn)
-	}
-	var tenant, name string
-	var admin bool
+	var co tokensCreateOptions
 	create := &cobra.Command{
 		Use:   "create (--tenant T | --admin) [--name N]",
 		Short: "Create a token for a tenant (its organisation in the capacity API) or an admin token; the token is printed once, alone on the last line",
 		Args:  cobra.NoArgs,
-		RunE: withStoreAs(true, func(cmd *cobra.Command, _ []string, s *auth.Store) error {
-			if admin == (tenant != "") {
-				return errors.New("tokens create: give --tenant T or --admin, not both")
-			}
-			tok, secret, err := s.Create(cmd.Context(), tenant, name, admin)
+		RunE: withStoreAs(true, func([]string) error { return co.Validate() }, func(cmd *cobra.Command, s *auth.Store) error {
+			tok, secret, err := s.Create(cmd.Context(), co.tenant, co.name, co.admin)
 			if err != nil {
 				return err
 			}
@@ -66,53 +97,39 @@ func (a *commands) tokensCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	create.Flags().StringVar(&tenant, "tenant", "", "the tenant the token reads and writes (the organisation in the capacity API)")
-	create.Flags().BoolVar(&admin, "admin", false, "an admin token: every tenant, and the operator endpoints")
-	create.Flags().StringVar(&name, "name", "", "a note for people (at most 128 bytes)")
-	var asJSON bool
+	create.Flags().StringVar(&co.tenant, "tenant", "", "the tenant the token reads and writes (the organisation in the capacity API)")
+	create.Flags().BoolVar(&co.admin, "admin", false, "an admin token: every tenant, and the operator endpoints")
+	create.Flags().StringVar(&co.name, "name", "", "a note for people (at most 128 bytes)")
+	var lo tokensListOptions
 	list := &cobra.Command{
 		Use:   "list [--json]",
 		Short: "List tokens (never their secrets), revoked ones too",
 		Args:  cobra.NoArgs,
-		RunE: withStore(func(cmd *cobra.Command, _ []string, s *auth.Store) error {
+		RunE: withStoreAs(false, func([]string) error { return lo.Validate() }, func(cmd *cobra.Command, s *auth.Store) error {
 			all, err := s.List(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if lo.json {
 				if all == nil {
 					all = []auth.Token{}
 				}
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"tokens": all})
+				return render.JSON(cmd.OutOrStdout(), map[string]any{"tokens": all})
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTENANT\tNAME\tCREATED\tREVOKED")
-			for _, t := range all {
-				who, revoked := t.Tenant, "-"
-				if t.Admin {
-					who = "(admin)"
-				}
-				if t.RevokedAt != nil {
-					revoked = t.RevokedAt.UTC().Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", t.ID, printable(who), printable(t.Name), t.CreatedAt.Format(time.RFC3339), revoked)
-			}
-			return tw.Flush()
+			return render.Tokens(cmd.OutOrStdout(), all)
 		}),
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	list.Flags().BoolVar(&lo.json, "json", false, "print JSON")
+	var ro tokensRevokeOptions
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a token at once",
 		Args:  cobra.ExactArgs(1),
-		RunE: withStore(func(cmd *cobra.Command, args []string, s *auth.Store) error {
-			id, err := strconv.ParseInt(args[0], 10, 64)
-			if err != nil || id <= 0 {
-				return fmt.Errorf("tokens revoke: %q is not a token id", args[0])
-			}
-			t, err := s.Revoke(cmd.Context(), id)
+		RunE: withStoreAs(false, func(args []string) error {
+			ro.token = args[0]
+			return ro.Validate()
+		}, func(cmd *cobra.Command, s *auth.Store) error {
+			t, err := s.Revoke(cmd.Context(), ro.id)
 			if err != nil {
 				return err
 			}

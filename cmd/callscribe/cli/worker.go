@@ -10,22 +10,38 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
+	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve"
 )
 
+// workerOptions are the flags of `callscribe worker`.
+type workerOptions struct{ metricsAddr, cpuProfile string }
+
+// Validate refuses a --metrics-addr off loopback: that endpoint has no
+// authentication.
+func (o workerOptions) Validate() error {
+	if o.metricsAddr != "" && !config.Loopback(o.metricsAddr) {
+		return fmt.Errorf("--metrics-addr %s: a loopback address only (the endpoint has no authentication; put serve's authenticated /metrics or a proxy in front for more)", o.metricsAddr)
+	}
+	return nil
+}
+
 func (a *commands) workerCommand() *cobra.Command {
-	var metricsAddr, cpuProfile string
+	var o workerOptions
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the pipeline's River workers until SIGTERM or Ctrl-C (then finish running steps within pipeline.shutdown_grace)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			if a.Config.DatabaseURL == "" {
 				return app.ErrNoDatabase
 			}
-			if cpuProfile != "" {
-				stopProfile, err := startCPUProfile(cpuProfile)
+			if o.cpuProfile != "" {
+				stopProfile, err := startCPUProfile(o.cpuProfile)
 				if err != nil {
 					return err
 				}
@@ -51,11 +67,11 @@ func (a *commands) workerCommand() *cobra.Command {
 			} else {
 				a.Logger.Warn("no Redis URL: scopes have no shared concurrency window (admission is the scope's deadline and probe only)")
 			}
-			if metricsAddr != "" {
+			if o.metricsAddr != "" {
 				// This process's counters, for Prometheus to scrape and sum
 				// across workers; the global gauges come from serve.
 				caps.Metrics = serve.NewMetrics(a.App, serve.MetricsSources{Windows: caps.Windows})
-				stopMetrics, err := serve.ListenMetrics(ctx, a.App, metricsAddr, caps.Metrics.Handler())
+				stopMetrics, err := serve.ListenMetrics(ctx, a.App, o.metricsAddr, caps.Metrics.Handler())
 				if err != nil {
 					return err
 				}
@@ -78,8 +94,8 @@ func (a *commands) workerCommand() *cobra.Command {
 			return e.Jobs.Stop(context.WithoutCancel(ctx), e.Client)
 		},
 	}
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve this process's Prometheus metrics on host:port (loopback only; no authentication) at /metrics")
-	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of this process to FILE from start until the worker has stopped (off by default; read it with go tool pprof)")
+	cmd.Flags().StringVar(&o.metricsAddr, "metrics-addr", "", "serve this process's Prometheus metrics on host:port (loopback only; no authentication) at /metrics")
+	cmd.Flags().StringVar(&o.cpuProfile, "cpuprofile", "", "write a pprof CPU profile of this process to FILE from start until the worker has stopped (off by default; read it with go tool pprof)")
 	return cmd
 }
 
