@@ -57,7 +57,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"replay --target", replay(nil), replay(func(o *replayOptions) { o.target = "prod" }), `--target "prod" is not in crm_targets (configured: staging)`},
 		{"replay --max-rate", replay(func(o *replayOptions) { o.maxRate = 50 }), replay(func(o *replayOptions) { o.maxRate = -3 }), "--max-rate -3"},
 		{"replay --state", replay(nil), replay(func(o *replayOptions) { o.state = "done" }), `--state "done"`},
-		{"replay status", &replayStatusOptions{run: "7"}, &replayStatusOptions{run: "x"}, `run "x"`},
+		{"replay status", &replayStatusOptions{run: []string{"7"}}, &replayStatusOptions{run: []string{"x"}}, `run "x"`},
 		{"replay status --limit", &replayStatusOptions{}, &replayStatusOptions{limit: -1}, "--limit -1"},
 		{"replay resume", &replayResumeOptions{run: "7"}, &replayResumeOptions{run: "0"}, `run "0"`},
 		{"replay cancel", &replayCancelOptions{run: "7"}, &replayCancelOptions{run: ""}, `run ""`},
@@ -100,7 +100,7 @@ func TestOptionsValidateParses(t *testing.T) {
 	if err := l.Validate(); err != nil || l.limit != 8 {
 		t.Errorf("capacity set-limit: %v, limit %d", err, l.limit)
 	}
-	s := &replayStatusOptions{run: "12"}
+	s := &replayStatusOptions{run: []string{"12"}}
 	if err := s.Validate(); err != nil || s.id != 12 {
 		t.Errorf("replay status: %v, id %d", err, s.id)
 	}

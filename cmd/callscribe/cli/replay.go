@@ -88,16 +88,16 @@ func (o *replayOptions) Validate() (err error) {
 // replayStatusOptions are the argument and flags of `callscribe replay
 // status`.
 type replayStatusOptions struct {
-	run   string // optional: "" lists the newest runs
-	id    int64  // run parsed by Validate
+	run   []string // RUN, optional: without it, the newest runs
+	id    int64    // RUN parsed by Validate
 	json  bool
 	limit int
 }
 
 // Validate parses RUN, when given, and refuses a negative --limit.
 func (o *replayStatusOptions) Validate() (err error) {
-	if o.run != "" {
-		if o.id, err = runID(o.run); err != nil {
+	if len(o.run) == 1 {
+		if o.id, err = runID(o.run[0]); err != nil {
 			return err
 		}
 	}
@@ -203,9 +203,7 @@ func (a *commands) replayStatusCommand() *cobra.Command {
 		Short: "Show a replay run's state and figures, or the newest runs",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.run = args[0]
-			}
+			o.run = args
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -215,7 +213,7 @@ func (a *commands) replayStatusCommand() *cobra.Command {
 			}
 			defer e.Close()
 			out := cmd.OutOrStdout()
-			if o.run == "" {
+			if len(o.run) == 0 {
 				runs, err := e.Outbox.ReplayRuns(cmd.Context(), false, o.limit)
 				if err != nil {
 					return err
