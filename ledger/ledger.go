@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/clock"
-	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/internal/fielderr"
+	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 

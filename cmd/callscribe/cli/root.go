@@ -1,9 +1,9 @@
-// Package cli holds the commands of the callscribe binary. main only wires
-// the process (signals, exit code); everything here takes its output writers
-// and environment as values, so commands are tested in-process. It is
-// callscribe's composition root: the one place that builds the River client
-// and wires the pool, Redis, the ledger, the pipeline and the outbox
-// together (pipeline.go).
+// Package cli holds the commands of the callscribe binary and nothing
+// else. main only wires the process (signals, exit code); everything here
+// takes its output writers and environment as values, so commands are
+// tested in-process. Each command binds its flags to an options struct
+// checked by Validate before anything is opened; what the commands run
+// against is opened by cmd/callscribe/internal/app, the composition root.
 package cli
 
 import (
