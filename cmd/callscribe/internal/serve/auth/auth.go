@@ -1,4 +1,4 @@
-// Package tokens holds the API tokens of `callscribe serve`. A token names
+// Package auth holds the API tokens of `callscribe serve`. A token names
 // a tenant (its organisation in the capacity API) or is an admin token. A
 // token is "cs_<id>_<64 hex digits>": only the SHA-256 of the secret part
 // is stored, and the token is shown once, when it is created. Tokens are

@@ -1,4 +1,4 @@
-// Package ingestapi is the recordings API of `callscribe serve`: platforms
+// Package ingest is the recordings API of `callscribe serve`: platforms
 // feed recordings and read their state over HTTP with a tenant's token.
 //
 //	POST /v1/recordings               {call_id, audio, lane, deadline, model, language, started_at} → 201 new | 200 existing

@@ -1,4 +1,4 @@
-// Package statuspage renders the operator's status page of `callscribe
+// Package status renders the operator's status page of `callscribe
 // serve`: recordings by state and lane per tenant, active scope cooldowns,
 // capacity per provider with a chart of per-minute peaks against the limit,
 // the outbox's backlog and dead deliveries, the replay runs still active
