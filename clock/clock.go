@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -54,4 +55,21 @@ func (s *Stub) Advance(d time.Duration) time.Time {
 	defer s.mu.Unlock()
 	s.now = s.now.Add(d)
 	return s.now
+}
+
+// Sleep waits d of real time, or until ctx is done; it reports whether the
+// wait ran its course. d <= 0 waits nothing and reports whether ctx is
+// still live.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

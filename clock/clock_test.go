@@ -1,6 +1,7 @@
 package clock_test
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -78,5 +79,17 @@ func TestStubConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if got := s.Now(); !got.Equal(epoch.Add(800 * time.Millisecond)) {
 		t.Errorf("after 800 advances of 1ms: %v", got)
+	}
+}
+
+func TestSleep(t *testing.T) {
+	t.Parallel()
+	if !clock.Sleep(context.Background(), 0) || !clock.Sleep(context.Background(), time.Millisecond) {
+		t.Error("Sleep on a live context did not run its course")
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if clock.Sleep(done, 0) || clock.Sleep(done, time.Hour) {
+		t.Error("Sleep on a done context ran its course")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
@@ -57,7 +58,7 @@ func (p *Pipeline) send(ctx context.Context, s *stepCtx, record func(a ledger.Ad
 		if a.Verdict == ledger.VerdictProbeOut {
 			d = min(d, frontPoll*3)
 		}
-		if !front || waited+d > deferredWaitMax || !sleepCtx(ctx, d) {
+		if !front || waited+d > deferredWaitMax || !clock.Sleep(ctx, d) {
 			return o, nil
 		}
 		waited += d

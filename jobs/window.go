@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/riverwake"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger"
@@ -56,17 +57,6 @@ const (
 	deferredWaitMax = 2500 * time.Millisecond
 )
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // takeWindow asks the scope's window for a slot (the probe always gets
 // one); refused, the job snoozes for as long as its place in the queue
 // says. waited reports that it waited in its worker first (the caller
@@ -86,7 +76,7 @@ func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) (o ou
 	wasWaiting := false
 	for waited := time.Duration(0); !g.Granted && g.Wait <= frontWait && waited < frontWaitMax && ctx.Err() == nil; {
 		d := min(g.Wait, frontPoll)
-		if !sleepCtx(ctx, d) {
+		if !clock.Sleep(ctx, d) {
 			break
 		}
 		waited += d

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/crm"
 
 	"github.com/callscribe/callscribe/internal/simserver"
@@ -132,7 +133,7 @@ func (s *Server) write(w http.ResponseWriter, rep reply) {
 
 // delay waits Config.Latency, or until ctx is done; it reports whether the
 // wait ran its course.
-func (s *Server) delay(ctx context.Context) bool { return simserver.Delay(ctx, s.cfg.Latency) }
+func (s *Server) delay(ctx context.Context) bool { return clock.Sleep(ctx, s.cfg.Latency) }
 
 // authenticate returns the Bearer token of r if it is one of
 // Config.Tokens.

@@ -1,12 +1,10 @@
 package simserver
 
 import (
-	"context"
 	"crypto/subtle"
 	"net"
 	"net/http"
 	"strings"
-	"time"
 )
 
 // Answer is what a simulator writes for one request.
@@ -79,20 +77,4 @@ func (c Credentials) Authenticate(r *http.Request) (string, bool) {
 		}
 	}
 	return cred, found && cred != ""
-}
-
-// Delay waits d, or until ctx is done; it reports whether the wait ran its
-// course. d <= 0 waits nothing and reports whether ctx is still live.
-func Delay(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -140,18 +140,6 @@ func TestCredentials(t *testing.T) {
 	}
 }
 
-func TestDelay(t *testing.T) {
-	t.Parallel()
-	if !Delay(context.Background(), 0) || !Delay(context.Background(), time.Millisecond) {
-		t.Error("Delay on a live context did not run its course")
-	}
-	done, cancel := context.WithCancel(context.Background())
-	cancel()
-	if Delay(done, 0) || Delay(done, time.Hour) {
-		t.Error("Delay on a done context ran its course")
-	}
-}
-
 func TestRandAndScriptedSource(t *testing.T) {
 	t.Parallel()
 	src := &ScriptedSource{Then: 1<<64 - 1}

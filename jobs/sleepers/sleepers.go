@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/jobs/stt"
 	"github.com/callscribe/callscribe/ledger/retryafter"
 )
@@ -105,7 +106,7 @@ func transcribe(ctx context.Context, cfg Config, it Item, subs *atomic.Int64) bo
 		resp, err := cfg.Provider.Submit(ctx, stt.Request{IdempotencyKey: it.Key, TenantID: it.TenantID, CallID: it.CallID,
 			AudioURL: it.AudioURL, AudioSHA256: it.AudioSHA256, AudioBytes: it.AudioBytes})
 		if err != nil {
-			if !sleep(ctx, cfg.RetryAfter.Decide("", false, try).Delay) {
+			if !clock.Sleep(ctx, cfg.RetryAfter.Decide("", false, try).Delay) {
 				return false
 			}
 			continue
@@ -120,11 +121,11 @@ func transcribe(ctx context.Context, cfg Config, it Item, subs *atomic.Int64) bo
 			if present {
 				raw = *resp.RetryAfter
 			}
-			if !sleep(ctx, cfg.RetryAfter.Decide(raw, present, try).Delay) {
+			if !clock.Sleep(ctx, cfg.RetryAfter.Decide(raw, present, try).Delay) {
 				return false
 			}
 		case stt.OutcomeTransient:
-			if !sleep(ctx, cfg.RetryAfter.Decide("", false, try).Delay) {
+			if !clock.Sleep(ctx, cfg.RetryAfter.Decide("", false, try).Delay) {
 				return false
 			}
 		default:
@@ -136,7 +137,7 @@ func transcribe(ctx context.Context, cfg Config, it Item, subs *atomic.Int64) bo
 
 func poll(ctx context.Context, cfg Config, id string) bool {
 	for {
-		if !sleep(ctx, cfg.PollInterval) {
+		if !clock.Sleep(ctx, cfg.PollInterval) {
 			return false
 		}
 		resp, err := cfg.Provider.Poll(ctx, id)
@@ -151,16 +152,5 @@ func poll(ctx context.Context, cfg Config, id string) bool {
 		default:
 			return false
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

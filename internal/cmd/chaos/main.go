@@ -65,6 +65,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/devservice"
 	"github.com/callscribe/callscribe/internal/pgsession"
 )
@@ -710,20 +711,9 @@ func (c *chaos) waitForWork(ctx context.Context, since time.Time) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no recording left eligible within 2 minutes of the workers' start (progress %+v, %w); see the worker logs in %s", p, err, c.work)
 		}
-		if !sleep(ctx, 100*time.Millisecond) {
+		if !clock.Sleep(ctx, 100*time.Millisecond) {
 			return ctx.Err()
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -732,7 +722,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (c *chaos) killLoop(ctx context.Context) error {
 	for k := range c.o.kills {
 		pause := c.o.killMin + time.Duration(c.rng.Int64N(int64(c.o.killMax-c.o.killMin)+1))
-		if !sleep(ctx, pause) {
+		if !clock.Sleep(ctx, pause) {
 			return ctx.Err()
 		}
 		slot := c.rng.IntN(c.o.workers)
@@ -809,7 +799,7 @@ func (c *chaos) settle(ctx context.Context) error {
 				return err
 			}
 		}
-		if !sleep(ctx, 250*time.Millisecond) {
+		if !clock.Sleep(ctx, 250*time.Millisecond) {
 			return ctx.Err()
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/internal/simserver"
 )
 
@@ -166,7 +167,7 @@ func (s *Server) delay(ctx context.Context) bool {
 	if j := s.cfg.LatencyJitter; j > 0 {
 		d += time.Duration(s.rng.Int64N(int64(j)))
 	}
-	return simserver.Delay(ctx, d)
+	return clock.Sleep(ctx, d)
 }
 
 func (s *Server) cancelled() {
