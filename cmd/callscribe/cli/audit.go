@@ -29,15 +29,7 @@ func (a *commands) auditCommand() *cobra.Command {
 		Use:   "audit [--since 24h] [--tenant T]... [--json]",
 		Short: "Submissions against cooldowns, exactly: those that ignored a cooldown their admission knew of (must be 0) and those in flight when one was announced",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: a.withPipeline(&o, func(cmd *cobra.Command, e *app.Pipeline) error {
 			from := time.Now().Add(-o.since)
 			acc, err := e.Ledger.SubmissionAccounting(cmd.Context(), tenantsOrAll(o.tenants), from)
 			if err != nil {
@@ -48,7 +40,7 @@ func (a *commands) auditCommand() *cobra.Command {
 			}
 			render.Accounting(cmd.OutOrStdout(), acc)
 			return nil
-		},
+		}),
 	}
 	c.Flags().DurationVar(&o.since, "since", 24*time.Hour, "how far back")
 	c.Flags().StringSliceVar(&o.tenants, "tenant", nil, "only these tenants (default: all)")

@@ -54,15 +54,7 @@ func (a *commands) batchesCommand() *cobra.Command {
 		Use:   "list [--state S] [--tenant T] [--limit N] [--json]",
 		Short: "Manifests, newest first: key, state, items, audio, the vendor's batch id, what it resubmits",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := lo.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: a.withPipeline(&lo, func(cmd *cobra.Command, e *app.Pipeline) error {
 			ms, err := e.Ledger.Manifests(cmd.Context(), ledger.ManifestFilter{State: ledger.ManifestState(lo.state), TenantID: lo.tenant, Limit: lo.limit})
 			if err != nil {
 				return err
@@ -74,7 +66,7 @@ func (a *commands) batchesCommand() *cobra.Command {
 				return render.JSON(cmd.OutOrStdout(), ms)
 			}
 			return render.Manifests(cmd.OutOrStdout(), ms)
-		},
+		}),
 	}
 	f := list.Flags()
 	f.StringVar(&lo.state, "state", "", "only manifests in this state (formed, submitted, accepted, done, unbatched)")
@@ -87,16 +79,10 @@ func (a *commands) batchesCommand() *cobra.Command {
 		Use:   "show ID|KEY [--json]",
 		Short: "A manifest: its items with their states (and their recordings' states), and its history",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: a.withPipelineArgs(func(args []string) validator {
 			so.manifest = args[0]
-			if err := so.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+			return so
+		}, func(cmd *cobra.Command, e *app.Pipeline) error {
 			ctx := cmd.Context()
 			id, perr := uuid.Parse(so.manifest)
 			if perr != nil {
@@ -129,7 +115,7 @@ func (a *commands) batchesCommand() *cobra.Command {
 				}{m, shown, evs})
 			}
 			return render.Manifest(cmd.OutOrStdout(), m, shown, evs)
-		},
+		}),
 	}
 	show.Flags().BoolVar(&so.json, "json", false, "print the manifest, its items and its events as JSON")
 	cmd.AddCommand(list, show)

@@ -111,6 +111,37 @@ func TestCommandsNeedingADatabaseSaySo(t *testing.T) {
 	}
 }
 
+// A bad flag or argument is refused as the command line gives it, naming
+// it, before anything is opened: with no database configured, the error is
+// the flag's, not the missing database's.
+func TestBadFlagsRefusedBeforeOpening(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"jobs", "list", "--state", "cooking"}, `--state "cooking"`},
+		{[]string{"jobs", "list", "--limit", "-1"}, "--limit -1"},
+		{[]string{"jobs", "show", "--tenant", "t"}, "--call"},
+		{[]string{"jobs", "retry", "not-a-uuid"}, `recording id "not-a-uuid"`},
+		{[]string{"batches", "list", "--state", "cooking"}, `--state "cooking"`},
+		{[]string{"batches", "show", ""}, "ID|KEY"},
+		{[]string{"outbox", "list", "--state", "lost"}, "--state"},
+		{[]string{"outbox", "retry", "x"}, "x"},
+		{[]string{"scopes", "audit", "--since", "-1h"}, "--since -1h0m0s"},
+		{[]string{"scopes", "resume", ""}, "SCOPE"},
+		{[]string{"rollout", "report", "--since", "-1h"}, "--since -1h0m0s"},
+		{[]string{"rollout", "set", "c1", "loud"}, "loud"},
+		{[]string{"replay", "status", "x"}, "x"},
+		{[]string{"replay", "cancel", "x"}, "x"},
+	} {
+		code, _, stderr := run(t, context.Background(), nil, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) || strings.Contains(stderr, csconfig.EnvDatabaseURL) {
+			t.Errorf("%v: exit %d, stderr %q; want an error naming %q before the database is asked for", c.args, code, stderr, c.want)
+		}
+	}
+}
+
 func TestBadConfigIsNamed(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -87,15 +87,7 @@ func (a *commands) jobsCommand() *cobra.Command {
 		Use:   "show --tenant T --call C",
 		Short: "A call's recordings: the current row and the whole event history",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := so.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: a.withPipeline(&so, func(cmd *cobra.Command, e *app.Pipeline) error {
 			recs, err := e.Ledger.RecordingsByCall(cmd.Context(), so.tenant, so.call)
 			if err != nil {
 				return err
@@ -123,7 +115,7 @@ func (a *commands) jobsCommand() *cobra.Command {
 			}
 			render.CallRecordings(cmd.OutOrStdout(), all)
 			return nil
-		},
+		}),
 	}
 	show.Flags().StringVar(&so.tenant, "tenant", "", "tenant id")
 	show.Flags().StringVar(&so.call, "call", "", "call id")
@@ -134,15 +126,7 @@ func (a *commands) jobsCommand() *cobra.Command {
 		Use:   "list [--state S] [--tenant T]",
 		Short: "List recordings",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := lo.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: a.withPipeline(&lo, func(cmd *cobra.Command, e *app.Pipeline) error {
 			recs, err := e.Ledger.Recordings(cmd.Context(), ledger.RecordingFilter{State: ledger.State(lo.state), TenantID: lo.tenant, Limit: lo.limit})
 			if err != nil {
 				return err
@@ -151,7 +135,7 @@ func (a *commands) jobsCommand() *cobra.Command {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(recs)
 			}
 			return render.Recordings(cmd.OutOrStdout(), recs)
-		},
+		}),
 	}
 	list.Flags().StringVar(&lo.state, "state", "", "only this state")
 	list.Flags().StringVar(&lo.tenant, "tenant", "", "only this tenant")
@@ -180,12 +164,7 @@ func (a *commands) scopesCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List every scope that was ever deferred, paused or windowed, with its window",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: a.withPipeline(nil, func(cmd *cobra.Command, e *app.Pipeline) error {
 			ds, err := e.Ledger.ScopeDeferrals(cmd.Context())
 			if err != nil {
 				return err
@@ -214,7 +193,7 @@ func (a *commands) scopesCommand() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "(no Redis URL configured: scope windows not shown)")
 			}
 			return nil
-		},
+		}),
 	}
 	var wo scopeOptions
 	window := &cobra.Command{
@@ -252,26 +231,21 @@ func (a *commands) scopesCommand() *cobra.Command {
 		},
 	}
 	window.Flags().BoolVar(&wo.json, "json", false, "print the window and its events as JSON")
+	var ro scopeOptions
 	resume := &cobra.Command{
 		Use:   "resume SCOPE",
 		Short: "Let a paused scope (for example, after a quota top-up) admit again, starting with one probe",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ro := scopeOptions{scope: args[0]}
-			if err := ro.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: a.withPipelineArgs(func(args []string) validator {
+			ro.scope = args[0]
+			return ro
+		}, func(cmd *cobra.Command, e *app.Pipeline) error {
 			if err := e.Ledger.ScopeResume(cmd.Context(), ro.scope); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "scope %s resumed: the next request is a probe\n", ro.scope)
 			return nil
-		},
+		}),
 	}
 	cmd.AddCommand(list, window, resume, a.auditCommand())
 	return cmd
@@ -289,16 +263,10 @@ func (a *commands) redriveCommand(use, short, defaultReason string,
 		Use:   use,
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: a.withPipelineArgs(func(args []string) validator {
 			o.recording = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+			return &o
+		}, func(cmd *cobra.Command, e *app.Pipeline) error {
 			r, err := untilJobFinished(cmd, func() (ledger.Recording, error) {
 				return move(e.Jobs, cmd.Context(), e.Client, o.id, o.reason)
 			})
@@ -307,7 +275,7 @@ func (a *commands) redriveCommand(use, short, defaultReason string,
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), report(r))
 			return nil
-		},
+		}),
 	}
 	c.Flags().StringVar(&o.reason, "reason", defaultReason, "why, for the history")
 	return c

@@ -40,15 +40,7 @@ recordings root (unless the tenant sets keep_audio, or another recording
 still uses it). Each batch is recorded (retention_purges, retention_audio).
 --dry-run prints what would be removed, per tenant, and changes nothing.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: a.withPipeline(&o, func(cmd *cobra.Command, e *app.Pipeline) error {
 			out := cmd.OutOrStdout()
 			if o.dryRun {
 				pre, err := e.Jobs.PreviewRetention(cmd.Context())
@@ -62,7 +54,7 @@ still uses it). Each batch is recorded (retention_purges, retention_audio).
 				return err
 			}
 			return render.RetentionReport(out, rep, o.json)
-		},
+		}),
 	}
 	run.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be removed, per tenant; change nothing")
 	run.Flags().BoolVar(&o.json, "json", false, "print JSON")

@@ -11,9 +11,6 @@ import (
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
-// validator is what every command's options are.
-type validator interface{ Validate() error }
-
 // Each command's options accept good flags and refuse a bad one with an
 // error naming the flag (or argument) at fault, before anything is opened.
 func TestOptionsValidate(t *testing.T) {

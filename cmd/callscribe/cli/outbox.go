@@ -48,15 +48,7 @@ func (a *commands) outboxCommand() *cobra.Command {
 		Use:   "list [--state pending|delivered|dead] [--json]",
 		Short: "List outbox rows",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := lo.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+		RunE: a.withPipeline(&lo, func(cmd *cobra.Command, e *app.Pipeline) error {
 			l, err := e.Outbox.List(cmd.Context(), lo.state, 1000)
 			if err != nil {
 				return err
@@ -65,30 +57,25 @@ func (a *commands) outboxCommand() *cobra.Command {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(l)
 			}
 			return render.Outbox(cmd.OutOrStdout(), l)
-		},
+		}),
 	}
 	list.Flags().StringVar(&lo.state, "state", "", "only this state")
 	list.Flags().BoolVar(&lo.json, "json", false, "print JSON")
+	var ro outboxRetryOptions
 	retry := &cobra.Command{
 		Use:   "retry ID",
 		Short: "Send a dead delivery again (same idempotency key, fresh delivery deadline), recorded as its own event",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o := outboxRetryOptions{row: args[0]}
-			if err := o.Validate(); err != nil {
+		RunE: a.withPipelineArgs(func(args []string) validator {
+			ro.row = args[0]
+			return &ro
+		}, func(cmd *cobra.Command, e *app.Pipeline) error {
+			if err := e.Outbox.Retry(cmd.Context(), e.Client, ro.id); err != nil {
 				return err
 			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			if err := e.Outbox.Retry(cmd.Context(), e.Client, o.id); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "outbox row %d is pending again\n", o.id)
+			fmt.Fprintf(cmd.OutOrStdout(), "outbox row %d is pending again\n", ro.id)
 			return nil
-		},
+		}),
 	}
 	cmd.AddCommand(list, retry)
 	return cmd

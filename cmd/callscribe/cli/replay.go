@@ -202,16 +202,10 @@ func (a *commands) replayStatusCommand() *cobra.Command {
 		Use:   "status [RUN]",
 		Short: "Show a replay run's state and figures, or the newest runs",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: a.withPipelineArgs(func(args []string) validator {
 			o.run = args
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+			return &o
+		}, func(cmd *cobra.Command, e *app.Pipeline) error {
 			out := cmd.OutOrStdout()
 			if len(o.run) == 0 {
 				runs, err := e.Outbox.ReplayRuns(cmd.Context(), false, o.limit)
@@ -233,7 +227,7 @@ func (a *commands) replayStatusCommand() *cobra.Command {
 			}
 			render.Replay(out, run)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print as JSON")
 	cmd.Flags().IntVar(&o.limit, "limit", 20, "how many runs to list without RUN")
@@ -278,16 +272,10 @@ func (a *commands) replayCancelCommand() *cobra.Command {
 		Use:   "cancel RUN [--reason TEXT] [--json]",
 		Short: "Cancel a replay run: its pending deliveries are cancelled, its jobs end at their next turn",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: a.withPipelineArgs(func(args []string) validator {
 			o.run = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+			return &o
+		}, func(cmd *cobra.Command, e *app.Pipeline) error {
 			n, err := e.Outbox.ReplayCancel(cmd.Context(), o.id, cmp.Or(o.reason, "cancelled by "+startedBy()))
 			if err != nil {
 				return err
@@ -297,7 +285,7 @@ func (a *commands) replayCancelCommand() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replay run %d cancelled: %d pending deliveries cancelled\n", o.id, n)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print as JSON")
 	cmd.Flags().StringVar(&o.reason, "reason", "", "why (recorded with the run)")

@@ -42,23 +42,17 @@ func (a *commands) rolloutCommand() *cobra.Command {
 		Use:   "set COHORT observe|enforce",
 		Short: "Set a cohort's deferral mode; running workers follow within " + "2s" + ", no restart",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: a.withPipelineArgs(func(args []string) validator {
 			so.cohort, so.mode = args[0], args[1]
-			if err := so.Validate(); err != nil {
-				return err
-			}
-			e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+			return so
+		}, func(cmd *cobra.Command, e *app.Pipeline) error {
 			c, err := e.Ledger.SetRolloutMode(cmd.Context(), so.cohort, ledger.RolloutMode(so.mode), so.reason)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "cohort %s: %s (since %s)\n", c.Cohort, c.Mode, c.UpdatedAt.Format(time.RFC3339))
 			return nil
-		},
+		}),
 	}
 	set.Flags().StringVar(&so.reason, "reason", "", "why, recorded with the change")
 	report := func(use, short string, figures bool) *cobra.Command {
@@ -67,15 +61,7 @@ func (a *commands) rolloutCommand() *cobra.Command {
 			Use:   use,
 			Short: short,
 			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				if err := o.Validate(); err != nil {
-					return err
-				}
-				e, err := a.OpenPipeline(cmd.Context(), app.Caps{})
-				if err != nil {
-					return err
-				}
-				defer e.Close()
+			RunE: a.withPipeline(&o, func(cmd *cobra.Command, e *app.Pipeline) error {
 				rep, err := e.Jobs.RolloutReport(cmd.Context(), time.Now().Add(-o.since))
 				if err != nil {
 					return err
@@ -87,7 +73,7 @@ func (a *commands) rolloutCommand() *cobra.Command {
 					return render.Cohorts(cmd.OutOrStdout(), rep)
 				}
 				return render.Rollout(cmd.OutOrStdout(), time.Now().Add(-o.since), rep)
-			},
+			}),
 		}
 		c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 		if figures {
