@@ -58,3 +58,39 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logge
 	}
 	return nil
 }
+
+// Surface is a simulator's HTTP surface: its handler, served by the
+// methods below. A simulator's Server embeds it, so that each offers the
+// same Handler, ListenAndServe and Serve.
+type Surface struct {
+	handler http.Handler
+	log     *slog.Logger
+	name    string
+}
+
+// NewSurface returns the surface of the simulator name ("sttsim") that
+// serves h and logs its server's errors to log.
+func NewSurface(h http.Handler, log *slog.Logger, name string) Surface {
+	return Surface{handler: h, log: log, name: name}
+}
+
+// Handler returns the simulator's HTTP handler, for httptest.NewServer or
+// a server of the caller's. Dropping a connection needs a ResponseWriter
+// that can be hijacked (HTTP/1.x); otherwise the handler panics with
+// http.ErrAbortHandler, which net/http turns into an aborted response.
+func (s Surface) Handler() http.Handler { return s.handler }
+
+// ListenAndServe listens on the TCP address addr and serves until ctx is
+// done; see Serve.
+func (s Surface) ListenAndServe(ctx context.Context, addr string) error {
+	return ListenAndServe(ctx, addr, s.handler, s.log, s.name)
+}
+
+// Serve serves HTTP on ln until ctx is done, then shuts down gracefully:
+// it stops accepting, lets in-flight requests finish for up to
+// ShutdownGrace, then cancels them and closes the remaining connections.
+// It returns nil after a shutdown, or the error that stopped serving
+// earlier. It closes ln.
+func (s Surface) Serve(ctx context.Context, ln net.Listener) error {
+	return Serve(ctx, ln, s.handler, s.log, s.name)
+}

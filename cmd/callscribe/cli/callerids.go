@@ -40,15 +40,7 @@ Numbers are E.164: '+' then %d–%d digits.`, int(capacity.StaleAfterDefault.Min
 		Use:   "add --org ORG NUMBER...",
 		Short: "Add numbers to the organisation's pool, free (numbers already there are left as they are)",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			c, closeFn, err := a.OpenCallerIDs()
-			if err != nil {
-				return err
-			}
-			defer closeFn()
+		RunE: o.run(a, func(cmd *cobra.Command, args []string, c *capacity.CallerIDs) error {
 			n, err := c.Add(cmd.Context(), o.org, args...)
 			if err != nil {
 				return err
@@ -58,21 +50,13 @@ Numbers are E.164: '+' then %d–%d digits.`, int(capacity.StaleAfterDefault.Min
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "org %s: %d added, %d already there\n", o.org, n, len(args)-n)
 			return nil
-		},
+		}),
 	}
 	remove := &cobra.Command{
 		Use:   "remove --org ORG [--force] NUMBER...",
 		Short: "Remove numbers from the organisation's pool; a number a call holds is refused (nothing removed) unless --force",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			c, closeFn, err := a.OpenCallerIDs()
-			if err != nil {
-				return err
-			}
-			defer closeFn()
+		RunE: o.run(a, func(cmd *cobra.Command, args []string, c *capacity.CallerIDs) error {
 			n, err := c.Remove(cmd.Context(), o.org, o.force, args...)
 			if err != nil {
 				return err
@@ -82,22 +66,14 @@ Numbers are E.164: '+' then %d–%d digits.`, int(capacity.StaleAfterDefault.Min
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "org %s: %d removed, %d not in the pool\n", o.org, n, len(args)-n)
 			return nil
-		},
+		}),
 	}
 	remove.Flags().BoolVar(&o.force, "force", false, "remove numbers even while calls hold them (their releases then free nothing)")
 	list := &cobra.Command{
 		Use:   "list --org ORG [--json]",
 		Short: "The organisation's numbers: free, busy or stale, busy since, and the holding call",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			c, closeFn, err := a.OpenCallerIDs()
-			if err != nil {
-				return err
-			}
-			defer closeFn()
+		RunE: o.run(a, func(cmd *cobra.Command, args []string, c *capacity.CallerIDs) error {
 			l, err := c.List(cmd.Context(), o.org)
 			if err != nil {
 				return err
@@ -106,7 +82,7 @@ Numbers are E.164: '+' then %d–%d digits.`, int(capacity.StaleAfterDefault.Min
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"org": o.org, "numbers": l})
 			}
 			return render.CallerIDs(cmd.OutOrStdout(), l)
-		},
+		}),
 	}
 	for _, c := range []*cobra.Command{add, remove, list} {
 		c.Flags().StringVar(&o.org, "org", "", "the organisation (required)")
@@ -114,4 +90,20 @@ Numbers are E.164: '+' then %d–%d digits.`, int(capacity.StaleAfterDefault.Min
 	}
 	cmd.AddCommand(add, remove, list)
 	return cmd
+}
+
+// run is the RunE of a caller-ids command: it checks o, opens the pools,
+// runs do on them and closes them.
+func (o *callerIDsOptions) run(a *commands, do func(cmd *cobra.Command, args []string, c *capacity.CallerIDs) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		c, closeFn, err := a.OpenCallerIDs()
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		return do(cmd, args, c)
+	}
 }

@@ -2,21 +2,31 @@ package cli_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/crmsim"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
+	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox"
 )
 
 // worker + outbox list + jobs revalidate + replay, in-process against a
@@ -158,4 +168,100 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	if code, _, stderr := c("replay", "--from", from, "--to", to, "--target", "nope"); code == 0 || !strings.Contains(stderr, "staging") {
 		t.Fatalf("unknown target: %q", stderr)
 	}
+}
+
+// replay's flags are checked before anything is opened, naming the flag.
+func TestReplayFlagErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgPath := writeFile(t, dir, "c.yaml", "crm_targets:\n  staging: {kind: webhook, base_url: 'http://127.0.0.1:3', token: s}\n", 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "--from", "2026-01-01", "--to", "2026-02-01"}, "give --from, --to and --target"},
+		{[]string{"replay", "--from", "yesterday", "--to", "2026-02-01", "--target", "staging"}, "--from"},
+		{[]string{"replay", "--from", "2026-02-01", "--to", "2026-01-01", "--target", "staging"}, "is not after"},
+		{[]string{"replay", "--from", "2026-01-01", "--to", "2026-02-01", "--target", "nope"}, "configured: staging"},
+		{[]string{"replay", "--from", "2026-01-01", "--to", "2026-02-01", "--target", "staging", "--max-rate", "-3"}, "--max-rate"},
+		{[]string{"replay", "--from", "2026-01-01", "--to", "2026-02-01", "--target", "staging", "--state", "done"}, "--state"},
+		{[]string{"replay", "status", "x"}, `run "x"`},
+		{[]string{"replay", "cancel", "0"}, `run "0"`},
+	} {
+		code, _, stderr := run(t, context.Background(), nil, append([]string{"--config", cfgPath}, c.args...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("callscribe %v = %d, %q; want an error naming %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// commitSets commits n recordings of tenant, each with one action set,
+// straight through the ledger and the outbox (ingested, walked to
+// validated, committed), without the speech pipeline: what a replay run
+// replays. The outbox has no destination, so nothing is delivered. It
+// returns the sets' idempotency keys (tenant:call:version).
+func commitSets(t *testing.T, pool *pgxpool.Pool, tenant string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	l, err := ledger.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := outbox.New(outbox.Config{}, pool, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	o.AddWorkers(workers)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(i int) (string, error) {
+		call := fmt.Sprintf("call-%04d", i)
+		h := sha256.Sum256(fmt.Appendf(nil, "%s/%s", tenant, call))
+		res, err := l.Ingest(ctx, ledger.NewRecording{TenantID: tenant, CallID: call, AudioSHA256: hex.EncodeToString(h[:])})
+		if err != nil {
+			return "", err
+		}
+		r := res.Recording
+		for _, s := range []ledger.State{ledger.StateEligible, ledger.StateSubmitted, ledger.StateTranscribed, ledger.StateValidated} {
+			if r, err = l.Transition(ctx, ledger.Transition{RecordingID: r.ID, From: r.State, To: s}); err != nil {
+				return "", err
+			}
+		}
+		c, err := o.Commit(ctx, client, r, []crm.Action{
+			{Kind: crm.KindCallNote, Text: "Call " + call + ": rate sheet promised"},
+			{Kind: crm.KindNextCall, Date: "2026-12-02"},
+		})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s:%s:%d", tenant, call, c.Set.ActionVersion), nil
+	}
+	keys := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	const parallel = 8
+	for w := range parallel {
+		wg.Go(func() {
+			for i := w; i < n; i += parallel {
+				keys[i], errs[i] = commit(i)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("committing recording %d of %d: %v", i, n, err)
+		}
+	}
+	return keys
+}
+
+// replayWindow is a --from, --to window holding every recording ingested
+// now.
+func replayWindow() (from, to string) {
+	now := time.Now().UTC()
+	return now.Add(-24 * time.Hour).Format(time.DateOnly), now.Add(48 * time.Hour).Format(time.DateOnly)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,19 +14,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
-
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
+	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
+	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testredis"
+	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
-// TestServe runs `callscribe serve` in-process on a free port, takes and
-// gives back a lease over HTTP, checks the token, then cancels the context
-// (Ctrl-C) and sees exit 0.
 // serveTestToken is CALLSCRIBE_API_TOKEN of the tests that serve: long and
 // varied enough to be accepted (tokens.CheckSecret).
 const serveTestToken = "test-api-token-0123456789-abcdefghijklmnopqrstuv"
 
+// TestServe runs `callscribe serve` in-process on a free port, takes and
+// gives back a lease over HTTP, checks the token, then cancels the context
+// (Ctrl-C) and sees exit 0.
 func TestServe(t *testing.T) {
 	t.Parallel()
 	redisURL := testredis.URL()
@@ -45,7 +48,7 @@ func TestServe(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	env := map[string]string{config.EnvRedisURL: redisURL, config.EnvAPIToken: serveTestToken}
+	env := map[string]string{csconfig.EnvRedisURL: redisURL, csconfig.EnvAPIToken: serveTestToken}
 	go func() {
 		done <- cli.Run(ctx, []string{"--config", cfgPath, "serve", "--addr", "127.0.0.1:0"},
 			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
@@ -126,7 +129,7 @@ func TestServe(t *testing.T) {
 func TestServeNeedsRedis(t *testing.T) {
 	t.Parallel()
 	code, _, stderr := run(t, context.Background(), nil, "serve", "--addr", "127.0.0.1:0")
-	if code == 0 || !strings.Contains(stderr, config.EnvRedisURL) {
+	if code == 0 || !strings.Contains(stderr, csconfig.EnvRedisURL) {
 		t.Fatalf("serve without Redis: %d %q", code, stderr)
 	}
 }
@@ -146,7 +149,7 @@ func TestServeRejectsBadOrgCaps(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte("capacity:\n  orgs:\n    acme: {limit: 4, campaigns: {spring: 9}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{config.EnvRedisURL: "redis://127.0.0.1:1/0"}
+	env := map[string]string{csconfig.EnvRedisURL: "redis://127.0.0.1:1/0"}
 	code, _, stderr := run(t, context.Background(), env, "--config", cfgPath, "serve", "--addr", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(stderr, "capacity.orgs") || !strings.Contains(stderr, "spring") {
 		t.Fatalf("campaign cap above its org's: %d %q", code, stderr)
@@ -171,6 +174,264 @@ func serveBase(t *testing.T, out, errOut *syncBuffer, done <-chan int) string {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve printed no address:\n%s\n%s", out.String(), errOut.String())
+		}
+	}
+}
+
+// serve runs the recordings API and the workers in one process: a
+// recording fed with curl's request is committed, readable over the API;
+// /healthz and /readyz answer; Ctrl-C drains and stops.
+func TestServeIngestsAndDrives(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	sim, err := sttsim.New(sttsim.Config{RateLimitShare: 0.2, Cooldown: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stt := httptest.NewServer(sim.Handler())
+	defer stt.Close()
+	recordings, _ := filepath.Abs("../../../testdata/recordings")
+	config := filepath.Join(t.TempDir(), "c.yaml")
+	body := "audio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 500ms}\n" +
+		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
+		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key}\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool), csconfig.EnvRedisURL: testredis.URL()}
+	code, out, stderr := run(t, ctx, env, "--config", config, "tokens", "create", "--tenant", "northline")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 {
+		t.Fatalf("tokens create: %s", stderr)
+	}
+	token := lines[len(lines)-1]
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var sout, serr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(sctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"}, cli.Env{Stdout: &sout, Stderr: &serr, Getenv: envOf(env)})
+	}()
+	base := serveBase(t, &sout, &serr, done)
+	call := func(method, path, body string) (int, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, rd)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	if code, got := call("GET", "/healthz", ""); code != 200 {
+		t.Fatalf("healthz: %d %v", code, got)
+	}
+	if code, got := call("GET", "/readyz", ""); code != 200 || got["postgres"] != "ok" || got["redis"] != "ok" {
+		t.Fatalf("readyz: %d %v", code, got)
+	}
+	if code, got := call("POST", "/v1/recordings", `{"call_id":"call-1001","audio":"northline/call-1001.wav","lane":"immediate"}`); code != 201 {
+		t.Fatalf("create: %d %v", code, got)
+	}
+	var state string
+	for deadline := time.Now().Add(60 * time.Second); state != "committed"; time.Sleep(100 * time.Millisecond) {
+		_, got := call("GET", "/v1/recordings/call-1001", "")
+		if recs, ok := got["recordings"].([]any); ok && len(recs) == 1 {
+			state, _ = recs[0].(map[string]any)["state"].(string)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not committed after 60s (state %q):\n%s", state, serr.String())
+		}
+	}
+	// The capacity API answers on the same port, with the same token.
+	if code, got := call("GET", "/v1/status", ""); code != 200 {
+		t.Fatalf("capacity status: %d %v", code, got)
+	}
+	// A made-up token is refused, and counted.
+	breq, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/recordings", nil)
+	breq.Header.Set("Authorization", "Bearer cs_1_"+strings.Repeat("0", 64))
+	if bresp, err := http.DefaultClient.Do(breq); err != nil || bresp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a made-up token: %v %v", bresp, err)
+	} else {
+		_ = bresp.Body.Close()
+	}
+	// River UI: an admin's, not a tenant's.
+	_, out, _ = run(t, ctx, env, "--config", config, "tokens", "create", "--admin")
+	admin := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
+	for _, c := range []struct {
+		path, tok string
+		want      int
+	}{{"/riverui/", token, 401}, {"/riverui/", admin, 200}, {"/metrics", token, 401}, {"/metrics", admin, 200}} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s with a %s token: %d, want %d", c.path, map[bool]string{true: "tenant", false: "admin"}[c.tok == token], resp.StatusCode, c.want)
+		}
+		if c.path == "/metrics" && c.want == 200 && (!strings.Contains(string(b), "callscribe_submissions_per_transcript_count 1") ||
+			!strings.Contains(string(b), "callscribe_auth_failures_total 1")) {
+			t.Errorf("/metrics lacks the one committed transcript:\n%.2000s", b)
+		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d: %s", code, serr.String())
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("serve did not stop within 45s of Ctrl-C")
+	}
+}
+
+// Issue 23, finding 11: a dial long-poll of 30 s in flight when serve is
+// told to stop (SIGTERM, here the command's context) is answered with its
+// call's state when the shutdown begins, not cut without an answer after
+// the shutdown grace (10 s). Slot, start and gate waits end the same way
+// (httpapi's TestAttackSlotWaitAnsweredOnShutdown).
+func TestAttackServeLongPollAnsweredOnShutdown(t *testing.T) {
+	t.Parallel()
+	provider := fmt.Sprintf("serve-stop-%d-%d", os.Getpid(), capSeq.Add(1))
+	call := provider + "-call"
+	config := filepath.Join(t.TempDir(), "c.yaml")
+	body := "capacity:\n  limits:\n    " + provider + "/stt: {limit: 1}\n" +
+		"  agents:\n    out: {stt: [" + provider + "]}\n  max_dial_waiters: 1\n"
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rdb := testredis.Client(t)
+	t.Cleanup(func() {
+		testredis.DeleteMatching(rdb, "*{"+provider+"*")
+		testredis.DeleteMatching(rdb, "*"+call+"*")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	env := map[string]string{csconfig.EnvRedisURL: testredis.URL(), csconfig.EnvAPIToken: serveTestToken}
+	go func() {
+		done <- cli.Run(ctx, []string{"--config", config, "serve", "--addr", "127.0.0.1:0"},
+			cli.Env{Stdout: &out, Stderr: &errOut, Getenv: envOf(env)})
+	}()
+	base := serveBase(t, &out, &errOut, done)
+	do := func(method, path, body string) (int, map[string]any) {
+		req, err := http.NewRequestWithContext(context.Background(), method, base+path, strings.NewReader(body))
+		if err != nil {
+			return 0, map[string]any{"error": err.Error()}
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Authorization", "Bearer "+serveTestToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, map[string]any{"error": err.Error()}
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	// The provider's one slot is taken: the call queues.
+	if code, got := do("POST", "/v1/leases", `{"provider":"`+provider+`","kind":"stt","holder":"fill","lane":"live"}`); code != 200 || got["granted"] != true {
+		t.Fatalf("fill: %d %v", code, got)
+	}
+	if code, got := do("POST", "/v1/calls/"+call+"/dial", `{"agent":"out"}`); code != 202 {
+		t.Fatalf("dial: %d %v, want 202 queued", code, got)
+	}
+	type answer struct {
+		code int
+		got  map[string]any
+		took time.Duration
+	}
+	dialDone := make(chan answer, 1)
+	go func() {
+		for { // a probe below may hold the only place for a moment: retry
+			start := time.Now()
+			code, got := do("GET", "/v1/calls/"+call+"/dial?wait_ms=30000", "")
+			if code != http.StatusTooManyRequests {
+				dialDone <- answer{code, got, time.Since(start)}
+				return
+			}
+		}
+	}()
+	// The long-poll waits once a second one is refused (max_dial_waiters 1).
+	for {
+		code, got := do("GET", "/v1/calls/"+call+"/dial?wait_ms=50", "")
+		if code == http.StatusTooManyRequests {
+			break
+		}
+		if code != http.StatusAccepted {
+			t.Fatalf("probe: %d %v", code, got)
+		}
+	}
+	cancel() // as SIGTERM
+	select {
+	case a := <-dialDone:
+		if a.code != http.StatusAccepted || a.got["state"] != "queued" || a.got["call_id"] != call {
+			t.Errorf("the long-poll at shutdown: %d %v after %s, want 202 queued", a.code, a.got, a.took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the long-poll: no answer 20 s after the shutdown began")
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d:\n%s", code, errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+// TestAttackWeakAPIToken: a guessable CALLSCRIBE_API_TOKEN, an admin's
+// credential, is refused before serve starts, saying how to make one.
+func TestAttackWeakAPIToken(t *testing.T) {
+	t.Parallel()
+	env := func(tok string) func(string) string {
+		return func(k string) string {
+			if k == csconfig.EnvAPIToken {
+				return tok
+			}
+			return ""
+		}
+	}
+	for _, weak := range []string{"a", "admin-tok", strings.Repeat("x", 64), "abcdefghijklmnoabcdefghijklmnoabcdefghijklmno"} {
+		_, err := csconfig.LoadConfig("", env(weak))
+		if err == nil {
+			t.Fatalf("csconfig.LoadConfig with %s=%q: no error", csconfig.EnvAPIToken, weak)
+		}
+		for _, want := range []string{csconfig.EnvAPIToken, "openssl rand -base64 32", "callscribe tokens create --admin"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("csconfig.LoadConfig with %s=%q: %q does not say %q", csconfig.EnvAPIToken, weak, err, want)
+			}
+		}
+	}
+	var stderr strings.Builder
+	code := cli.Run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0"}, cli.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: env("a")})
+	if code == 0 || !strings.Contains(stderr.String(), csconfig.EnvAPIToken) || !strings.Contains(stderr.String(), "openssl rand -base64 32") {
+		t.Fatalf("serve with %s=a: exit %d\n%s", csconfig.EnvAPIToken, code, stderr.String())
+	}
+	for _, good := range []string{
+		"q0Zr8kS1vJ3mX9cT2wB7yN5uE4hL6pA0dF8gK1iO3s=",                           // openssl rand -base64 32
+		"cs_7_6f1c0a9d2b3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f90", // callscribe tokens create --admin
+	} {
+		if _, err := csconfig.LoadConfig("", env(good)); err != nil {
+			t.Errorf("csconfig.LoadConfig with a proper token: %v", err)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,11 +17,11 @@ import (
 // Server is a simulated stt-http/v1 speech-to-text server. It keeps
 // everything in memory. Its methods are safe for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	keys    simserver.Credentials
-	models  map[string]bool
-	handler http.Handler
+	cfg    Config
+	log    *slog.Logger
+	keys   simserver.Credentials
+	models map[string]bool
+	simserver.Surface
 
 	rng *simserver.Rand
 
@@ -80,29 +79,8 @@ func New(cfg Config) (*Server, error) {
 		mux.Handle("GET /v1/batches/{id}", s.route(s.handleBatchPoll))
 	}
 	mux.Handle("/", s.route(s.handleUnrouted))
-	s.handler = mux
+	s.Surface = simserver.NewSurface(mux, s.log, "sttsim")
 	return s, nil
-}
-
-// Handler returns the server's HTTP handler, for httptest.NewServer or a
-// server of the caller's. Dropping a connection needs a ResponseWriter
-// that can be hijacked (HTTP/1.x); otherwise the handler panics with
-// http.ErrAbortHandler, which net/http turns into an aborted response.
-func (s *Server) Handler() http.Handler { return s.handler }
-
-// ListenAndServe listens on the TCP address addr and serves until ctx is
-// done; see Serve.
-func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
-	return simserver.ListenAndServe(ctx, addr, s.handler, s.log, "sttsim")
-}
-
-// Serve serves HTTP on ln until ctx is done, then shuts down gracefully:
-// it stops accepting, lets in-flight requests finish for up to 5 seconds
-// (simserver.ShutdownGrace), then cancels them and closes the remaining
-// connections. It returns nil after a shutdown, or the error that stopped
-// serving earlier. It closes ln.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return simserver.Serve(ctx, ln, s.handler, s.log, "sttsim")
 }
 
 // reply is a handler's answer, written by write.
