@@ -51,6 +51,11 @@ const (
 	// StaleAfterDefault is how long a slot (or a busy caller ID) lives
 	// before the next acquire reclaims it.
 	StaleAfterDefault = 20 * time.Minute
+	// SlotSetIdleTTL is how long an organisation's (and a campaign's) slot
+	// set stays in Redis after its last slot was taken: an idle
+	// organisation's sets expire an hour after its last call started
+	// (never before its slots' StaleAfter).
+	SlotSetIdleTTL = time.Hour
 	// RetryIntervalDefault is Slots.Acquire's retry interval when it is
 	// given 0.
 	RetryIntervalDefault = 250 * time.Millisecond

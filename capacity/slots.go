@@ -222,9 +222,11 @@ func (s *Slots) registryKey() string                 { return s.kit.Key(registry
 func (s *Slots) nowArg() string                      { return rediskit.NowArg(s.nowMs.Load()) }
 
 // slotAcquireScript: KEYS org set, campaign set; ARGV now, org limit,
-// campaign limit (0: none), stale ms, slot ID. Trims expired members,
-// counts, and adds the slot to both sets (scored by expiry) only when both
-// have room. Returns {granted, org in use, campaign in use, expiry ms}.
+// campaign limit (0: none), stale ms, slot ID, idle ms. Trims expired
+// members, counts, and adds the slot to both sets (scored by expiry) only
+// when both have room; each set then lives idle ms (at least stale ms)
+// after its newest slot. Returns {granted, org in use, campaign in use,
+// expiry ms}.
 var slotAcquireScript = rediskit.NowScript(`
 local orgLimit, campLimit, stale = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -238,11 +240,12 @@ if orgN >= orgLimit or (campLimit > 0 and campN >= campLimit) then
   return {0, orgN, campN, 0}
 end
 local exp = now + stale
+local idle = math.max(tonumber(ARGV[6]), stale)
 redis.call('ZADD', KEYS[1], exp, ARGV[5])
-redis.call('PEXPIRE', KEYS[1], stale)
+redis.call('PEXPIRE', KEYS[1], idle)
 if campLimit > 0 then
   redis.call('ZADD', KEYS[2], exp, ARGV[5])
-  redis.call('PEXPIRE', KEYS[2], stale)
+  redis.call('PEXPIRE', KEYS[2], idle)
   campN = campN + 1
 end
 return {1, orgN + 1, campN, exp}
@@ -367,7 +370,7 @@ func (s *Slots) tryAcquire(ctx context.Context, org, campaign, id string, orgLim
 	ctx, cancel := s.kit.Op(ctx)
 	defer cancel()
 	keys := []string{s.orgKey(org), s.campKey(org, campaign)}
-	res, err := slotAcquireScript.Run(ctx, s.kit.Client, keys, s.nowArg(), orgLimit, campLimit, s.cfg.StaleAfter.Milliseconds(), id).Int64Slice()
+	res, err := slotAcquireScript.Run(ctx, s.kit.Client, keys, s.nowArg(), orgLimit, campLimit, s.cfg.StaleAfter.Milliseconds(), id, SlotSetIdleTTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		return nil, err
 	}

@@ -128,6 +128,43 @@ func TestSlotsAcquireBothCaps(t *testing.T) {
 	}
 }
 
+// An organisation's and a campaign's slot sets live an hour
+// (SlotSetIdleTTL) after their newest slot was taken, so an idle
+// organisation's sets leave Redis then; a slot itself still goes stale
+// after StaleAfter.
+func TestSlotSetsExpireAnHourAfterTheLastCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if capacity.SlotSetIdleTTL != time.Hour || capacity.StaleAfterDefault != 20*time.Minute {
+		t.Fatalf("SlotSetIdleTTL %s, StaleAfterDefault %s; want 1h and 20m", capacity.SlotSetIdleTTL, capacity.StaleAfterDefault)
+	}
+	rdb, prefix := testredis.New(t, "capacity")
+	s := newTestSlots(t, captest.OnRedis(t, rdb, prefix), capacity.SlotsConfig{
+		Orgs: map[string]capacity.OrgSlots{"acme": {Limit: 3, Campaigns: map[string]int{"spring": 2}}}})
+	if _, err := s.Acquire(ctx, "acme", "spring", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{prefix + ":{acme}:slots", prefix + ":{acme}:camp:spring"} {
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A wide margin below: the script set an hour, and the test reads
+		// it back a moment later.
+		if ttl <= 50*time.Minute || ttl > time.Hour {
+			t.Errorf("%s: TTL %s, want an hour (SlotSetIdleTTL)", key, ttl)
+		}
+	}
+	// A slot itself still goes stale after StaleAfter: its score is now + 20m.
+	members, err := rdb.ZRangeWithScores(ctx, prefix+":{acme}:slots", 0, -1).Result()
+	if err != nil || len(members) != 1 {
+		t.Fatalf("org set: %v, %v; want one slot", members, err)
+	}
+	if left := time.Until(time.UnixMilli(int64(members[0].Score))); left <= 15*time.Minute || left > 20*time.Minute {
+		t.Errorf("the slot goes stale in %s, want 20m (StaleAfterDefault)", left)
+	}
+}
+
 func TestSlotsAcquireWaitsForRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
