@@ -301,3 +301,33 @@ func TestHTTPLiveCallsFailOpen(t *testing.T) {
 		}
 	}
 }
+
+// After Redis loses everything (a wipe, a failover to an empty replica),
+// ending a call is a no-op answered 204, twice as once, and new calls dial
+// against the fresh, empty counters.
+func TestHTTPCallEndedAfterRedisWiped(t *testing.T) {
+	t.Parallel()
+	rdb := testredis.Client(t)
+	b := liveServe(t, rdb, testredis.Prefix(t, rdb, "httpapi"))
+	if code, got, _ := b.do(t, "POST", "/v1/calls/w1/dial", `{"agent":"out"}`); code != 200 || got["state"] != "reserved" {
+		t.Fatalf("dial w1: %d %v", code, got)
+	}
+	if code, got, _ := b.do(t, "POST", "/v1/calls/w1/answered", ""); code != 200 {
+		t.Fatalf("answered w1: %d %v", code, got)
+	}
+	testredis.DeleteKeys(rdb, b.prefix)
+	if n, err := rdb.Keys(context.Background(), b.prefix+":*").Result(); err != nil || len(n) != 0 {
+		t.Fatalf("keys left after the wipe: %v, %v", n, err)
+	}
+	for range 2 {
+		if code, got, _ := b.do(t, "POST", "/v1/calls/w1/ended", ""); code != 204 {
+			t.Fatalf("ended w1 after the wipe: %d %v, want 204", code, got)
+		}
+	}
+	if code, got, _ := b.do(t, "POST", "/v1/calls/w2/dial", `{"agent":"out"}`); code != 200 || got["state"] != "reserved" {
+		t.Fatalf("dial w2 after the wipe: %d %v, want reserved on the empty counters", code, got)
+	}
+	if n, err := rdb.ZCard(context.Background(), rediskit.Key(b.prefix, "vox/stt", "leases")).Result(); err != nil || n != 1 {
+		t.Fatalf("vox leases %d %v after the wipe and one new dial, want 1", n, err)
+	}
+}
