@@ -124,7 +124,8 @@ func (h *httpAPI) agentCall(w http.ResponseWriter, r *http.Request, need string)
 }
 
 // voiceStart takes a voice slot for one reply of the call: the agent's
-// primary voice, else a fallback with room, else (after waiting up to
+// primary voice, else a fallback with room (those the call has connected
+// to first, kept on its timeline in Redis), else (after waiting up to
 // live.VoiceWaitDefault) the primary over the limit, holding no lease.
 func (h *httpAPI) voiceStart(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.agentCall(w, r, "tts")

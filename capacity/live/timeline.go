@@ -155,6 +155,47 @@ func (t *Timeline) Record(ctx context.Context, e TimelineEvent) {
 	}
 }
 
+func (t *Timeline) voicesKey(callID string) string { return t.kit.Key("call:"+callID, "voices") }
+
+// ConnectVoice records that callID's replies have spoken through the
+// fallback voice provider, so that later replies of the call, from any
+// process, try it before the fallbacks not yet connected. The record lives
+// as long as the call's timeline. It fails open as Record does.
+func (t *Timeline) ConnectVoice(ctx context.Context, callID, provider string) {
+	if t == nil || callID == "" || provider == "" {
+		return
+	}
+	octx, cancel := t.kit.Detached(ctx)
+	defer cancel()
+	key := t.voicesKey(callID)
+	pipe := t.kit.Client.TxPipeline()
+	// The first connection orders the fallbacks (NX: a later one keeps
+	// its place).
+	pipe.ZAddArgs(octx, key, redis.ZAddArgs{NX: true, Members: []redis.Z{{Score: float64(time.Now().UnixMilli()), Member: provider}}})
+	pipe.PExpire(octx, key, t.cfg.TTL)
+	if _, err := pipe.Exec(octx); err != nil {
+		t.fail.Note("timeline connect voice", err)
+	}
+}
+
+// ConnectedVoices returns the fallback voices callID's replies have
+// connected to (ConnectVoice), in the order they were first used; none
+// for a call that has used none, or when Redis cannot be read (a reply
+// then tries the fallbacks in their configured order).
+func (t *Timeline) ConnectedVoices(ctx context.Context, callID string) []string {
+	if t == nil || callID == "" {
+		return nil
+	}
+	octx, cancel := t.kit.Op(ctx)
+	defer cancel()
+	vs, err := t.kit.Client.ZRange(octx, t.voicesKey(callID), 0, -1).Result()
+	if err != nil {
+		t.fail.Note("timeline connected voices", err)
+		return nil
+	}
+	return vs
+}
+
 // Events returns callID's timeline, oldest first; none for a call with no
 // events (or whose timeline expired). It returns Redis's error: it is an
 // operator's read, not a call's.

@@ -57,8 +57,11 @@ type VoiceOptions struct {
 	// Clock stamps events. Default nil: clock.System.
 	Clock clock.Clock
 	// Timeline, when set, also records every warning event and every
-	// wait (EventVoiceWait) in Redis, on the call's shared timeline.
-	// Default nil: the events are kept only in this Voice.
+	// wait (EventVoiceWait) in Redis, on the call's shared timeline, and
+	// the fallbacks the call has connected to: a Voice made for each reply
+	// (as the capacity API does) starts with the call's connected
+	// fallbacks. Default nil: the events and the connected fallbacks are
+	// kept only in this Voice.
 	Timeline *Timeline
 }
 
@@ -95,6 +98,26 @@ type Voice struct {
 // providers, the primary first, then fallbacks.
 func NewVoice(leases *capacity.Leases, callID string, providers []string, opts VoiceOptions) *Voice {
 	return &Voice{leases: leases, callID: callID, providers: slices.Clone(providers), opts: opts.WithDefaults()}
+}
+
+// connectedOrder returns the fallbacks already connected, in the order
+// they were opened: this Voice's, after those its Timeline holds for the
+// call (read once per reply).
+func (v *Voice) connectedOrder(ctx context.Context) []string {
+	var out []string
+	for _, p := range v.opts.Timeline.ConnectedVoices(ctx, v.callID) {
+		if slices.Contains(v.providers[1:], p) {
+			out = append(out, p)
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, p := range v.connected {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Reply is one reply's voice slot. Call Done when the reply's audio has
@@ -142,7 +165,8 @@ func (v *Voice) StartReply(ctx context.Context) Reply {
 		return Reply{}
 	}
 	primary := v.providers[0]
-	if r, ok := v.try(ctx); ok {
+	connected := v.connectedOrder(ctx)
+	if r, ok := v.try(ctx, connected); ok {
 		return r
 	}
 	start := time.Now()
@@ -158,12 +182,12 @@ func (v *Voice) StartReply(ctx context.Context) Reply {
 				break wait
 			case <-deadline.C:
 				// One last look, so a slot freed just now is not missed.
-				if r, ok := v.try(ctx); ok {
+				if r, ok := v.try(ctx, connected); ok {
 					return v.waited(ctx, r, start)
 				}
 				break wait
 			case <-poll.C:
-				if r, ok := v.try(ctx); ok {
+				if r, ok := v.try(ctx, connected); ok {
 					return v.waited(ctx, r, start)
 				}
 			}
@@ -188,12 +212,11 @@ func (v *Voice) waited(ctx context.Context, r Reply, start time.Time) Reply {
 	return r
 }
 
-// try takes the first voice slot with room, in StartReply's order.
-func (v *Voice) try(ctx context.Context) (Reply, bool) {
+// try takes the first voice slot with room, in StartReply's order: the
+// primary, the connected fallbacks, then the others.
+func (v *Voice) try(ctx context.Context, connected []string) (Reply, bool) {
 	primary := v.providers[0]
-	v.mu.Lock()
-	order := append([]string{primary}, v.connected...)
-	v.mu.Unlock()
+	order := append([]string{primary}, connected...)
 	for _, p := range v.providers[1:] {
 		if !slices.Contains(order, p) {
 			order = append(order, p)
@@ -212,6 +235,7 @@ func (v *Voice) try(ctx context.Context) (Reply, bool) {
 				v.connected = append(v.connected, provider)
 			}
 			v.mu.Unlock()
+			v.opts.Timeline.ConnectVoice(ctx, v.callID, provider)
 			v.warn(ctx, Event{Kind: EventVoiceOverflow, From: primary, To: provider,
 				Message: fmt.Sprintf("voice %s full: reply moved to fallback %s", primary, provider)})
 		}

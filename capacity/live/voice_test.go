@@ -122,6 +122,67 @@ func TestVoiceReplyOverflowsToFallback(t *testing.T) {
 	}
 }
 
+// A Voice made for each reply, as the capacity API makes one per request
+// (from any process), keeps a call's connected fallbacks through the
+// call's Timeline: the fallback the call moved to stays connected for the
+// rest of the call and is tried before a fallback not yet connected, and
+// another call's replies do not see it.
+func TestVoiceFallbackStaysConnectedAcrossReplies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := voiceSetup(t, map[string]int{"prim": 1, "fb1": 1, "fb2": 1})
+	tl, err := live.NewTimeline(b.redis, live.TimelineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers := []string{"prim", "fb1", "fb2"}
+	reply := func(callID string) live.Reply {
+		return live.NewVoice(b.leases, callID, providers, live.VoiceOptions{Timeline: tl, Wait: -1}).StartReply(ctx)
+	}
+	primHeld := hold(t, b, "prim")
+	fb1Held := hold(t, b, "fb1")
+	if r := reply("call-1"); r.Provider != "fb2" || !r.Overflowed {
+		t.Fatalf("reply with prim and fb1 full: %+v, want fb2", r)
+	} else {
+		r.Done()
+	}
+	if got := tl.ConnectedVoices(ctx, "call-1"); !slices.Equal(got, []string{"fb2"}) {
+		t.Fatalf("connected voices of call-1 %v, want [fb2]", got)
+	}
+	// fb1 has room again: a new Voice of call-1 still takes the connected
+	// fb2; call-2, which connected nothing, takes fb1 in the configured order.
+	b.leases.Release(ctx, fb1Held)
+	for range 3 {
+		r := reply("call-1")
+		if r.Provider != "fb2" || !r.Overflowed {
+			t.Fatalf("a later reply of call-1: %+v, want the connected fallback fb2", r)
+		}
+		r.Done()
+	}
+	r2 := reply("call-2")
+	if r2.Provider != "fb1" {
+		t.Fatalf("call-2's reply: %+v, want fb1 (call-1's fallback is call-1's)", r2)
+	}
+	r2.Done()
+	// fb2 busy: call-1 connects fb1 too, after fb2.
+	fb2Held := hold(t, b, "fb2")
+	if r := reply("call-1"); r.Provider != "fb1" {
+		t.Fatalf("call-1 with fb2 full: %+v, want fb1", r)
+	} else {
+		r.Done()
+	}
+	if got := tl.ConnectedVoices(ctx, "call-1"); !slices.Equal(got, []string{"fb2", "fb1"}) {
+		t.Fatalf("connected voices of call-1 %v, want [fb2 fb1]", got)
+	}
+	b.leases.Release(ctx, fb2Held)
+	b.leases.Release(ctx, primHeld)
+	if r := reply("call-1"); r.Provider != "prim" || r.Overflowed {
+		t.Fatalf("primary free again: %+v", r)
+	} else {
+		r.Done()
+	}
+}
+
 func TestVoiceReplyWaitsForAFreedSlot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
