@@ -92,10 +92,10 @@ func (c Config) Validate() error {
 		pl := c.Limits[key]
 		provider, kind, ok := strings.Cut(key, "/")
 		if !ok || provider == "" || strings.ContainsAny(provider, "{}") || (kind != KindSTT && kind != KindTTS) {
-			errs = append(errs, fmt.Errorf("Limits[%q]: key must be \"provider/stt\" or \"provider/tts\" (provider without braces)", key))
+			errs = append(errs, fmt.Errorf("Limits[%q]: key must be \"provider/stt\" or \"provider/tts\" (provider without braces)", key)) //nolint:staticcheck // starts with the Go path of the field, as every Validate error does
 		}
 		if pl.Limit < 0 || pl.BatchReserve < 0 {
-			errs = append(errs, fmt.Errorf("Limits[%q]: must not be negative, got %+v", key, pl))
+			errs = append(errs, fmt.Errorf("Limits[%q]: must not be negative, got %+v", key, pl)) //nolint:staticcheck // starts with the Go path of the field
 		}
 	}
 	for _, f := range []struct {
