@@ -52,7 +52,7 @@ func (p *Pipeline) driveManifest(ctx context.Context, jobID int64, id uuid.UUID)
 		ms := &manifestStep{m: m, items: items, prov: prov, s: &stepCtx{jobID: jobID, tenant: t, prov: prov,
 			rec: ledger.Recording{ID: m.ID, TenantID: m.TenantID, Lane: ledger.LaneBatch, State: ledger.StateEligible,
 				Deadline: m.CreatedAt.Add(p.cfg.BatchCompletionBound)},
-			observeOnly: p.observeOnly(t) || p.rollout.observed(ctx, p.ledger, t.Cohort),
+			observeOnly: p.observeOnly(t) || p.rollout.observed(ctx, p.ledger, t.Cohort, p.cfg.RolloutDefault),
 			log:         p.log.With(slog.String("manifest", m.ID.String()))}}
 		var o outcome
 		switch m.State {

@@ -37,7 +37,10 @@ const (
 	CohortDefault = "default"
 	// RolloutRefresh is how long a worker keeps a cohort's mode before
 	// reading it again: `rollout set` takes effect within it.
-	RolloutRefresh           = 2 * time.Second
+	RolloutRefresh = 2 * time.Second
+	// RolloutDefaultDefault is Config.RolloutDefault's default: a cohort
+	// nobody has set observes.
+	RolloutDefaultDefault    = ledger.RolloutObserve
 	ShutdownGraceDefault     = 30 * time.Second
 	MinConfidenceDefault     = 0.5
 	DurationToleranceDefault = 0.15
@@ -139,6 +142,11 @@ type Config struct {
 	BatchCompletionBound time.Duration `yaml:"batch_completion_bound"`
 	// Batch configures the batch lane's manifests.
 	Batch BatchConfig `yaml:"batch"`
+	// RolloutDefault is the deferral mode of a cohort that has no stored
+	// mode (`callscribe rollout set` stores one): RolloutObserve, so that
+	// a new cohort's throttling is recorded before it is enforced, or
+	// RolloutEnforce. Default "": ledger.RolloutObserve.
+	RolloutDefault ledger.RolloutMode `yaml:"rollout_default"`
 	// ObserveOnlyScopes: scopes whose throttling is recorded (the proposed
 	// deadline, as an observe-only offer) but not enforced.
 	ObserveOnlyScopes []string `yaml:"observe_only_scopes"`
@@ -220,6 +228,7 @@ func (c Config) WithDefaults() Config {
 	c.Batch.PollInterval = cmp.Or(c.Batch.PollInterval, BatchPollIntervalDefault)
 	c.Batch.MaxAudioSeconds = cmp.Or(c.Batch.MaxAudioSeconds, BatchMaxAudioSecondsDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.RolloutDefault = cmp.Or(c.RolloutDefault, RolloutDefaultDefault)
 	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, ledger.ProbeTimeoutDefault)
 	c.ProbeWait = cmp.Or(c.ProbeWait, ledger.ProbeWaitDefault)
 	c.PausedRecheck = cmp.Or(c.PausedRecheck, ledger.PausedRecheckDefault)
@@ -285,6 +294,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchCooldown < FetchCooldownMin {
 		errs = append(errs, fielderr.Errorf("FetchCooldown", "%s is below River's minimum of %s", c.FetchCooldown, FetchCooldownMin))
+	}
+	if m := c.RolloutDefault; m != "" && m != ledger.RolloutObserve && m != ledger.RolloutEnforce {
+		errs = append(errs, fielderr.Errorf("RolloutDefault", "%q: want observe or enforce", m))
 	}
 	if c.AdmissionMaxAge < 0 {
 		errs = append(errs, fielderr.Errorf("AdmissionMaxAge", "%s must be positive", c.AdmissionMaxAge))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/stt"
+	"github.com/callscribe/callscribe/ledger"
 )
 
 // The derived throttling scope names the vendor account and the model the
@@ -60,6 +61,22 @@ func TestDifferentKeysMustNameTheirAccounts(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), `Tenants["same"]`) || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("Validate() = %v: it refuses a tenant sharing acme's key, or prints a key", err)
+	}
+}
+
+// A cohort nobody set observes (Config.RolloutDefault's default), and
+// the default takes only the two modes, named by field when wrong.
+func TestRolloutDefaultObserves(t *testing.T) {
+	t.Parallel()
+	if got := (jobs.Config{}).WithDefaults().RolloutDefault; got != ledger.RolloutObserve || jobs.RolloutDefaultDefault != ledger.RolloutObserve {
+		t.Fatalf("default rollout mode %q (RolloutDefaultDefault %q), want observe", got, jobs.RolloutDefaultDefault)
+	}
+	if got := (jobs.Config{RolloutDefault: ledger.RolloutEnforce}).WithDefaults().RolloutDefault; got != ledger.RolloutEnforce {
+		t.Fatalf("rollout default enforce became %q", got)
+	}
+	err := jobs.Config{RolloutDefault: "sometimes"}.WithDefaults().Validate()
+	if err == nil || !strings.Contains(err.Error(), "RolloutDefault") || !strings.Contains(err.Error(), "observe or enforce") {
+		t.Fatalf("a bad rollout default: %v, want an error naming RolloutDefault", err)
 	}
 }
 

@@ -90,7 +90,8 @@ func runWorkerProcess() int {
 	cfg := jobs.Config{
 		Tenants:     map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: os.Getenv("CALLSCRIBE_TEST_SIM_URL"), APIKey: "sim-key", Model: "general"}},
 		StepTimeout: 30 * time.Second, RescueAfter: 31 * time.Second, PollInterval: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		RolloutDefault: ledger.RolloutEnforce,
+		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if err := applyWorkerKnobs(&cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -240,7 +241,8 @@ func TestWorkerKilledAfterAcceptResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = store.Close() }()
-	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key"}}},
+	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key"}},
+		RolloutDefault: ledger.RolloutEnforce},
 		jobs.Deps{Store: store})
 	if err != nil {
 		t.Fatal(err)

@@ -119,7 +119,7 @@ func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHi
 	if rec.TenantID == tenantHint && rec.State == ledger.StateEligible {
 		s.scopeRead = read
 	}
-	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t) || p.rollout.observed(ctx, p.ledger, t.Cohort)
+	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t) || p.rollout.observed(ctx, p.ledger, t.Cohort, p.cfg.RolloutDefault)
 	return s, nil
 }
 

@@ -81,7 +81,8 @@ func crashAt(t *testing.T, point string) {
 	}
 	defer func() { _ = store.Close() }()
 	manifests := point == "after_batch_accepted"
-	cfg := jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", Model: "general"}}}
+	cfg := jobs.Config{Tenants: map[string]jobs.TenantConfig{"t1": {Provider: "generic-http", BaseURL: stt.URL, APIKey: "sim-key", Model: "general"}},
+		RolloutDefault: ledger.RolloutEnforce}
 	var knobs []string
 	if manifests {
 		cfg.Batch = manifestKnobs

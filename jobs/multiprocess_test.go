@@ -139,7 +139,8 @@ func TestTwoWorkerProcessesShareOneScopeIn429Storm(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	p, err := jobs.New(pool, l, jobs.Config{Tenants: map[string]jobs.TenantConfig{
-		"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key", Model: "general"}}}, jobs.Deps{Store: store})
+		"t1": {Provider: "generic-http", BaseURL: srv.URL, APIKey: "sim-key", Model: "general"}},
+		RolloutDefault: ledger.RolloutEnforce}, jobs.Deps{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,8 @@ func TestSkewedWorkersKeepOneClock(t *testing.T) {
 		ra := e.pipeline.Config().RetryAfter
 		ra.Clock = nil // the worker's own: the ledger's (jobs.Config.Clock's default)
 		p, err := jobs.New(e.pool, l, jobs.Config{BatchWorkers: 5, Tenants: e.pipeline.Config().Tenants, RetryAfter: ra,
-			PollInterval: 50 * time.Millisecond, ProbeWait: 50 * time.Millisecond}, jobs.Deps{Store: storeOf(t, e.root)})
+			PollInterval: 50 * time.Millisecond, ProbeWait: 50 * time.Millisecond, RolloutDefault: ledger.RolloutEnforce},
+			jobs.Deps{Store: storeOf(t, e.root)})
 		if err != nil {
 			t.Fatal(err)
 		}

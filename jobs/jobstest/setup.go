@@ -1,6 +1,7 @@
 package jobstest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -43,10 +44,12 @@ type Env struct {
 // own text at the simulator) and a stt-http simulator with simCfg's
 // trouble; it returns the recordings' paths too. cfg's zero Tenants is
 // tenant t1 at the simulator, and its zero backoffs, poll interval and
-// probe wait are short ones; deps are the pipeline's, its Store the audio
-// root's.
+// probe wait are short ones, and its zero RolloutDefault is enforce (the
+// tests assert the guarantees enforced; a cohort observes only when a
+// test says so); deps are the pipeline's, its Store the audio root's.
 func Setup(t testing.TB, simCfg sttsim.Config, cfg jobs.Config, n int, deps jobs.Deps) (*Env, []string) {
 	t.Helper()
+	cfg.RolloutDefault = cmp.Or(cfg.RolloutDefault, ledger.RolloutEnforce)
 	pool := testdb.New(t)
 	changes := testwait.Changes(t, pool, LedgerTables...)
 	root := t.TempDir()

@@ -91,7 +91,7 @@ func TestWorkerSurvivesPostgresRestart(t *testing.T) {
 
 	cfgPath := filepath.Join(t.TempDir(), "c.yaml")
 	body := "log: {level: warn}\naudio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 1s}\n" +
-		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n"
+		"pipeline:\n  rollout_default: enforce\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n"
 	for _, tenant := range []string{"northline", "harbor", "ridgeway"} {
 		body += "    " + tenant + ": {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key, " +
 			"crm: {kind: webhook, base_url: '" + crmSrv.URL + "', token: crm-key}}\n"

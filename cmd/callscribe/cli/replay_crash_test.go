@@ -234,6 +234,7 @@ func newCrashRig(t *testing.T, bin string, withRedis bool) *crashRig {
 	body := redis + fmt.Sprintf(`log: {level: warn}
 audio: {root: %q}
 pipeline:
+  rollout_default: enforce
   step_timeout: 3s
   rescue_after: 4s
   poll_interval: 50ms

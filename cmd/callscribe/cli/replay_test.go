@@ -50,7 +50,7 @@ func TestOutboxRevalidateAndReplayCommands(t *testing.T) {
 	recordings, _ := filepath.Abs("../../../testdata/recordings")
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\n" +
-		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
+		"pipeline:\n  rollout_default: enforce\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
 		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key, time_zone: America/Chicago,\n" +
 		"                crm: {kind: webhook, base_url: '" + prodSrv.URL + "', token: crm-token}}\n" +
 		"crm_targets:\n" +

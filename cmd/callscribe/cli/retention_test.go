@@ -65,7 +65,7 @@ func TestRetentionRunPurgesCommittedHistoriesWhole(t *testing.T) {
 	}
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + root + "}\nretry_after: {base_backoff: 50ms, max_backoff: 500ms}\n" +
-		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  retention_every: -1s\n  tenants:\n" +
+		"pipeline:\n  rollout_default: enforce\n  poll_interval: 50ms\n  probe_wait: 50ms\n  retention_every: -1s\n  tenants:\n" +
 		tenant("northline", "retention: 1ms, crm: {kind: webhook, base_url: '"+goodSrv.URL+"', token: crm-token}") +
 		// a token the CRM refuses: the delivery goes dead
 		tenant("ridgeway", "retention: 1ms, crm: {kind: webhook, base_url: '"+goodSrv.URL+"', token: wrong-token}") +

@@ -55,33 +55,42 @@ func (a *commands) rolloutCommand() *cobra.Command {
 		}),
 	}
 	set.Flags().StringVar(&so.reason, "reason", "", "why, recorded with the change")
-	report := func(use, short string, figures bool) *cobra.Command {
-		o := rolloutReportOptions{since: 24 * time.Hour}
-		c := &cobra.Command{
-			Use:   use,
-			Short: short,
-			Args:  cobra.NoArgs,
-			RunE: a.withPipeline(&o, func(cmd *cobra.Command, e *app.Pipeline) error {
-				rep, err := e.Jobs.RolloutReport(cmd.Context(), time.Now().Add(-o.since))
-				if err != nil {
-					return err
-				}
-				if o.json {
-					return render.JSON(cmd.OutOrStdout(), map[string]any{"since": time.Now().Add(-o.since).UTC(), "cohorts": rep})
-				}
-				if !figures {
-					return render.Cohorts(cmd.OutOrStdout(), rep)
-				}
-				return render.Rollout(cmd.OutOrStdout(), time.Now().Add(-o.since), rep)
-			}),
-		}
-		c.Flags().BoolVar(&o.json, "json", false, "print JSON")
-		if figures {
-			c.Flags().DurationVar(&o.since, "since", 24*time.Hour, "how far back")
-		}
-		return c
+	var lo rolloutReportOptions
+	list := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "Cohorts with their mode and tenants (pipeline.tenants.<id>.cohort); a cohort nobody set runs in pipeline.rollout_default",
+		Args:  cobra.NoArgs,
+		RunE: a.withPipeline(&lo, func(cmd *cobra.Command, e *app.Pipeline) error {
+			cohorts, err := e.Jobs.Cohorts(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if lo.json {
+				return render.JSON(cmd.OutOrStdout(), map[string]any{"default": e.Jobs.Config().RolloutDefault, "cohorts": cohorts})
+			}
+			return render.Cohorts(cmd.OutOrStdout(), cohorts)
+		}),
 	}
-	cmd.AddCommand(set, report("list [--json]", "Cohorts with their mode and tenants (pipeline.tenants.<id>.cohort)", false),
-		report("report [--since 24h] [--json]", "What enforcement would have changed for observed cohorts, beside enforced ones", true))
+	list.Flags().BoolVar(&lo.json, "json", false, "print JSON")
+	ro := rolloutReportOptions{since: 24 * time.Hour}
+	report := &cobra.Command{
+		Use:   "report [--since 24h] [--json]",
+		Short: "What enforcement would have changed for observed cohorts, beside enforced ones",
+		Args:  cobra.NoArgs,
+		RunE: a.withPipeline(&ro, func(cmd *cobra.Command, e *app.Pipeline) error {
+			since := time.Now().Add(-ro.since)
+			rep, err := e.Jobs.RolloutReport(cmd.Context(), since)
+			if err != nil {
+				return err
+			}
+			if ro.json {
+				return render.JSON(cmd.OutOrStdout(), map[string]any{"since": since.UTC(), "cohorts": rep})
+			}
+			return render.Rollout(cmd.OutOrStdout(), since, rep)
+		}),
+	}
+	report.Flags().BoolVar(&ro.json, "json", false, "print JSON")
+	report.Flags().DurationVar(&ro.since, "since", 24*time.Hour, "how far back")
+	cmd.AddCommand(set, list, report)
 	return cmd
 }

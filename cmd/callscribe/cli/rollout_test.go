@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +20,12 @@ import (
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
-// Cohort "early" observes, "late" enforces, set at run time: against a
-// vendor that throttles half the time, the observed cohort's submissions
+// Cohort "early" observes because nobody set it (a new cohort observes:
+// pipeline.rollout_default), "late" is set to enforce at run time: against
+// a vendor that throttles half the time, the observed cohort's submissions
 // go out inside cooldowns the platform recorded (what enforcement would
 // have held back), the enforced cohort's never do; `rollout report` says
-// so, and `rollout list` shows the modes.
+// so, and `rollout list` shows the modes, the default one marked.
 func TestRolloutCohorts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -48,11 +50,11 @@ func TestRolloutCohorts(t *testing.T) {
 	c := func(args ...string) (int, string, string) {
 		return run(t, ctx, env, append([]string{"--config", config}, args...)...)
 	}
-	if code, _, stderr := c("rollout", "set", "early", "observe", "--reason", "first cohort"); code != 0 {
-		t.Fatalf("rollout set: %s", stderr)
-	}
 	if code, _, stderr := c("rollout", "set", "late", "sometimes"); code == 0 || !strings.Contains(stderr, "observe or enforce") {
 		t.Fatalf("rollout set with a bad mode: %d %q", code, stderr)
+	}
+	if code, _, stderr := c("rollout", "set", "late", "enforce", "--reason", "first enforced cohort"); code != 0 {
+		t.Fatalf("rollout set: %s", stderr)
 	}
 	for round := range 3 {
 		for i := 1; i <= 4; i++ {
@@ -90,6 +92,7 @@ func TestRolloutCohorts(t *testing.T) {
 		Cohorts []struct {
 			Cohort               string   `json:"cohort"`
 			Mode                 string   `json:"mode"`
+			Stored               bool     `json:"stored"`
 			Tenants              []string `json:"tenants"`
 			Submissions          int      `json:"submissions"`
 			IgnoredKnownCooldown int      `json:"ignored_known_cooldown"`
@@ -100,7 +103,7 @@ func TestRolloutCohorts(t *testing.T) {
 		t.Fatalf("report: %v\n%s", err, out)
 	}
 	early, late := rep.Cohorts[0], rep.Cohorts[1]
-	if early.Cohort != "early" || early.Mode != "observe" || late.Cohort != "late" || late.Mode != "enforce" ||
+	if early.Cohort != "early" || early.Mode != "observe" || early.Stored || late.Cohort != "late" || late.Mode != "enforce" || !late.Stored ||
 		len(early.Tenants) != 1 || early.Tenants[0] != "northline" {
 		t.Fatalf("cohorts: %+v", rep.Cohorts)
 	}
@@ -110,7 +113,9 @@ func TestRolloutCohorts(t *testing.T) {
 	if late.Submissions < 12 || late.IgnoredKnownCooldown != 0 {
 		t.Fatalf("enforced cohort: %+v, want none that ignored a known cooldown (the exact rule)", late)
 	}
-	if code, out, _ := c("rollout", "list"); code != 0 || !strings.Contains(out, "early") || !strings.Contains(out, "observe") {
+	code, out, _ = c("rollout", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^early +observe \(default\) +northline$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^late +enforce +ridgeway$`).MatchString(out) {
 		t.Fatalf("rollout list:\n%s", out)
 	}
 }

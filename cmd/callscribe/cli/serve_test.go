@@ -194,7 +194,7 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	recordings, _ := filepath.Abs("../../../testdata/recordings")
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 500ms}\n" +
-		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
+		"pipeline:\n  rollout_default: enforce\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
 		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key}\n"
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)

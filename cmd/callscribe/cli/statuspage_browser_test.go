@@ -46,7 +46,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\n" +
 		"capacity:\n  limits:\n    generic-http/stt: {limit: 2, batch_reserve: 1}\n" +
-		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
+		"pipeline:\n  rollout_default: enforce\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
 		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key}\n"
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)

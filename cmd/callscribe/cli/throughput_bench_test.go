@@ -295,6 +295,7 @@ redis_url: %q
 log: {level: warn}
 audio: {root: %q}
 pipeline:
+  rollout_default: enforce
   tenants:
     %s:
       provider: generic-http

@@ -36,7 +36,7 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	recordings, _ := filepath.Abs("../../../testdata/recordings")
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 500ms}\n" +
-		"pipeline:\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
+		"pipeline:\n  rollout_default: enforce\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
 		"    northline: {provider: generic-http, base_url: '" + srv.URL + "', api_key: sim-key}\n"
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestWorkerSharesVendorSlotsThroughRedis(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "c.yaml")
 	body := "audio: {root: " + recordings + "}\n" +
 		"capacity:\n  limits:\n    generic-http/stt: {limit: 2, batch_reserve: 1}\n" +
-		"pipeline:\n  poll_interval: 50ms\n  tenants:\n" +
+		"pipeline:\n  rollout_default: enforce\n  poll_interval: 50ms\n  tenants:\n" +
 		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key}\n"
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)

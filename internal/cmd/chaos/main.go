@@ -586,7 +586,7 @@ func (c *chaos) writeConfig() error {
 	fmt.Fprintf(&b, "audio: {root: %q}\n", filepath.Join(c.work, "audio"))
 	b.WriteString("retry_after: {base_backoff: 200ms, max_backoff: 5s}\n")
 	b.WriteString("capacity:\n  window: {start_target: 8}\n")
-	b.WriteString("pipeline:\n  poll_interval: 200ms\n  probe_timeout: 10s\n  probe_wait: 100ms\n" +
+	b.WriteString("pipeline:\n  rollout_default: enforce\n  poll_interval: 200ms\n  probe_timeout: 10s\n  probe_wait: 100ms\n" +
 		"  step_timeout: 15s\n  rescue_after: 20s\n  sweep_interval: 10s\n  shutdown_grace: 5s\n  tenants:\n")
 	for _, t := range tenants {
 		fmt.Fprintf(&b, "    %s: {provider: generic-http, base_url: %q, api_key: %s, account: %s,\n      crm: {kind: webhook, base_url: %q, token: %s}}\n",

@@ -6,6 +6,7 @@ package demo
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,6 +182,9 @@ func Run(ctx context.Context, process *app.App, out io.Writer, o Options) error 
 		"harbor":    {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-a", Account: "demo-a", TimeZone: "America/Los_Angeles"}, CRM: crmCfg},
 		"ridgeway":  {TenantConfig: jobs.TenantConfig{Provider: "generic-http", BaseURL: simURL, APIKey: "demo-key-b", Account: "demo-b", TimeZone: "America/New_York"}, CRM: crmCfg},
 	}
+	// The demo shows the guarantees enforced: its cohorts enforce unless
+	// the configuration says otherwise (a platform's new cohort observes).
+	pc.RolloutDefault = cmp.Or(pc.RolloutDefault, ledger.RolloutEnforce)
 	pc.PollInterval = cmpDur(pc.PollInterval, 200*time.Millisecond)
 	pc.ProbeWait = cmpDur(pc.ProbeWait, 200*time.Millisecond)
 	a.Config.Pipeline = pc

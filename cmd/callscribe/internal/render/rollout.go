@@ -10,13 +10,17 @@ import (
 	"github.com/callscribe/callscribe/jobs"
 )
 
-// Cohorts prints the table of `rollout list`: each cohort's mode and
-// tenants.
-func Cohorts(w io.Writer, rep []jobs.CohortReport) error {
+// Cohorts prints the table of `rollout list`: each cohort's mode (marked
+// "(default)" when nobody set it: pipeline.rollout_default) and tenants.
+func Cohorts(w io.Writer, cohorts []jobs.CohortMode) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "COHORT\tMODE\tTENANTS")
-	for _, r := range rep {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", Printable(r.Cohort), r.Mode, Printable(strings.Join(r.Tenants, ",")))
+	for _, r := range cohorts {
+		mode := string(r.Mode)
+		if !r.Stored {
+			mode += " (default)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", Printable(r.Cohort), mode, Printable(strings.Join(r.Tenants, ",")))
 	}
 	return tw.Flush()
 }

@@ -172,7 +172,7 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 		s.onClose(stopUI)
 		mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, isAdmin))
 		// The status page at the root (the capacity API keeps the rest of "/").
-		page, err := statusPage(a, statusSources{pool: pool, ledger: e.Ledger, outbox: e.Outbox, leases: leases,
+		page, err := statusPage(a, statusSources{pool: pool, ledger: e.Ledger, jobs: e.Jobs, outbox: e.Outbox, leases: leases,
 			windows: caps.Windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, opts.Authenticate)
 		if err != nil {
 			return nil, err

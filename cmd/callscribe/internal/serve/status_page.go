@@ -17,6 +17,7 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox"
 )
@@ -34,8 +35,10 @@ const (
 // may be nil.
 type statusSources struct {
 	// pool keeps the page's sessions (table statuspage_sessions).
-	pool    *pgxpool.Pool
-	ledger  *ledger.Ledger
+	pool   *pgxpool.Pool
+	ledger *ledger.Ledger
+	// jobs gives the rollout cohorts' modes.
+	jobs    *jobs.Pipeline
 	outbox  *outbox.Outbox
 	leases  *capacity.Leases
 	windows *capacity.Windows
@@ -112,6 +115,11 @@ func (s statusSources) snapshot(ctx context.Context) (status.Snapshot, error) {
 	if err := s.cooldowns(ctx, now, &snap); err != nil {
 		problem("scope cooldowns", err)
 	}
+	if s.jobs != nil {
+		if err := s.cohorts(ctx, &snap); err != nil {
+			problem("rollout cohorts", err)
+		}
+	}
 	if s.leases != nil {
 		if err := s.capacity(ctx, now, &snap); err != nil {
 			problem("capacity", err)
@@ -179,6 +187,18 @@ func (s statusSources) callEvents(ctx context.Context, snap *status.Snapshot) er
 	}
 	for _, e := range events {
 		snap.CallEvents = append(snap.CallEvents, status.CallEvent{At: e.At, CallID: e.CallID, Kind: e.Kind, Provider: e.Provider, Detail: e.Detail})
+	}
+	return nil
+}
+
+// cohorts: each rollout cohort's mode, the default one marked.
+func (s statusSources) cohorts(ctx context.Context, snap *status.Snapshot) error {
+	cs, err := s.jobs.Cohorts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		snap.Cohorts = append(snap.Cohorts, status.Cohort{Cohort: c.Cohort, Mode: string(c.Mode), Default: !c.Stored, Tenants: c.Tenants})
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ type Snapshot struct {
 	Recordings []RecordingCount
 	// Cooldowns lists the scopes deferred (or paused) at At.
 	Cooldowns []Cooldown
+	// Cohorts is each rollout cohort's mode and tenants, sorted.
+	Cohorts []Cohort
 	// Providers is the capacity per provider/kind, sorted.
 	Providers []Provider
 	// Outbox is the CRM deliveries at a glance.
@@ -59,6 +61,16 @@ type Cooldown struct {
 	PausedReason string
 	// Window is the scope's concurrency window; nil when there is none.
 	Window *Window
+}
+
+// Cohort is one rollout cohort's deferral mode.
+type Cohort struct {
+	Cohort string
+	// Mode is "observe" or "enforce"; Default: nobody set it, the cohort
+	// runs in pipeline.rollout_default.
+	Mode    string
+	Default bool
+	Tenants []string
 }
 
 // Window is a scope's concurrency window.

@@ -32,6 +32,8 @@ func demo() status.Snapshot {
 		},
 		Cooldowns: []status.Cooldown{{Scope: "generic-http:northline", Deadline: t0.Add(90 * time.Second),
 			Cause: "retry-after: 429 Too Many Requests", Window: &status.Window{Size: 1, Phase: "probe"}}},
+		Cohorts: []status.Cohort{{Cohort: "default", Mode: "observe", Default: true, Tenants: []string{"acme", "northline"}},
+			{Cohort: "early", Mode: "enforce", Tenants: []string{"ridgeway"}}},
 		Providers: []status.Provider{{Provider: "deepgram", Kind: "stt", InUse: 3, ConfiguredLimit: 4, EffectiveLimit: 4,
 			Peaks: []status.MinutePeak{{Minute: t0.Add(-2 * time.Minute), Peak: 2}, {Minute: t0.Add(-time.Minute), Peak: 5}, {Minute: t0, Peak: 3}}}},
 		Outbox: status.Outbox{Pending: 4, OldestAge: 75 * time.Second, Delivered: 10, Dead: 1},
@@ -58,6 +60,10 @@ func TestRender(t *testing.T) {
 		`data-state="committed">7</td>`, `<td class="n total">9</td>`,
 		`<tr class="cooldown" data-scope="generic-http:northline">`, "2026-11-29 09:01:30Z", "1m30s", "retry-after: 429 Too Many Requests",
 		"size 1, 0 in flight, 0 waiting (probe)",
+		`<tr class="cohort" data-cohort="default" data-mode="observe"><td>default</td>
+<td>observe <span class="muted">(default)</span></td><td>acme, northline</td></tr>`,
+		`<tr class="cohort" data-cohort="early" data-mode="enforce"><td>early</td>
+<td>enforce</td><td>ridgeway</td></tr>`,
 		`data-minute="08:59" data-peak="5"`, `<line class="limit"`, `data-limit="4"`,
 		`<span id="outbox-pending">4</span> pending (oldest 1m15s)`, `<span id="outbox-dead" class="bad">1</span>`,
 		`<tr class="warning" data-kind="learned-limit">`, `data-name="windows">2</span>`,
