@@ -14,8 +14,11 @@ import (
 const (
 	// BaseBackoffDefault is Policy.BaseBackoff when left zero.
 	BaseBackoffDefault = time.Second
-	// MaxBackoffDefault is Policy.MaxBackoff when left zero.
-	MaxBackoffDefault = 5 * time.Minute
+	// MaxBackoffDefault is Policy.MaxBackoff when left zero: 64s, the
+	// seventh doubling of BaseBackoffDefault (1, 2, 4, ... 64s), so that a
+	// scope that keeps failing without a Retry-After is asked again at
+	// least about once a minute.
+	MaxBackoffDefault = 64 * time.Second
 	// MaxDelayDefault is Policy.MaxDelay when left zero.
 	MaxDelayDefault = time.Hour
 )
@@ -32,7 +35,7 @@ type Policy struct {
 	BaseBackoff time.Duration `yaml:"base_backoff"`
 
 	// MaxBackoff caps the exponential backoff ceiling. Default
-	// MaxBackoffDefault (5m); zero means the default; it must be at least
+	// MaxBackoffDefault (64s); zero means the default; it must be at least
 	// BaseBackoff.
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 

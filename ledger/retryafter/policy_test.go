@@ -16,6 +16,10 @@ func TestPolicyWithDefaults(t *testing.T) {
 	if p.BaseBackoff != BaseBackoffDefault || p.MaxBackoff != MaxBackoffDefault || p.MaxDelay != MaxDelayDefault {
 		t.Errorf("zero Policy WithDefaults = %+v", p)
 	}
+	// The design's defaults: 1s doubling to a cap of 64s, clamp at 1h.
+	if p.BaseBackoff != time.Second || p.MaxBackoff != 64*time.Second || p.MaxDelay != time.Hour {
+		t.Errorf("defaults base %s, cap %s, clamp %s; want 1s, 64s, 1h", p.BaseBackoff, p.MaxBackoff, p.MaxDelay)
+	}
 	if p.Clock == nil || p.Rand == nil {
 		t.Errorf("WithDefaults left Clock %v or Rand %v nil", p.Clock, p.Rand)
 	}
@@ -51,8 +55,8 @@ func TestPolicyValidate(t *testing.T) {
 		{"negative MaxBackoff", Policy{MaxBackoff: -time.Second}, "MaxBackoff: -1s must not be negative"},
 		{"negative MaxDelay", Policy{MaxDelay: -time.Second}, "MaxDelay: -1s must not be negative"},
 		{"MaxBackoff below BaseBackoff", Policy{BaseBackoff: 2 * time.Second, MaxBackoff: time.Second}, "MaxBackoff: 1s must be >= BaseBackoff (2s)"},
-		{"BaseBackoff above default MaxBackoff", Policy{BaseBackoff: 10 * time.Minute}, "MaxBackoff: 5m0s must be >= BaseBackoff (10m0s)"},
-		{"MaxDelay below MaxBackoff", Policy{MaxDelay: time.Minute}, "MaxDelay: 1m0s must be >= MaxBackoff (5m0s)"},
+		{"BaseBackoff above default MaxBackoff", Policy{BaseBackoff: 10 * time.Minute}, "MaxBackoff: 1m4s must be >= BaseBackoff (10m0s)"},
+		{"MaxDelay below MaxBackoff", Policy{MaxDelay: time.Minute}, "MaxDelay: 1m0s must be >= MaxBackoff (1m4s)"},
 		{"MaxBackoff above default MaxDelay", Policy{MaxBackoff: 2 * time.Hour}, "MaxDelay: 1h0m0s must be >= MaxBackoff (2h0m0s)"},
 	}
 	for _, tt := range tests {
@@ -110,7 +114,7 @@ func TestDecide(t *testing.T) {
 		{"missing", testNow, "", false, 0, want{source: SourceBackoff, delay: time.Second - 1, requested: time.Second - 1, fallback: FallbackMissing}},
 		{"missing ignores header text", testNow, "120", false, 0, want{source: SourceBackoff, delay: time.Second - 1, requested: time.Second - 1, fallback: FallbackMissing}},
 		{"missing sized by attempt", testNow, "", false, 3, want{source: SourceBackoff, delay: 8*time.Second - 1, requested: 8*time.Second - 1, fallback: FallbackMissing}},
-		{"missing at cap", testNow, "", false, 1000, want{source: SourceBackoff, delay: 5*time.Minute - 1, requested: 5*time.Minute - 1, fallback: FallbackMissing}},
+		{"missing at cap", testNow, "", false, 1000, want{source: SourceBackoff, delay: MaxBackoffDefault - 1, requested: MaxBackoffDefault - 1, fallback: FallbackMissing}},
 		{"empty", testNow, "", true, 0, want{source: SourceBackoff, delay: time.Second - 1, requested: time.Second - 1, fallback: FallbackEmpty}},
 		{"blank", testNow, " \t ", true, 0, want{source: SourceBackoff, delay: time.Second - 1, requested: time.Second - 1, fallback: FallbackEmpty}},
 		{"negative", testNow, "-5", true, 1, want{source: SourceBackoff, delay: 2*time.Second - 1, requested: 2*time.Second - 1, fallback: FallbackNegative}},
