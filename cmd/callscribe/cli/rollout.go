@@ -22,8 +22,13 @@ func (o rolloutSetOptions) Validate() error {
 	return nil
 }
 
-// rolloutReportOptions are the flags of `callscribe rollout list` and
-// `rollout report`.
+// rolloutListOptions are the flags of `callscribe rollout list`.
+type rolloutListOptions struct{ json bool }
+
+// Validate: every value of the flag is good.
+func (rolloutListOptions) Validate() error { return nil }
+
+// rolloutReportOptions are the flags of `callscribe rollout report`.
 type rolloutReportOptions struct {
 	since time.Duration
 	json  bool
@@ -55,7 +60,7 @@ func (a *commands) rolloutCommand() *cobra.Command {
 		}),
 	}
 	set.Flags().StringVar(&so.reason, "reason", "", "why, recorded with the change")
-	var lo rolloutReportOptions
+	var lo rolloutListOptions
 	list := &cobra.Command{
 		Use:   "list [--json]",
 		Short: "Cohorts with their mode and tenants (pipeline.tenants.<id>.cohort); a cohort nobody set runs in pipeline.rollout_default",

@@ -113,9 +113,9 @@ func TestRolloutCohorts(t *testing.T) {
 	if late.Submissions < 12 || late.IgnoredKnownCooldown != 0 {
 		t.Fatalf("enforced cohort: %+v, want none that ignored a known cooldown (the exact rule)", late)
 	}
-	code, out, _ = c("rollout", "list")
+	code, out, stderr = c("rollout", "list")
 	if code != 0 || !regexp.MustCompile(`(?m)^early +observe \(default\) +northline$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^late +enforce +ridgeway$`).MatchString(out) {
-		t.Fatalf("rollout list:\n%s", out)
+		t.Fatalf("rollout list: %d\n%s%s", code, out, stderr)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
@@ -141,7 +142,7 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 	if err != nil {
 		return nil, config.Named(err, "Pipeline")
 	}
-	e.Client, err = NewRiverClient(pool, a.Logger, e.Jobs, e.Outbox, caps.Queues)
+	e.Client, err = NewRiverClient(pool, a.Logger, e.Jobs, e.Outbox, caps.Queues, caps.Metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -151,8 +152,9 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 
 // NewRiverClient builds the one River client of a process: the queues,
 // workers and periodic jobs of the pipeline and of the outbox; only (when
-// not nil) narrows the queues it works, without periodic jobs.
-func NewRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *outbox.Outbox, only []string) (*river.Client[pgx.Tx], error) {
+// not nil) narrows the queues it works, without periodic jobs; m (when
+// not nil) counts the busy workers per queue (worker occupancy).
+func NewRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *outbox.Outbox, only []string, m *metrics.Metrics) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	p.AddWorkers(workers)
 	o.AddWorkers(workers)
@@ -166,7 +168,12 @@ func NewRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 		periodic = nil
 	}
 	cfg := p.Config()
+	var middleware []rivertype.Middleware
+	if m != nil {
+		middleware = append(middleware, m.WorkerMiddleware(queues))
+	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Middleware:   middleware,
 		Queues:       queues,
 		Workers:      workers,
 		PeriodicJobs: periodic,

@@ -95,6 +95,7 @@ type Metrics struct {
 	scrapeErrors    *prometheus.CounterVec
 	admissionGap    *prometheus.HistogramVec
 	rechecks        *prometheus.CounterVec
+	workers         *workerOccupancy
 }
 
 // CooldownWindow is how far back the scrape's exact cooldown accounting
@@ -128,7 +129,7 @@ func New(cfg Config) *Metrics {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
 	}
-	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), tenants: NewTenantLabels(cfg.MaxTenantLabels)}
+	m := &Metrics{cfg: cfg, reg: prometheus.NewRegistry(), tenants: NewTenantLabels(cfg.MaxTenantLabels), workers: newWorkerOccupancy()}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
@@ -181,7 +182,7 @@ func New(cfg Config) *Metrics {
 			ConstLabels: prometheus.Labels{"outcome": outcome}}, func() float64 { return float64(f()) }))
 	}
 	m.reg.MustRegister(m.vendorThrottled, m.vendorFailed, m.billable, m.committed, m.submissions, m.receiptCommit, m.cooldown,
-		m.crmThrottled, m.crmSettled, m.receiptCRM,
+		m.crmThrottled, m.crmSettled, m.receiptCRM, m.workers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for component, f := range cfg.FailOpen {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_fail_open_total",
