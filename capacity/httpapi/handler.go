@@ -123,7 +123,7 @@ type Options struct {
 //	POST /v1/slots                     {org, campaign, timeout_ms, retry_ms} → 200 {slot} | 409 no_slot | 503 busy
 //	POST /v1/slots/bind                {slot, call_id}                → 204 | 409 already_bound | 409 slot_not_held
 //	POST /v1/slots/release             {slot}                         → 204
-//	POST /v1/calls/{call_id}/release   {org}                          → 204 | 404 not_found
+//	POST /v1/calls/{call_id}/release   {org}                          → 204 (also when nothing is bound)
 //	POST /v1/calls/{call_id}/transcriber {agent}                      → 200 {provider, lease, over_limit, fell_back}
 //	POST /v1/calls/{call_id}/voice/start {agent}                      → 200 {provider, lease, fell_back, over_limit, waited_ms}
 //	POST /v1/calls/{call_id}/voice/done  {lease}                      → 204 | 404 not_found

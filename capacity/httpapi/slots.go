@@ -209,11 +209,15 @@ func (h *httpAPI) callRelease(w http.ResponseWriter, r *http.Request) {
 		notYours(w, "call bound to a slot")
 		return
 	}
-	// Fails open: an unreachable Redis gives nil. Another organisation's
-	// call is not found, like one never bound, so ids do not leak.
+	// Fails open: an unreachable Redis gives nil. Releasing is
+	// idempotent: a call the organisation has not bound (never bound,
+	// released already, gone stale, or lost with a wiped Redis) is a
+	// 204 that releases nothing. Calls are kept per organisation, so
+	// another organisation's call of the same id is never touched, and
+	// the answer is the same whether it exists or not.
 	if err := h.slots.ReleaseCall(r.Context(), req.Org, callID); err != nil {
 		if errors.Is(err, capacity.ErrNotBound) {
-			writeError(w, http.StatusNotFound, "not_found", "the organisation has no call of that id bound to a slot", nil)
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		h.opts.Logger.Error("capacity http: releasing a call", slog.String("call_id", callID), slog.String("error", err.Error()))

@@ -30,9 +30,15 @@ func TestHTTPCallReleaseOtherOrgRefused(t *testing.T) {
 	if code, got, _ := b.do(t, "POST", "/v1/slots/bind", mustJSON(t, map[string]any{"slot": held[0], "call_id": "c-1"})); code != 204 {
 		t.Fatalf("bind: %d %v", code, got)
 	}
+	// rival has no c-1: its release is the idempotent 204 of a call never
+	// bound (the same answer whether acme's c-1 exists or not), and
+	// releases nothing of acme's.
 	code, got, _ := b.do(t, "POST", "/v1/calls/c-1/release", `{"org":"rival"}`)
-	if code != 404 || errType(got) != "not_found" {
-		t.Fatalf("release of acme's call by rival: %d %v, want 404 not_found", code, got)
+	if code != 204 {
+		t.Fatalf("release of acme's call id by rival: %d %v, want 204 releasing nothing", code, got)
+	}
+	if code, got, _ := b.do(t, "POST", "/v1/calls/never-bound/release", `{"org":"rival"}`); code != 204 {
+		t.Fatalf("release of a call id nobody bound: %d %v, want the same 204", code, got)
 	}
 	// acme still holds 3 of 3: a fourth call is refused.
 	if code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme"}`); code != 409 || errType(got) != "no_slot" {
@@ -56,8 +62,8 @@ func TestHTTPCallReleaseOtherOrgRefused(t *testing.T) {
 	if code, got, _ := b.do(t, "POST", "/v1/calls/c-1/release", `{"org":"acme"}`); code != 204 {
 		t.Fatalf("acme release: %d %v", code, got)
 	}
-	if code, got, _ := b.do(t, "POST", "/v1/calls/c-1/release", `{"org":"acme"}`); code != 404 {
-		t.Fatalf("second acme release: %d %v, want 404", code, got)
+	if code, got, _ := b.do(t, "POST", "/v1/calls/c-1/release", `{"org":"acme"}`); code != 204 {
+		t.Fatalf("second acme release: %d %v, want 204 (idempotent)", code, got)
 	}
 	if code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme"}`); code != 200 {
 		t.Fatalf("acme acquire after its release: %d %v", code, got)
@@ -253,5 +259,39 @@ func TestHTTPOrgTokens(t *testing.T) {
 	code, got, _ = admin.do(t, "GET", "/v1/status", "")
 	if code != 200 || got["auth_failures"] != float64(2) {
 		t.Fatalf("status: %d %v, want auth_failures 2", code, got)
+	}
+}
+
+// After Redis is wiped, releasing a call bound before the wipe is a 204
+// no-op, twice as once, and the organisation's counters start empty: a
+// new call takes a slot and is counted alone.
+func TestHTTPCallReleaseAfterRedisWiped(t *testing.T) {
+	t.Parallel()
+	rdb := testredis.Client(t)
+	prefix := testredis.Prefix(t, rdb, "httpapi")
+	b := httpServe(t, rdb, prefix, httpapi.Options{}, true)
+	code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme"}`)
+	if code != 200 {
+		t.Fatalf("acquire: %d %v", code, got)
+	}
+	if code, got, _ := b.do(t, "POST", "/v1/slots/bind", mustJSON(t, map[string]any{"slot": got["slot"], "call_id": "w-1"})); code != 204 {
+		t.Fatalf("bind: %d %v", code, got)
+	}
+	testredis.DeleteKeys(rdb, prefix)
+	if keys, err := rdb.Keys(context.Background(), prefix+":*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("keys left after the wipe: %v, %v", keys, err)
+	}
+	for i := range 2 {
+		if code, got, _ := b.do(t, "POST", "/v1/calls/w-1/release", `{"org":"acme"}`); code != 204 {
+			t.Fatalf("release %d of w-1 after the wipe: %d %v, want 204", i+1, code, got)
+		}
+	}
+	for i := range 3 {
+		if code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme"}`); code != 200 {
+			t.Fatalf("acquire %d after the wipe: %d %v, want 200 on the empty counters (limit 3)", i+1, code, got)
+		}
+	}
+	if code, got, _ := b.do(t, "POST", "/v1/slots", `{"org":"acme"}`); code != 409 {
+		t.Fatalf("a fourth acquire after the wipe: %d %v, want 409 (the counters count again)", code, got)
 	}
 }
