@@ -46,8 +46,12 @@ const (
 	// CampaignLimitDefault is a campaign's cap when SlotsConfig names none
 	// for it (lowered to the organisation's cap if that is smaller).
 	CampaignLimitDefault = 5
-	// CampaignLimitMax is the largest campaign cap SlotsConfig accepts.
+	// CampaignLimitMax is the largest campaign cap SlotsConfig (and a
+	// stored cap, Slots.SetStoredCaps) accepts.
 	CampaignLimitMax = 20
+	// OrgLimitMax is the largest organisation cap a stored cap
+	// (Slots.SetStoredCaps, capacity/orgcap) accepts.
+	OrgLimitMax = 10000
 	// StaleAfterDefault is how long a slot (or a busy caller ID) lives
 	// before the next acquire reclaims it.
 	StaleAfterDefault = 20 * time.Minute

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -131,6 +133,9 @@ type Slots struct {
 	kit  rediskit.Kit
 	cfg  SlotsConfig
 	fail *rediskit.FailOpen
+	// caps is what Limits reads: cfg.Orgs with the caps SetStoredCaps was
+	// last given laid over them, swapped whole, never changed in place.
+	caps atomic.Pointer[map[string]OrgSlots]
 
 	// nowMs, when not 0, replaces Redis TIME in the scripts (tests only).
 	nowMs atomic.Int64
@@ -148,13 +153,18 @@ func NewSlots(r *Redis, cfg SlotsConfig) (*Slots, error) {
 		return nil, err
 	}
 	kit := r.kit.Admission()
-	return &Slots{kit: kit, cfg: cfg, fail: kit.NewFailOpen()}, nil
+	s := &Slots{kit: kit, cfg: cfg, fail: kit.NewFailOpen()}
+	orgs := cfg.Orgs
+	s.caps.Store(&orgs)
+	return s, nil
 }
 
 // Limits returns the caps Acquire applies to org and campaign; the
-// campaign cap is 0 when campaign is "".
+// campaign cap is 0 when campaign is "". A campaign's cap is never above
+// its organisation's: a configured one that a stored organisation cap went
+// below is lowered to it, as an unlisted campaign's is.
 func (s *Slots) Limits(org, campaign string) (orgLimit, campaignLimit int) {
-	o := s.cfg.Orgs[org]
+	o := (*s.caps.Load())[org]
 	orgLimit = o.Limit
 	if orgLimit == 0 {
 		orgLimit = s.cfg.OrgLimit
@@ -164,9 +174,57 @@ func (s *Slots) Limits(org, campaign string) (orgLimit, campaignLimit int) {
 	}
 	campaignLimit, ok := o.Campaigns[campaign]
 	if !ok {
-		campaignLimit = min(s.cfg.CampaignLimit, orgLimit)
+		campaignLimit = s.cfg.CampaignLimit
 	}
-	return orgLimit, campaignLimit
+	return orgLimit, min(campaignLimit, orgLimit)
+}
+
+// SetStoredCaps lays caps stored at run time (capacity/orgcap) over the
+// configured ones (SlotsConfig.Orgs), replacing what an earlier call laid:
+// an organisation's Limit, when not 0, replaces its configured cap, and
+// each campaign listed replaces that campaign's; what caps does not name
+// keeps its configured cap. The swap is atomic: an Acquire sees the caps
+// before or after it, never a mix. Organisation caps must be 0 or
+// 1–OrgLimitMax, campaign caps 1–CampaignLimitMax, ids valid (CheckID);
+// otherwise it returns an error naming the first bad entry and changes
+// nothing. It never touches Redis.
+func (s *Slots) SetStoredCaps(caps map[string]OrgSlots) error {
+	for _, org := range slices.Sorted(maps.Keys(caps)) {
+		o := caps[org]
+		if err := CheckID("org", org); err != nil {
+			return fmt.Errorf("stored caps[%.*q]: %w", IDMaxLen, org, err)
+		}
+		if o.Limit < 0 || o.Limit > OrgLimitMax {
+			return fmt.Errorf("stored caps[%q].Limit must be 0 or 1–%d, got %d", org, OrgLimitMax, o.Limit)
+		}
+		for _, camp := range slices.Sorted(maps.Keys(o.Campaigns)) {
+			if err := CheckID("campaign", camp); err != nil {
+				return fmt.Errorf("stored caps[%q].Campaigns[%.*q]: %w", org, IDMaxLen, camp, err)
+			}
+			if n := o.Campaigns[camp]; n < 1 || n > CampaignLimitMax {
+				return fmt.Errorf("stored caps[%q].Campaigns[%q] must be 1–%d, got %d", org, camp, CampaignLimitMax, n)
+			}
+		}
+	}
+	merged := make(map[string]OrgSlots, len(s.cfg.Orgs)+len(caps))
+	maps.Copy(merged, s.cfg.Orgs)
+	for org, o := range caps {
+		m := merged[org]
+		if o.Limit != 0 {
+			m.Limit = o.Limit
+		}
+		if len(o.Campaigns) > 0 {
+			camps := maps.Clone(m.Campaigns)
+			if camps == nil {
+				camps = make(map[string]int, len(o.Campaigns))
+			}
+			maps.Copy(camps, o.Campaigns)
+			m.Campaigns = camps
+		}
+		merged[org] = m
+	}
+	s.caps.Store(&merged)
+	return nil
 }
 
 // Uncounted returns how many operations went ahead without Redis.

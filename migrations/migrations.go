@@ -124,6 +124,7 @@ var dropsData = map[int64][]string{
 	8:  {"rollout_cohorts", "rollout_events"},
 	9:  {"outbox"},
 	12: {"batch_manifests", "batch_manifest_items", "batch_manifest_events"},
+	18: {"org_caps", "campaign_caps", "cap_changes"},
 }
 
 // riverDropsData: rolling River back drops its jobs.

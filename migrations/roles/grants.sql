@@ -125,3 +125,18 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Added by migration 00018 (organisation and campaign caps): the runtime
+-- role (`callscribe orgs set`, serve's admin routes, and every serve
+-- re-reading the caps) reads the caps, stores and changes them, and
+-- records each change; it deletes none of them, and changes no recorded
+-- change.
+DO $$
+BEGIN
+    IF to_regclass('org_caps') IS NOT NULL THEN
+        REVOKE ALL ON org_caps, campaign_caps, cap_changes FROM callscribe_runtime, callscribe_purge;
+        GRANT SELECT, INSERT ON org_caps, campaign_caps, cap_changes TO callscribe_runtime;
+        GRANT UPDATE (call_limit, reason, updated_by, updated_at) ON org_caps, campaign_caps TO callscribe_runtime;
+    END IF;
+END
+$$;
