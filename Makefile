@@ -56,10 +56,11 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml
 vuln: $(GOVULNCHECK) $(VULNDB) ## govulncheck (pinned) against the pinned vulnerability database; fails if the code reaches a known vulnerability
 	$(GOVULNCHECK) -db file://$(CURDIR)/$(VULNDB) ./...
 
-generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger, outbox and tokens from their .sql files
+generate: $(SQLC) ## regenerate the typed SQL (sqlc, pinned) of ledger, outbox, tokens and the stored call caps from their .sql files
 	cd ledger/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
 	cd outbox/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
 	cd cmd/callscribe/internal/serve/auth/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
+	cd capacity/orgcap/internal/dbsqlc && $(CURDIR)/$(SQLC) generate
 
 build: ## build bin/callscribe
 	go build -o bin/callscribe ./cmd/callscribe

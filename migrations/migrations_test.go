@@ -208,7 +208,8 @@ func TestUpConcurrentProcesses(t *testing.T) {
 // by both would let one package's queries read the other's tables.
 func TestEveryMigrationHasOneSQLCOwner(t *testing.T) {
 	owners := map[string][]string{}
-	for _, cfg := range []string{"../ledger/internal/dbsqlc/sqlc.yaml", "../outbox/internal/dbsqlc/sqlc.yaml", "../cmd/callscribe/internal/serve/auth/internal/dbsqlc/sqlc.yaml"} {
+	for _, cfg := range []string{"../ledger/internal/dbsqlc/sqlc.yaml", "../outbox/internal/dbsqlc/sqlc.yaml", "../cmd/callscribe/internal/serve/auth/internal/dbsqlc/sqlc.yaml",
+		"../capacity/orgcap/internal/dbsqlc/sqlc.yaml"} {
 		b, err := os.ReadFile(cfg)
 		if err != nil {
 			t.Fatal(err)
