@@ -134,6 +134,13 @@ func TestBadFlagsRefusedBeforeOpening(t *testing.T) {
 		{[]string{"rollout", "set", "c1", "loud"}, "loud"},
 		{[]string{"replay", "status", "x"}, "x"},
 		{[]string{"replay", "cancel", "x"}, "x"},
+		{[]string{"orgs", "set", "acme"}, "--limit 0"},
+		{[]string{"orgs", "set", "acme", "--limit", "10001"}, "--limit 10001"},
+		{[]string{"orgs", "set", "x}y", "--limit", "2"}, "ORG"},
+		{[]string{"campaigns", "set", "acme", "spring", "--limit", "21"}, "--limit 21"},
+		{[]string{"campaigns", "set", "acme", "a:b", "--limit", "2"}, "CAMPAIGN"},
+		{[]string{"campaigns", "list", "--org", "x y"}, "--org"},
+		{[]string{"orgs", "list", "--history", "--limit", "-1"}, "--limit -1"},
 	} {
 		code, _, stderr := run(t, context.Background(), nil, c.args...)
 		if code == 0 || !strings.Contains(stderr, c.want) || strings.Contains(stderr, csconfig.EnvDatabaseURL) {

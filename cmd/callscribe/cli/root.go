@@ -47,6 +47,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.AddCommand(a.serveCommand())
 	root.AddCommand(a.callerIDsCommand())
 	root.AddCommand(a.batchesCommand())
+	root.AddCommand(a.orgsCommand(), a.campaignsCommand())
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -208,6 +208,10 @@ type CapacityConfig struct {
 	// hands out. Default none: every organisation gets OrgLimit concurrent
 	// calls and every campaign 5 (lowered to its organisation's cap).
 	Orgs map[string]CapacityOrg `yaml:"orgs"`
+	// CapsRefresh: how often `callscribe serve` re-reads the caps stored
+	// at run time (`callscribe orgs set`, `campaigns set`), which override
+	// Orgs. Default 0: 2s (orgcap.EveryDefault); at least 10ms.
+	CapsRefresh time.Duration `yaml:"caps_refresh"`
 	// Agents: each agent's providers, primary first, then fallbacks, used
 	// by `callscribe serve` for POST /v1/calls/{id}/transcriber. Default none.
 	Agents map[string]CapacityAgent `yaml:"agents"`
@@ -465,6 +469,9 @@ func (c Config) validateOwn() error {
 	}
 	if c.Capacity.OrgLeaseShare < 0 || c.Capacity.OrgLeaseShare > 1 {
 		errs = append(errs, fmt.Errorf("capacity.org_lease_share: %v must be above 0 and at most 1 (unset: 0.5)", c.Capacity.OrgLeaseShare))
+	}
+	if c.Capacity.CapsRefresh != 0 && c.Capacity.CapsRefresh < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("capacity.caps_refresh: %s must be at least 10ms (unset: 2s)", c.Capacity.CapsRefresh))
 	}
 	if c.Capacity.MaxDialWaiters < 0 {
 		errs = append(errs, fmt.Errorf("capacity.max_dial_waiters: %d must be positive (unset: 128)", c.Capacity.MaxDialWaiters))

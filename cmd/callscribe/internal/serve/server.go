@@ -16,6 +16,7 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/httpapi"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/capacity/orgcap"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
@@ -157,6 +158,17 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 		}
 		s.pipeline = e
 		s.onClose(e.Close)
+		// The caps stored at run time override capacity.orgs: read once
+		// before serving, then every capacity.caps_refresh in the
+		// background, so that no call waits on PostgreSQL for them.
+		capStore := orgcap.New(pool)
+		reloader, err := orgcap.NewReloader(capStore, slots, orgcap.ReloaderConfig{Every: a.Config.Capacity.CapsRefresh, Logger: a.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("capacity.caps_refresh: %w", err)
+		}
+		// Stopped before the pipeline closes the pool (last added, first run).
+		s.onClose(reloader.Start(ctx))
+		mux.Handle("/v1/admin/", (&capsAdmin{store: capStore, token: token, tokens: store, logger: a.Logger}).handler())
 		replays.Set(e.Outbox)
 		isAdmin := adminCheck(token, opts.Authenticate)
 		mux.Handle("GET /metrics", requireAdmin(m.Handler(), isAdmin))
