@@ -163,4 +163,3 @@ func TestCapsAdminRoutes(t *testing.T) {
 		t.Fatalf("token store down: %d, want 503 with Retry-After", resp.StatusCode)
 	}
 }
-
