@@ -20,7 +20,10 @@
 // does; only that organisation can release it. Organisation, campaign, call
 // and slot ids are checked (CheckID: 1–IDMaxLen of A-Z a-z 0-9 . _ -), since
 // they are parts of Redis keys. A waiting Acquire retries at most every
-// RetryIntervalMin.
+// RetryIntervalMin. The caps come from SlotsConfig; SetStoredCaps lays
+// caps changed at run time (capacity/orgcap keeps them in PostgreSQL)
+// over them, swapped atomically, never read from a database in the call's
+// path.
 //
 // Caller IDs: each organisation's pool of outbound caller IDs (CallerIDs),
 // the E.164 numbers its calls dial from (CheckNumber). One script takes
