@@ -91,18 +91,25 @@ end
 return out
 `)
 
-// refusalScript: KEYS limit hash, events list; ARGV now, configured limit,
-// in use at the refusal, floor, events cap. Lowers the learned limit to
-// max(in use − 1, floor) when that is below the effective limit.
-// Returns {lowered 0/1, effective before, effective after}.
+// refusalScript: KEYS limit hash, events list, leases zset; ARGV now,
+// configured limit, in use at the refusal, floor, events cap, reporter,
+// at least counted ("1": in use is raised to the leases the zset holds
+// live now). Lowers the learned limit to max(in use − 1, floor) when that
+// is below the effective limit. Returns {lowered 0/1, effective before,
+// effective after, in use judged by}.
 var refusalScript = rediskit.NowScript(fmt.Sprintf(luaEffective, 1, 2) + `
 local inuse = tonumber(ARGV[3])
+if ARGV[7] == '1' then
+  inuse = math.max(inuse, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf'))
+end
 local new = math.max(inuse - 1, tonumber(ARGV[4]))
-if inuse >= eff or new >= eff then return {0, eff, eff} end
+if inuse >= eff or new >= eff then return {0, eff, eff, inuse} end
 redis.call('HSET', KEYS[1], 'learned', new)
-redis.call('LPUSH', KEYS[2], cjson.encode({at = now, reason = 'refusal', in_use = inuse, from = eff, to = new}))
+local ev = {at = now, reason = 'refusal', in_use = inuse, from = eff, to = new}
+if ARGV[6] ~= '' then ev.reporter = ARGV[6] end
+redis.call('LPUSH', KEYS[2], cjson.encode(ev))
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[5]) - 1)
-return {1, eff, new}
+return {1, eff, new, inuse}
 `)
 
 // setLimitScript: KEYS limit hash, events list; ARGV now, configured

@@ -17,34 +17,102 @@ import (
 // to max(inUse − 1, LearnedLimitFloor), a warning is logged, LimitAlerts
 // goes up and an event is pushed to the provider's event list in Redis.
 // Nothing raises a limit again but SetLimit. Redis failures are noted
-// (fail open), never returned.
-func (l *Leases) ReportRefusal(ctx context.Context, provider, kind string, inUse int) {
-	tag := l.tag(provider, kind)
+// (fail open), never returned: the answer says Failed. It is Refused with
+// no reporter, taking inUse as given.
+func (l *Leases) ReportRefusal(ctx context.Context, provider, kind string, inUse int) Refusal {
+	return l.Refused(ctx, RefusalReport{Provider: provider, Kind: kind, InUse: inUse})
+}
+
+// RefusalReport is a vendor's refusal of a stream as its reporter saw it.
+type RefusalReport struct {
+	Provider, Kind string
+	// InUse is how many leases of Provider/Kind were held when the vendor
+	// refused, the refused stream's own included.
+	InUse int
+	// Reporter names who reported the refusal (an organisation), kept in
+	// the limit event, the alert and the log. Default "": the process
+	// itself (the pipeline) or an operator.
+	Reporter string
+	// AtLeastCounted raises InUse to the leases of Provider/Kind Redis
+	// holds live when the report arrives, so that the report cannot teach
+	// a limit below the usage Redis counts: for reports of a party not
+	// trusted with the platform's limits (a tenant's token). Default
+	// false: InUse is taken as given.
+	AtLeastCounted bool
+}
+
+// Refusal is what a reported refusal did to the limit.
+type Refusal struct {
+	// Configured says Provider/Kind has a configured limit
+	// (ConfiguredLimit); without one nothing is counted and the report did
+	// nothing.
+	Configured      bool
+	ConfiguredLimit int
+	// Failed says Redis could not be reached: nothing was changed and the
+	// limits are not known (fail open; reported again later it counts).
+	Failed bool
+	// InUse is the in-use count the limit was judged by: the report's,
+	// raised to Redis's count with AtLeastCounted.
+	InUse int
+	// Before and After are the effective limit before and after the
+	// report; After < Before exactly when Lowered.
+	Before, After int
+	// Lowered says the report lowered the limit (and raised an alert).
+	Lowered bool
+}
+
+// Refused is ReportRefusal with its reporter: it lowers the effective
+// limit of r.Provider/r.Kind to max(in use − 1, LearnedLimitFloor) when
+// the in-use count is below it, alerts (log, LimitAlerts,
+// Config.OnLimitLearned, a limit event naming the reporter) and says what
+// it did. A report at or above the limit in force changes nothing. Redis
+// failures are noted (fail open), never returned.
+func (l *Leases) Refused(ctx context.Context, r RefusalReport) Refusal {
+	tag := l.tag(r.Provider, r.Kind)
 	pl, ok := l.cfg.Limits[tag]
 	if !ok {
-		return
+		return Refusal{InUse: r.InUse}
 	}
 	octx, cancel := l.kit.Detached(ctx)
 	defer cancel()
-	res, err := refusalScript.Run(octx, l.kit.Client, []string{l.limitKey(tag), l.eventsKey(tag)},
-		l.nowArg(), pl.Limit, inUse, LearnedLimitFloor, l.cfg.LimitEventsCap).Int64Slice()
+	atLeast := ""
+	if r.AtLeastCounted {
+		atLeast = "1"
+	}
+	res, err := refusalScript.Run(octx, l.kit.Client, []string{l.limitKey(tag), l.eventsKey(tag), l.leasesKey(tag)},
+		l.nowArg(), pl.Limit, r.InUse, LearnedLimitFloor, l.cfg.LimitEventsCap, r.Reporter, atLeast).Int64Slice()
 	if err != nil {
 		l.fail.Note("report refusal "+tag, err)
-		return
+		return Refusal{Configured: true, ConfiguredLimit: pl.Limit, Failed: true, InUse: r.InUse}
 	}
-	if res[0] != 1 {
+	out := Refusal{Configured: true, ConfiguredLimit: pl.Limit, InUse: int(res[3]), Before: int(res[1]), After: int(res[2]), Lowered: res[0] == 1}
+	attrs := []any{slog.String("provider", r.Provider), slog.String("kind", r.Kind), slog.Int("in_use", out.InUse)}
+	if r.InUse != out.InUse {
+		attrs = append(attrs, slog.Int("reported_in_use", r.InUse))
+	}
+	if r.Reporter != "" {
+		attrs = append(attrs, slog.String("reporter", r.Reporter))
+	}
+	if !out.Lowered {
 		l.logger.Info("capacity: vendor refused a stream at or above the effective limit; limit unchanged",
-			slog.String("provider", provider), slog.String("kind", kind), slog.Int("in_use", inUse), slog.Int64("limit", res[1]))
-		return
+			append(attrs, slog.Int("limit", out.Before))...)
+		return out
 	}
 	l.limitAlerts.Add(1)
 	if f := l.cfg.OnLimitLearned; f != nil {
-		f(LimitLearned{Provider: provider, Kind: kind, ConfiguredLimit: pl.Limit, From: int(res[1]), LearnedLimit: int(res[2]),
-			InUse: inUse, At: time.Now().UTC()})
+		f(LimitLearned{Provider: r.Provider, Kind: r.Kind, ConfiguredLimit: pl.Limit, From: out.Before, LearnedLimit: out.After,
+			InUse: out.InUse, Reporter: r.Reporter, At: time.Now().UTC()})
 	}
 	l.logger.Warn("capacity: vendor refused a stream below the limit; lowering the effective limit until an operator sets it",
-		slog.String("provider", provider), slog.String("kind", kind), slog.Int("in_use", inUse),
-		slog.Int64("from", res[1]), slog.Int64("to", res[2]), slog.Int("configured", pl.Limit))
+		append(attrs, slog.Int("from", out.Before), slog.Int("to", out.After), slog.Int("configured", pl.Limit))...)
+	return out
+}
+
+// Configured returns provider/kind's configured limit; ok is false when
+// Config.Limits names none (such streams are not counted).
+func (l *Leases) Configured(provider, kind string) (limit ProviderLimit, ok bool) {
+	limit, ok = l.cfg.Limits[l.tag(provider, kind)]
+	return limit, ok
 }
 
 // LimitLearned is the alert of a limit learned from a vendor's refusal:
@@ -59,6 +127,8 @@ type LimitLearned struct {
 	LearnedLimit    int       `json:"learned_limit"`
 	InUse           int       `json:"in_use"`
 	At              time.Time `json:"at"`
+	// Reporter is RefusalReport.Reporter: "" for the process itself.
+	Reporter string `json:"reporter,omitempty"`
 }
 
 // LimitAlerts returns how many times this process lowered a limit after a
@@ -99,6 +169,9 @@ type LimitEvent struct {
 	InUse  int    // in use at the refusal; -1 for "set"
 	From   int
 	To     int
+	// Reporter is who reported the refusal (RefusalReport.Reporter): ""
+	// for the pipeline, an operator, or a "set".
+	Reporter string
 }
 
 // LimitEvents returns provider/kind's recent limit events, newest first
@@ -114,16 +187,17 @@ func (l *Leases) LimitEvents(ctx context.Context, provider, kind string) ([]Limi
 	out := make([]LimitEvent, 0, len(raw))
 	for _, r := range raw {
 		var e struct {
-			At     int64  `json:"at"`
-			Reason string `json:"reason"`
-			InUse  int    `json:"in_use"`
-			From   int    `json:"from"`
-			To     int    `json:"to"`
+			At       int64  `json:"at"`
+			Reason   string `json:"reason"`
+			InUse    int    `json:"in_use"`
+			From     int    `json:"from"`
+			To       int    `json:"to"`
+			Reporter string `json:"reporter"`
 		}
 		if err := json.Unmarshal([]byte(r), &e); err != nil {
 			return nil, fmt.Errorf("capacity: decoding limit event of %s: %w", tag, err)
 		}
-		out = append(out, LimitEvent{At: time.UnixMilli(e.At).UTC(), Reason: e.Reason, InUse: e.InUse, From: e.From, To: e.To})
+		out = append(out, LimitEvent{At: time.UnixMilli(e.At).UTC(), Reason: e.Reason, InUse: e.InUse, From: e.From, To: e.To, Reporter: e.Reporter})
 	}
 	return out, nil
 }

@@ -191,3 +191,56 @@ func TestLimitsOnLimitLearned(t *testing.T) {
 		t.Fatalf("alert %+v", a)
 	}
 }
+
+// Refused says what a report did; a tenant's report (AtLeastCounted)
+// is judged by no fewer leases than Redis holds live, and its reporter is
+// kept in the event and the alert. A TTS limit learns as an STT one does.
+func TestLimitsRefusedReport(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var heard []capacity.LimitLearned
+	b := leaseSetup(t, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme/tts": {Limit: 10}},
+		OnLimitLearned: func(a capacity.LimitLearned) { heard = append(heard, a) }})
+	l := b.leases
+	for range 5 {
+		if _, g := l.Acquire(ctx, capacity.Request{Provider: "acme", Kind: capacity.KindTTS, Holder: "c"}); !g.Granted {
+			t.Fatalf("acquire: %+v", g)
+		}
+	}
+
+	// Reported 2 in use while Redis holds 5: judged by 5, so 10 → 4.
+	got := l.Refused(ctx, capacity.RefusalReport{Provider: "acme", Kind: capacity.KindTTS, InUse: 2, Reporter: "northline", AtLeastCounted: true})
+	if want := (capacity.Refusal{Configured: true, ConfiguredLimit: 10, InUse: 5, Before: 10, After: 4, Lowered: true}); got != want {
+		t.Fatalf("tenant's report at 2 with 5 held: %+v, want %+v", got, want)
+	}
+	// Taken as given (an operator's or the pipeline's): 2 → 1.
+	if got := l.ReportRefusal(ctx, "acme", capacity.KindTTS, 2); got != (capacity.Refusal{Configured: true, ConfiguredLimit: 10, InUse: 2, Before: 4, After: 1, Lowered: true}) {
+		t.Fatalf("report at 2: %+v", got)
+	}
+	// At or above the limit in force: nothing changes, nothing alerts.
+	if got := l.ReportRefusal(ctx, "acme", capacity.KindTTS, 7); got != (capacity.Refusal{Configured: true, ConfiguredLimit: 10, InUse: 7, Before: 1, After: 1}) {
+		t.Fatalf("report at 7 above the limit 1: %+v", got)
+	}
+	if got := l.ReportRefusal(ctx, "nobody", capacity.KindTTS, 3); got != (capacity.Refusal{InUse: 3}) {
+		t.Fatalf("report of an unconfigured provider: %+v", got)
+	}
+	events, err := l.LimitEvents(ctx, "acme", capacity.KindTTS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 2 || events[1].Reporter != "northline" || events[1].InUse != 5 || events[1].To != 4 || events[0].Reporter != "" || events[0].To != 1 {
+		t.Fatalf("events %+v", events)
+	}
+	if len(heard) != 2 || heard[0].Reporter != "northline" || heard[0].InUse != 5 || heard[0].LearnedLimit != 4 || heard[1].Reporter != "" {
+		t.Fatalf("alerts %+v", heard)
+	}
+	if st := leaseStatusOf(t, l, "acme", capacity.KindTTS); st.EffectiveLimit != 1 || !st.Learned || st.InUse != 5 {
+		t.Fatalf("status %+v", st)
+	}
+	if pl, ok := l.Configured("acme", capacity.KindTTS); !ok || pl.Limit != 10 {
+		t.Fatalf("Configured(acme, tts) = %+v %v, want the configured 10", pl, ok)
+	}
+	if _, ok := l.Configured("acme", capacity.KindSTT); ok {
+		t.Fatal("Configured(acme, stt): true, want false")
+	}
+}

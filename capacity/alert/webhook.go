@@ -153,11 +153,14 @@ type payload struct {
 	ConfiguredLimit int       `json:"configured_limit"`
 	LearnedLimit    int       `json:"learned_limit"`
 	At              time.Time `json:"at"`
+	// Reporter: the organisation that reported the refusal over the
+	// capacity API; absent when the process met it itself.
+	Reporter string `json:"reporter,omitempty"`
 }
 
 func (w *Webhook) deliver(ctx context.Context, a capacity.LimitLearned) {
 	body, err := json.Marshal(payload{Provider: a.Provider, Kind: a.Kind, ConfiguredLimit: a.ConfiguredLimit,
-		LearnedLimit: a.LearnedLimit, At: a.At.UTC()})
+		LearnedLimit: a.LearnedLimit, At: a.At.UTC(), Reporter: a.Reporter})
 	if err != nil {
 		w.failed.Add(1)
 		return
