@@ -3,8 +3,9 @@
 // release), call slots (acquire, bind, release, release by call), a call's
 // transcriber and a reply's voice by its agent's providers, the dial queue
 // shared through Redis (dial, poll, answered, ended), each call's timeline
-// (capacity/live), the status of every configured provider, and each
-// organisation's pool of outbound caller IDs (acquire, release, list).
+// (capacity/live), the status of every configured provider, the vendors'
+// refusals that teach a lower limit, and each organisation's pool of
+// outbound caller IDs (acquire, release, list).
 //
 // NewHandler returns the http.Handler; its doc lists the routes.
 //

@@ -104,6 +104,13 @@ type Options struct {
 	// too_many_waiters with Retry-After: 1 at once. Default 0:
 	// DialWaitersDefault (128).
 	MaxDialWaiters int
+	// RefusalReportEvery is how often, at most, one organisation's token
+	// has a refusal of one provider/kind taken through POST
+	// /v1/providers/{provider}/{kind}/refusals in this process; a report
+	// sooner gets 429 rate_limited with Retry-After. Admin tokens (and
+	// requests without authentication) are not paced. Default 0:
+	// RefusalReportEveryDefault (1s).
+	RefusalReportEvery time.Duration
 	// Shutdown, when set, is closed when the server begins to shut down:
 	// every request still waiting (a dial long-poll, a slot, start or gate
 	// wait) stops waiting and is answered at once, so that none is cut
@@ -137,6 +144,7 @@ type Options struct {
 //	POST /v1/gate/enter                {timeout_ms}                   → 200 {ticket, expires_at} | 429 gate_full | 503 busy
 //	POST /v1/gate/leave                {ticket}                       → 204 | 404 unknown_ticket
 //	GET  /v1/status                                                   → 200 {providers, live_calls, auth_failures} (admin) | 200 {org, live_calls} (organisation)
+//	POST /v1/providers/{provider}/{kind}/refusals {in_use}             → 200 {provider, kind, reported_in_use, in_use, configured_limit, limit_before, limit_after, lowered, failed} | 404 not_found | 429 rate_limited
 //	POST /v1/caller-ids:acquire        {org, call_id}                 → 200 {number, token, org, call_id, busy_since} | 409 no_caller_id | 503 caller_ids_unavailable
 //	POST /v1/caller-ids:release        {org, number, token}           → 204
 //	GET  /v1/caller-ids?org=ORG                                       → 200 {org, free, busy, stale, numbers}
@@ -201,6 +209,20 @@ type Options struct {
 // that gave it, and a ticket not left within Options.GateTicketTTL is
 // reclaimed, so a client that dies does not hold its place forever.
 //
+// A vendor's refusal of a stream is reported through POST
+// /v1/providers/{provider}/{kind}/refusals with the leases in use when it
+// refused (in_use, 1–RefusalInUseMax, the refused stream's own included):
+// below the limit in force, the platform-wide limit of provider/kind is
+// lowered to in_use − 1 (at least capacity.LearnedLimitFloor) and an alert
+// raised (capacity.Config.OnLimitLearned); at or above it nothing
+// changes; nothing raises a limit but the operator's SetLimit. Limits are
+// platform-wide, so any authenticated caller may report; an
+// organisation's report is judged by no fewer leases than Redis holds
+// live, names the organisation in the limit event and the alert, and is
+// taken at most once per Options.RefusalReportEvery per provider/kind
+// (refusalReport). A provider/kind with no configured limit is 404;
+// without Redis the report answers 200 failed (nothing changed).
+//
 // Caller IDs (Options.CallerIDs) are the exception to failing open: a
 // number cannot be invented, so while Redis is down a caller-ID acquire
 // answers 503 caller_ids_unavailable with Retry-After: 1 at once (the
@@ -229,8 +251,12 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	if opts.MaxDialWaiters <= 0 {
 		opts.MaxDialWaiters = DialWaitersDefault
 	}
+	if opts.RefusalReportEvery <= 0 {
+		opts.RefusalReportEvery = RefusalReportEveryDefault
+	}
 	h := &httpAPI{leases: leases, slots: slots, opts: opts, waiters: make(chan struct{}, opts.MaxSlotWaiters),
-		dialWaiters: make(chan struct{}, opts.MaxDialWaiters), dialReads: map[string]*dialRead{}}
+		dialWaiters: make(chan struct{}, opts.MaxDialWaiters), dialReads: map[string]*dialRead{},
+		refusals: &refusalPace{every: opts.RefusalReportEvery, last: map[string]time.Time{}}}
 	if opts.Gate != nil {
 		h.tickets = &gateTickets{gate: opts.Gate, ttl: opts.GateTicketTTL, held: map[string]*gateTicket{}}
 	}
@@ -257,6 +283,7 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	route("/v1/gate/enter", http.MethodPost, h.needGate(h.gateEnter))
 	route("/v1/gate/leave", http.MethodPost, h.needGate(h.gateLeave))
 	route("/v1/status", http.MethodGet, h.status)
+	route("/v1/providers/{provider}/{kind}/refusals", http.MethodPost, h.refusalReport)
 	registerLiveCalls(mux, h)
 	route("/v1/caller-ids:acquire", http.MethodPost, h.needCallerIDs(h.callerIDAcquire))
 	route("/v1/caller-ids:release", http.MethodPost, h.needCallerIDs(h.callerIDRelease))
@@ -285,6 +312,8 @@ type httpAPI struct {
 	dialReads   map[string]*dialRead
 	// tickets: the admission gate's tickets; nil without Options.Gate.
 	tickets *gateTickets
+	// refusals paces the organisations' refusal reports.
+	refusals *refusalPace
 	// authFailures counts the requests refused with 401.
 	authFailures atomic.Uint64
 }

@@ -50,6 +50,8 @@ func (a *commands) serveCommand() *cobra.Command {
   POST /v1/calls:start (capacity.start_rate: per campaign, default 1/s)
   POST /v1/gate/enter, /v1/gate/leave (capacity.gate; this process's gate)
   GET  /v1/status
+  POST /v1/providers/{provider}/{kind}/refusals (the vendor refused a
+       stream below the limit: lower it to in_use - 1 and alert)
   POST /v1/caller-ids:acquire, /v1/caller-ids:release; GET /v1/caller-ids?org=
 
 - the status page at / (admin token: a bearer header, or signed in once
