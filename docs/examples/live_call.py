@@ -12,11 +12,18 @@ A voice runtime written in Python takes, for each call:
 
 and can read what happened to the call afterwards  GET /v1/calls/{id}/timeline.
 
+When a vendor refuses a stream that callscribe had room for, the runtime
+says so: POST /v1/providers/{provider}/{kind}/refusals with the leases in
+use when the vendor refused. Below the limit in force, callscribe lowers
+the platform-wide limit to in_use - 1 and alerts its operators (open_stream;
+--refused runs it once against a vendor that refuses).
+
 The API fails open: when its Redis is down, answers say "uncounted" and the
 call goes ahead. Nothing here needs more than the standard library.
 
     python3 live_call.py --base http://127.0.0.1:8080 --token TOKEN \
-        --org acme --campaign spring --agent support --call-id call-1 --replies 3
+        --org acme --campaign spring --agent support --call-id call-1 --replies 3 \
+        [--refused deepgram/stt]
 
 It prints one line per step and exits 0, or prints what went wrong to stderr
 and exits 1 (after giving back whatever it had taken).
@@ -68,6 +75,50 @@ class Capacity:
 
     def get(self, path):
         return self.call("GET", path)
+
+    def report_refusal(self, provider, kind, in_use):
+        """Tells callscribe the vendor refused a stream of provider/kind while
+        in_use leases were held (the refused stream's own included). The answer
+        says the limit before and after and whether it was lowered."""
+        return self.post(f"/v1/providers/{provider}/{kind}/refusals", {"in_use": in_use})
+
+
+class VendorRefused(Exception):
+    """The vendor refused to open a stream: it is at its own concurrency limit."""
+
+
+def open_stream(api, provider, kind, holder, connect, out=print):
+    """Takes a live lease of provider/kind and opens the stream with connect().
+
+    Returns (lease, stream), or None when callscribe has no room or the vendor
+    refuses. A vendor's refusal is reported with the in-use count the lease was
+    granted at (callscribe had room, so the vendor's real limit is lower than
+    the one in force), and the lease is given back. A lease granted uncounted
+    (callscribe's Redis is down) has no count to report.
+    """
+    grant = api.post("/v1/leases", {"provider": provider, "kind": kind, "holder": holder, "lane": "live"})
+    if not grant["granted"]:
+        out(f"{provider}/{kind} full: {grant['in_use']} in use of {grant['limit']}")
+        return None
+    lease = grant["lease"]
+    try:
+        return lease, connect()
+    except VendorRefused:
+        if not grant["uncounted"]:
+            rep = api.report_refusal(provider, kind, grant["in_use"])
+            if rep["failed"]:
+                out(f"refusal of {provider}/{kind} not recorded (callscribe's Redis unreachable)")
+            else:
+                verdict = "lowered" if rep["lowered"] else "kept"
+                out(f"refusal reported {provider}/{kind} in use {rep['in_use']}: "
+                    f"limit {rep['limit_before']} -> {rep['limit_after']} {verdict}")
+        api.post("/v1/leases/release", {"lease": lease})
+        return None
+
+
+def refusing_vendor():
+    """A vendor connection that is refused, as a vendor at its limit answers."""
+    raise VendorRefused("429: too many concurrent streams")
 
 
 def run_call(api, org, campaign, agent, call_id, replies, out=print):
@@ -131,10 +182,21 @@ def main(argv=None):
     p.add_argument("--agent", required=True, help="an agent of capacity.agents")
     p.add_argument("--call-id", required=True)
     p.add_argument("--replies", type=int, default=3)
+    p.add_argument("--refused", metavar="PROVIDER/KIND",
+                   help="after the call, open one more stream of PROVIDER/KIND (kind stt or tts) "
+                        "that the vendor refuses, and report the refusal")
     args = p.parse_args(argv)
+    refused = None
+    if args.refused:
+        provider, _, kind = args.refused.rpartition("/")
+        if not provider or kind not in ("stt", "tts"):
+            p.error("--refused must be PROVIDER/stt or PROVIDER/tts")
+        refused = (provider, kind)
     api = Capacity(args.base, args.token)
     try:
         run_call(api, args.org, args.campaign, args.agent, args.call_id, args.replies)
+        if refused:
+            open_stream(api, refused[0], refused[1], args.call_id + "-refused", refusing_vendor)
     except (APIError, urllib.error.URLError, OSError) as e:
         print(f"live_call: {e}", file=sys.stderr)
         return 1
