@@ -242,7 +242,9 @@ func (s statusSources) cooldowns(ctx context.Context, now time.Time, snap *statu
 }
 
 // capacity: each provider/kind's leases and peaks, and its learned-limit
-// drops of the last statusWarningWindow as warnings.
+// drops of the last statusWarningWindow as warnings (naming the
+// organisation that reported the refusal over the capacity API, if one
+// did).
 func (s statusSources) capacity(ctx context.Context, now time.Time, snap *status.Snapshot) error {
 	st, err := s.leases.Status(ctx)
 	if err != nil {
@@ -263,8 +265,12 @@ func (s statusSources) capacity(ctx context.Context, now time.Time, snap *status
 			if e.Reason != "refusal" || now.Sub(e.At) > statusWarningWindow {
 				continue
 			}
+			detail := fmt.Sprintf("the vendor refused at %d in use: limit %d → %d", e.InUse, e.From, e.To)
+			if e.Reporter != "" {
+				detail += " (reported by " + e.Reporter + ")"
+			}
 			snap.Warnings = append(snap.Warnings, status.Warning{At: e.At, Kind: "learned-limit", Subject: p.Provider + "/" + p.Kind,
-				Detail: fmt.Sprintf("the vendor refused at %d in use: limit %d → %d", e.InUse, e.From, e.To)})
+				Detail: detail})
 		}
 	}
 	// Live calls connected over their transcribers' limit.
