@@ -232,7 +232,7 @@ func TestHTTPRefusalOrganisations(t *testing.T) {
 
 	// No token, a made-up token, the wrong scheme: 401, nothing changes.
 	for _, auth := range []string{"", "Bearer tok-x", "Basic tok-a"} {
-		req, _ := http.NewRequestWithContext(t.Context(), "POST", b.a.url+"/v1/providers/vox/tts/refusals", strings.NewReader(`{"in_use": 1}`))
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.a.url+"/v1/providers/vox/tts/refusals", strings.NewReader(`{"in_use": 1}`))
 		req.Header.Set("Content-Type", "application/json")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
@@ -288,7 +288,7 @@ func TestHTTPRefusalBadRequests(t *testing.T) {
 	if code, got, hdr := b.a.do(t, "GET", "/v1/providers/vox/stt/refusals", ""); code != 405 || hdr.Get("Allow") != "POST" {
 		t.Errorf("GET: %d %v", code, got)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", b.a.url+"/v1/providers/vox/stt/refusals", strings.NewReader(`{"in_use": 3}`))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.a.url+"/v1/providers/vox/stt/refusals", strings.NewReader(`{"in_use": 3}`))
 	req.Header.Set("Content-Type", "text/plain")
 	req.Header.Set("Authorization", "Bearer tok-a")
 	resp, err := http.DefaultClient.Do(req)

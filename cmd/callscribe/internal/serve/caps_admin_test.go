@@ -152,14 +152,14 @@ func TestCapsAdminRoutes(t *testing.T) {
 	down.Close()
 	dsrv := httptest.NewServer((&capsAdmin{store: orgcap.New(rt), tokens: auth.New(down), logger: slog.New(slog.DiscardHandler)}).handler())
 	t.Cleanup(dsrv.Close)
-	req, _ := http.NewRequestWithContext(ctx, "GET", dsrv.URL+"/v1/admin/orgs", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, dsrv.URL+"/v1/admin/orgs", nil)
 	req.Header.Set("Authorization", "Bearer "+admin)
 	resp, err := dsrv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("token store down: %d, want 503 with Retry-After", resp.StatusCode)
 	}
 }
