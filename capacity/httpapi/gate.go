@@ -1,92 +1,18 @@
 package httpapi
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/callscribe/callscribe/capacity/live"
 )
 
-// GateTicketTTLDefault is Options.GateTicketTTL's default: as long as a
-// call slot lives before it goes stale (capacity.StaleAfterDefault).
-const GateTicketTTLDefault = 20 * time.Minute
-
-// gateTickets are the admission gate's tickets held by HTTP clients of
-// this process. A ticket not given back by POST /v1/gate/leave within the
-// TTL is reclaimed by its timer, so a client that dies does not hold its
-// place in the gate forever.
-type gateTickets struct {
-	gate *live.Gate
-	ttl  time.Duration
-	mu   sync.Mutex
-	held map[string]*gateTicket
-	// expired counts tickets reclaimed by their TTL.
-	expired int64
-}
-
-type gateTicket struct {
-	release func()
-	timer   *time.Timer
-	expires time.Time
-}
-
-// enter admits one call through the gate, waiting up to timeout, and
-// returns its ticket.
-func (t *gateTickets) enter(ctx context.Context, timeout time.Duration) (string, time.Time, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", time.Time{}, fmt.Errorf("making a gate ticket: %w", err)
-	}
-	release, err := t.gate.EnterWithin(ctx, timeout)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	id := hex.EncodeToString(b[:])
-	tk := &gateTicket{release: release, expires: time.Now().Add(t.ttl).UTC()}
-	t.mu.Lock()
-	t.held[id] = tk
-	tk.timer = time.AfterFunc(t.ttl, func() {
-		if t.take(id) != nil {
-			t.mu.Lock()
-			t.expired++
-			t.mu.Unlock()
-			release()
-		}
-	})
-	t.mu.Unlock()
-	return id, tk.expires, nil
-}
-
-// take removes and returns the ticket, nil when unknown or already gone.
-func (t *gateTickets) take(id string) *gateTicket {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tk := t.held[id]
-	delete(t.held, id)
-	return tk
-}
-
-// leave gives the ticket's place back; false when it is unknown, left or
-// expired.
-func (t *gateTickets) leave(id string) bool {
-	tk := t.take(id)
-	if tk == nil {
-		return false
-	}
-	tk.timer.Stop()
-	tk.release()
-	return true
-}
-
 func (h *httpAPI) needGate(fn http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if h.tickets == nil {
+		if h.opts.Gate == nil {
 			writeError(w, http.StatusNotImplemented, "gate_disabled", "the admission gate is not enabled on this server", nil)
 			return
 		}
@@ -94,21 +20,32 @@ func (h *httpAPI) needGate(fn http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// gateEnter admits one call through the shared admission gate, waiting
+// up to timeout_ms, and answers its ticket.
 func (h *httpAPI) gateEnter(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		// TimeoutMs nil: the gate's configured timeout.
 		TimeoutMs *int64 `json:"timeout_ms"`
+		// CallID: the call's id, for the logs ("": none).
+		CallID string `json:"call_id"`
 	}
 	if !h.decode(w, r, &req) {
 		return
 	}
-	timeout := h.tickets.gate.Timeout()
+	gate := h.opts.Gate
+	timeout := gate.Timeout()
 	if req.TimeoutMs != nil {
 		if *req.TimeoutMs < 0 || *req.TimeoutMs > SlotWaitMax.Milliseconds() {
 			writeInvalid(w, fieldError("timeout_ms", fmt.Sprintf("must be 0–%d (omitted: %d)", SlotWaitMax.Milliseconds(), max(timeout, 0).Milliseconds())))
 			return
 		}
 		timeout = time.Duration(*req.TimeoutMs) * time.Millisecond
+	}
+	if req.CallID != "" {
+		if err := checkID("call_id", req.CallID); err != nil {
+			writeInvalid(w, err)
+			return
+		}
 	}
 	release, ok := h.holdWaiter(w, timeout.Milliseconds(), "POST /v1/gate/enter")
 	if !ok {
@@ -117,23 +54,35 @@ func (h *httpAPI) gateEnter(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	wctx, cancel := h.waitCtx(r)
 	defer cancel()
-	ticket, expires, err := h.tickets.enter(wctx, timeout)
+	ticket, err := gate.EnterWithin(wctx, orgOf(r), req.CallID, timeout)
+	var full *live.GateFullError
 	switch {
-	case errors.Is(err, live.ErrGateFull):
+	case errors.As(err, &full):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "gate_full", err.Error(), map[string]any{
-			"size": h.tickets.gate.Size(), "in_use": h.tickets.gate.InUse()})
+			"size": full.Size, "in_use": full.InUse, "waited_ms": full.Waited.Milliseconds()})
 		return
 	case err != nil:
 		h.waitEnded(w, err)
 		return
 	}
+	var expires *time.Time
+	if !ticket.Uncounted {
+		expires = &ticket.ExpiresAt
+	}
 	writeJSON(w, http.StatusOK, struct {
-		Ticket    string    `json:"ticket"`
-		ExpiresAt time.Time `json:"expires_at"`
-	}{ticket, expires})
+		Ticket    string     `json:"ticket"`
+		CallID    string     `json:"call_id,omitempty"`
+		ExpiresAt *time.Time `json:"expires_at,omitempty"`
+		WaitedMs  int64      `json:"waited_ms"`
+		InUse     int        `json:"in_use"`
+		Size      int        `json:"size"`
+		Uncounted bool       `json:"uncounted"`
+	}{ticket.ID, ticket.CallID, expires, ticket.Waited.Milliseconds(), ticket.InUse, gate.Size(), ticket.Uncounted})
 }
 
+// gateLeave gives a ticket's place back; any serve process sharing the
+// gate may be asked.
 func (h *httpAPI) gateLeave(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Ticket string `json:"ticket"`
@@ -141,13 +90,27 @@ func (h *httpAPI) gateLeave(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &req) {
 		return
 	}
-	if len(req.Ticket) != 32 {
+	if !validTicket(req.Ticket) {
 		writeInvalid(w, fieldError("ticket", "must be the 32-character ticket of POST /v1/gate/enter"))
 		return
 	}
-	if !h.tickets.leave(req.Ticket) {
-		writeError(w, http.StatusNotFound, "unknown_ticket", "no ticket of that id in this process: already left, expired (its place was reclaimed), or given by another server process", nil)
+	if !h.opts.Gate.LeaveTicket(r.Context(), orgOf(r), req.Ticket) {
+		writeError(w, http.StatusNotFound, "unknown_ticket", "no live ticket of that id for the caller: already left, expired (its place was reclaimed), or another organisation's", nil)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// validTicket reports whether s is a ticket's form: 32 lowercase hex
+// characters, or live.UncountedTicketPrefix and the hex that fill 32.
+func validTicket(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range strings.TrimPrefix(s, live.UncountedTicketPrefix) {
+		if ('0' > c || c > '9') && ('a' > c || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

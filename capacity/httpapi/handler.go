@@ -81,15 +81,12 @@ type Options struct {
 	// (per organisation and campaign, counted in Redis). Default nil:
 	// that route answers 501.
 	Starts *live.RateLimiter
-	// Gate, when set, is this process's admission gate behind POST
-	// /v1/gate/enter and /v1/gate/leave. Its state (who is inside, the
-	// tickets) lives in this process only. Default nil: those routes
-	// answer 501.
+	// Gate, when set, is the admission gate behind POST /v1/gate/enter
+	// and /v1/gate/leave: one semaphore in Redis, shared by every process
+	// with a gate of its name, so a ticket given by one is left through
+	// any (its TTL is the gate's, live.GateConfig.TicketTTL). Default nil:
+	// those routes answer 501.
 	Gate *live.Gate
-	// GateTicketTTL is how long a gate ticket holds its place without a
-	// POST /v1/gate/leave; then the place is reclaimed. Default 0:
-	// GateTicketTTLDefault (20m).
-	GateTicketTTL time.Duration
 	// CallerIDs holds the organisations' caller-ID pools for the
 	// /v1/caller-ids routes. Default nil: those routes answer 501.
 	CallerIDs *capacity.CallerIDs
@@ -141,7 +138,7 @@ type Options struct {
 //	GET  /v1/calls/{call_id}/timeline                                 → 200 {call_id, events:[{at, kind, provider, detail}]} | 404 not_found
 //	GET  /v1/dial-queue                                               → 200 {calls:[{org, call_id, agent, queued_at, waiting_for, position}]} (admin)
 //	POST /v1/calls:start               {org, campaign, timeout_ms}    → 200 {started, waited_ms} | 429 rate_limited
-//	POST /v1/gate/enter                {timeout_ms}                   → 200 {ticket, expires_at} | 429 gate_full | 503 busy
+//	POST /v1/gate/enter                {timeout_ms, call_id}          → 200 {ticket, call_id, expires_at, waited_ms, in_use, size, uncounted} | 429 gate_full | 503 busy
 //	POST /v1/gate/leave                {ticket}                       → 204 | 404 unknown_ticket
 //	GET  /v1/status                                                   → 200 {providers, live_calls, auth_failures} (admin) | 200 {org, live_calls} (organisation)
 //	POST /v1/providers/{provider}/{kind}/refusals {in_use}             → 200 {provider, kind, reported_in_use, in_use, configured_limit, limit_before, limit_after, lowered, failed} | 404 not_found | 429 rate_limited
@@ -205,9 +202,14 @@ type Options struct {
 // POST /v1/calls:start takes a start token of the campaign's start rate
 // (live.RateLimiter; 429 with Retry-After when none frees up within
 // timeout_ms; fails open: 200 uncounted without Redis). The admission gate
-// routes are per server process: a ticket is good only on the process
-// that gave it, and a ticket not left within Options.GateTicketTTL is
-// reclaimed, so a client that dies does not hold its place forever.
+// (live.Gate) is shared through Redis by every serve process with a gate
+// of the same name: a ticket given by one is left through any, at most the
+// gate's size are held at once over them all, and a ticket not left within
+// the gate's TTL is reclaimed, so a client that dies does not hold its
+// place forever. A ticket belongs to the organisation whose token entered
+// (its call_id, optional, names the call in the logs); another
+// organisation's leave is 404. Without Redis, enter answers 200 uncounted
+// and leave 204.
 //
 // A vendor's refusal of a stream is reported through POST
 // /v1/providers/{provider}/{kind}/refusals with the leases in use when it
@@ -242,9 +244,6 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	if opts.MaxSlotWaiters <= 0 {
 		opts.MaxSlotWaiters = SlotWaitersDefault
 	}
-	if opts.GateTicketTTL <= 0 {
-		opts.GateTicketTTL = GateTicketTTLDefault
-	}
 	if opts.OrgLeaseShare <= 0 || opts.OrgLeaseShare > 1 {
 		opts.OrgLeaseShare = OrgLeaseShareDefault
 	}
@@ -257,9 +256,6 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 	h := &httpAPI{leases: leases, slots: slots, opts: opts, waiters: make(chan struct{}, opts.MaxSlotWaiters),
 		dialWaiters: make(chan struct{}, opts.MaxDialWaiters), dialReads: map[string]*dialRead{},
 		refusals: &refusalPace{every: opts.RefusalReportEvery, last: map[string]time.Time{}}}
-	if opts.Gate != nil {
-		h.tickets = &gateTickets{gate: opts.Gate, ttl: opts.GateTicketTTL, held: map[string]*gateTicket{}}
-	}
 	mux := http.NewServeMux()
 	route := func(pattern, method string, fn func(http.ResponseWriter, *http.Request)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -310,8 +306,6 @@ type httpAPI struct {
 	// shared by the long-polls of that call (sharedDialState).
 	dialReadsMu sync.Mutex
 	dialReads   map[string]*dialRead
-	// tickets: the admission gate's tickets; nil without Options.Gate.
-	tickets *gateTickets
 	// refusals paces the organisations' refusal reports.
 	refusals *refusalPace
 	// authFailures counts the requests refused with 401.

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -96,90 +95,5 @@ func TestHTTPCallStartFailOpen(t *testing.T) {
 		if code != 200 || got["started"] != true || got["uncounted"] != true {
 			t.Fatalf("start without Redis: %d %v, want 200 started uncounted", code, got)
 		}
-	}
-}
-
-func gateOf(t *testing.T, size int) *live.Gate {
-	t.Helper()
-	g, err := live.NewGate(live.GateConfig{Size: size, Ceilings: map[string]int{"db_pool": 40}, Timeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
-// The gate over HTTP: enter gives a ticket; a full gate answers 429
-// gate_full; leave frees the place at once.
-func TestHTTPGate(t *testing.T) {
-	t.Parallel()
-	g := gateOf(t, 2)
-	b := httpSetup(t, httpapi.Options{Gate: g}, false)
-	var tickets []string
-	for i := range 2 {
-		code, got, _ := b.do(t, "POST", "/v1/gate/enter", `{}`)
-		tk, _ := got["ticket"].(string)
-		exp, perr := time.Parse(time.RFC3339Nano, got["expires_at"].(string))
-		if code != 200 || len(tk) != 32 || perr != nil || time.Until(exp) < 10*time.Minute {
-			t.Fatalf("enter %d: %d %v", i+1, code, got)
-		}
-		tickets = append(tickets, tk)
-	}
-	code, got, hdr := b.do(t, "POST", "/v1/gate/enter", `{"timeout_ms":0}`)
-	if code != 429 || errType(got) != "gate_full" || hdr.Get("Retry-After") == "" || g.Rejected() != 1 {
-		t.Fatalf("full gate: %d %v, want 429 gate_full with Retry-After", code, got)
-	}
-	if code, got, _ := b.do(t, "POST", "/v1/gate/leave", `{"ticket":"`+tickets[0]+`"}`); code != 204 {
-		t.Fatalf("leave: %d %v", code, got)
-	}
-	if code, got, _ := b.do(t, "POST", "/v1/gate/leave", `{"ticket":"`+tickets[0]+`"}`); code != 404 || errType(got) != "unknown_ticket" {
-		t.Fatalf("leave twice: %d %v, want 404 unknown_ticket", code, got)
-	}
-	if g.InUse() != 1 {
-		t.Fatalf("in use after a leave = %d, want 1", g.InUse())
-	}
-	if code, got, _ := b.do(t, "POST", "/v1/gate/enter", `{"timeout_ms":0}`); code != 200 {
-		t.Fatalf("enter after a leave: %d %v", code, got)
-	}
-	for _, c := range []struct{ path, body, field string }{
-		{"/v1/gate/enter", `{"timeout_ms":120001}`, "timeout_ms"},
-		{"/v1/gate/enter", `{"timeout_ms":-1}`, "timeout_ms"},
-		{"/v1/gate/leave", `{}`, "ticket"},
-		{"/v1/gate/leave", `{"ticket":"short"}`, "ticket"},
-	} {
-		code, got, _ := b.do(t, "POST", c.path, c.body)
-		if code != 400 || got["error"].(map[string]any)["field"] != c.field {
-			t.Fatalf("%s %s: %d %v, want 400 naming %s", c.path, c.body, code, got, c.field)
-		}
-	}
-	off := httpSetup(t, httpapi.Options{}, false)
-	if code, got, _ := off.do(t, "POST", "/v1/gate/enter", `{}`); code != 501 || errType(got) != "gate_disabled" {
-		t.Fatalf("without a gate: %d %v, want 501", code, got)
-	}
-}
-
-// A ticket whose client died is reclaimed when its TTL passes: a caller
-// waiting at the full gate gets in then, and the dead ticket is unknown.
-func TestHTTPGateTicketExpires(t *testing.T) {
-	t.Parallel()
-	g := gateOf(t, 1)
-	b := httpSetup(t, httpapi.Options{Gate: g, GateTicketTTL: 300 * time.Millisecond}, false)
-	code, got, _ := b.do(t, "POST", "/v1/gate/enter", `{}`)
-	if code != 200 {
-		t.Fatalf("enter: %d %v", code, got)
-	}
-	dead := got["ticket"].(string)
-	// The client holding dead never leaves; this one waits up to 60 s.
-	code, got, _ = b.do(t, "POST", "/v1/gate/enter", `{"timeout_ms":60000}`)
-	if code != 200 {
-		t.Fatalf("enter while the dead ticket held the gate: %d %v, want 200 once it expired", code, got)
-	}
-	if code, got, _ := b.do(t, "POST", "/v1/gate/leave", `{"ticket":"`+dead+`"}`); code != 404 || !strings.Contains(got["error"].(map[string]any)["message"].(string), "expired") {
-		t.Fatalf("leave of the expired ticket: %d %v, want 404 saying it may have expired", code, got)
-	}
-	if code, _, _ := b.do(t, "POST", "/v1/gate/leave", `{"ticket":"`+got["ticket"].(string)+`"}`); code != 204 {
-		t.Fatalf("leave of the live ticket: %d", code)
-	}
-	if g.InUse() != 0 {
-		t.Fatalf("in use = %d, want 0", g.InUse())
 	}
 }

@@ -31,8 +31,12 @@
 // (1–20, default 1), over a one-second
 // sliding window counted in Redis (server time, through capacity's shared
 // "now" script prelude). Dialer, Timeline and RateLimiter are built on
-// the process's one capacity.Redis handle. Gate: a per-process admission gate in front of
-// per-call resources; it uses no Redis.
+// the process's one capacity.Redis handle, as is Gate: an admission gate
+// in front of the pools a call holds for its whole length (vendor plan,
+// trunk), one semaphore in Redis shared by every process with a gate of
+// its name: tickets in a sorted set scored by their expiry (Redis time),
+// reclaimed after their TTL, left through any process; it logs each
+// admission, rejection, leave and reclaim with the call's id.
 //
 // Guarantees: like capacity, nothing here returns a Redis error into a
 // call. When Redis is unreachable, slots are granted uncounted and starts

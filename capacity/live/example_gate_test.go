@@ -4,26 +4,45 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/internal/testredis"
 )
 
-// The gate admits Size calls at once, below the smallest per-call pool.
+// The gate admits Size calls at once, over every process sharing it,
+// below the smallest pool behind it.
 func ExampleGate() {
-	gate, err := live.NewGate(live.GateConfig{Size: 1, Ceilings: map[string]int{"db_pool": 40, "stt_sockets": 100}, Timeout: -1})
+	ctx := context.Background()
+	rdb, err := testredis.Dial(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	release, err := gate.Enter(context.Background())
+	defer rdb.Close()
+	prefix := testredis.UniquePrefix("live", "example")
+	defer testredis.DeleteKeys(rdb, prefix)
+	r, err := capacity.NewRedis(capacity.RedisConfig{Client: rdb, KeyPrefix: prefix})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ceilings := map[string]int{"vendor_plan": 40, "sip_trunk": 100}
+	gate, err := live.NewGate(r, live.GateConfig{Size: 1, Ceilings: ceilings, Timeout: -1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ticket, err := gate.Enter(ctx, "acme", "call-1")
 	fmt.Println("1st call:", err)
-	_, err = gate.Enter(context.Background())
+	_, err = gate.Enter(ctx, "acme", "call-2")
 	fmt.Println("2nd call:", err, "- rejected:", gate.Rejected())
-	release()
+	fmt.Println("left:", gate.Leave(ctx, ticket))
 
-	_, err = live.NewGate(live.GateConfig{Size: 40, Ceilings: map[string]int{"db_pool": 40, "stt_sockets": 100}})
+	_, err = live.NewGate(r, live.GateConfig{Size: 40, Ceilings: ceilings})
 	fmt.Println(err)
 	// Output:
 	// 1st call: <nil>
 	// 2nd call: no room among 1 calls after 0s: capacity: admission gate full - rejected: 1
-	// GateConfig.Size 40 must be below the smallest ceiling, db_pool = 40
+	// left: true
+	// GateConfig.Size 40 must be below the smallest ceiling, vendor_plan = 40
 }

@@ -221,7 +221,8 @@ type CapacityConfig struct {
 	// StartRate: calls started per second per organisation and campaign,
 	// for POST /v1/calls:start.
 	StartRate CapacityStartRate `yaml:"start_rate"`
-	// Gate: this serve process's admission gate, for POST /v1/gate/enter.
+	// Gate: the admission gate of POST /v1/gate/enter, shared in Redis by
+	// every serve process with a gate of its name.
 	Gate CapacityGate `yaml:"gate"`
 	// Alerts: where learned-limit alerts are sent besides the log.
 	Alerts CapacityAlerts `yaml:"alerts"`
@@ -239,9 +240,14 @@ type CapacityStartRate struct {
 
 // CapacityGate configures serve's admission gate. Size 0: no gate.
 type CapacityGate struct {
-	// Size: calls inside the gate at once, below every ceiling.
+	// Name: the gate's name; serve processes whose gates share a name
+	// (and Redis) share its tickets. Default "": calls.
+	Name string `yaml:"name"`
+	// Size: calls inside the gate at once over every serve process, below
+	// every ceiling.
 	Size int `yaml:"size"`
-	// Ceilings: the per-call pools behind the gate and their sizes.
+	// Ceilings: the pools behind the gate and their sizes (vendor plan
+	// concurrency, trunk channels, ...).
 	Ceilings map[string]int `yaml:"ceilings"`
 	// Timeout: how long an enter waits by default. Default 4s.
 	Timeout time.Duration `yaml:"timeout"`
@@ -457,11 +463,10 @@ func (c Config) validateOwn() error {
 		errs = append(errs, err)
 	}
 	if g := c.Capacity.Gate; g.Size != 0 || len(g.Ceilings) > 0 {
-		if _, err := live.NewGate(c.Capacity.GateConfig()); err != nil {
-			errs = append(errs, fmt.Errorf("capacity.gate: %w", err))
-		}
 		if g.TicketTTL < 0 {
 			errs = append(errs, fmt.Errorf("capacity.gate.ticket_ttl: %s must be positive", g.TicketTTL))
+		} else if err := c.Capacity.GateConfig().WithDefaults().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("capacity.gate: %w", err))
 		}
 	}
 	if u := c.Capacity.Alerts.WebhookURL; u != "" {
@@ -667,7 +672,8 @@ func (c CapacityConfig) RateLimiterConfig() live.RateLimiterConfig {
 
 // GateConfig is capacity.gate for live.NewGate.
 func (c CapacityConfig) GateConfig() live.GateConfig {
-	return live.GateConfig{Size: c.Gate.Size, Ceilings: c.Gate.Ceilings, Timeout: c.Gate.Timeout}
+	return live.GateConfig{Name: c.Gate.Name, Size: c.Gate.Size, Ceilings: c.Gate.Ceilings, Timeout: c.Gate.Timeout,
+		TicketTTL: c.Gate.TicketTTL}
 }
 
 // checkWebhookURL accepts an absolute http(s) URL; plain http only to a

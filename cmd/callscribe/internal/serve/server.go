@@ -122,12 +122,13 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 		return nil, err
 	}
 	opts := httpapi.Options{Logger: a.Logger, Token: token, Agents: agents, Dialer: dialer, Timeline: timeline,
-		Starts: starts, GateTicketTTL: a.Config.Capacity.Gate.TicketTTL, CallerIDs: callerIDs,
+		Starts: starts, CallerIDs: callerIDs,
 		OrgLeaseShare: a.Config.Capacity.OrgLeaseShare, MaxDialWaiters: a.Config.Capacity.MaxDialWaiters,
 		Shutdown: s.shuttingDown}
 	if a.Config.Capacity.Gate.Size > 0 {
-		// This process's gate: its tickets live here, not in Redis.
-		if opts.Gate, err = live.NewGate(a.Config.Capacity.GateConfig()); err != nil {
+		// One semaphore in Redis, shared by every serve process with a
+		// gate of this name.
+		if opts.Gate, err = live.NewGate(rdb, a.Config.Capacity.GateConfig()); err != nil {
 			return nil, fmt.Errorf("capacity.gate: %w", err)
 		}
 	}
