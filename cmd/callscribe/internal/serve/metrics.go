@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/app"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
@@ -35,6 +36,9 @@ type MetricsSources struct {
 	Windows *capacity.Windows
 	// Tokens: the process's token store, whose refusals are counted.
 	Tokens *auth.Store
+	// Gate: the admission gate (capacity.gate), whose tickets held are
+	// read from Redis and whose waits and outcomes are this process's.
+	Gate *live.Gate
 	// Replays: with Pool, the outbox whose active replay runs are
 	// exported (global, like pool's gauges). serve builds its metrics
 	// before its pipeline, so the outbox is set once that exists.
@@ -84,6 +88,10 @@ func NewMetrics(a *app.App, src MetricsSources) *metrics.Metrics {
 	}
 	if src.Tokens != nil {
 		cfg.AuthFailures = src.Tokens.Failures
+	}
+	if src.Gate != nil {
+		cfg.Gate = src.Gate
+		cfg.FailOpen["gate"] = src.Gate.Uncounted
 	}
 	if w := a.Alerts().Webhook(); w != nil {
 		cfg.LimitAlertWebhook = map[string]func() int64{"delivered": w.Delivered, "failed": w.Failed, "dropped": w.Dropped}

@@ -150,7 +150,8 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 		// This process's metrics: its workers' counters, and the global
 		// gauges read from the database and Redis.
 		replays := new(LateOutbox)
-		m := NewMetrics(a, MetricsSources{Pool: pool, Leases: leases, Slots: slots, Windows: caps.Windows, Tokens: store, Replays: replays})
+		m := NewMetrics(a, MetricsSources{Pool: pool, Leases: leases, Slots: slots, Windows: caps.Windows, Tokens: store, Replays: replays,
+			Gate: opts.Gate})
 		caps.Metrics = m
 		e, err := a.PipelineOn(ctx, pool, caps)
 		if err != nil {

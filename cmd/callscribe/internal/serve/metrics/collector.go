@@ -98,6 +98,11 @@ func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 	}
+	if c.m.cfg.Gate != nil {
+		for _, d := range gateDescs {
+			ch <- d
+		}
+	}
 }
 
 func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
@@ -125,6 +130,11 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.m.cfg.Capacity != nil {
 		if err := c.collectCapacity(ctx, ch); err != nil {
 			c.m.scrapeErrors.WithLabelValues("capacity").Inc()
+		}
+	}
+	if c.m.cfg.Gate != nil {
+		if err := collectGate(ctx, c.m.cfg.Gate, ch); err != nil {
+			c.m.scrapeErrors.WithLabelValues("gate").Inc()
 		}
 	}
 	// After the reads, so that a scrape reports its own errors (the

@@ -34,9 +34,16 @@ type Config struct {
 	// Capacity, when set, is read at each scrape for the vendors' capacity
 	// gauges (a *capacity.Leases). Global, like Pool's. Default nil: none.
 	Capacity CapacityStatus
+	// Gate, when set, is the admission gate whose figures are exported
+	// (a *live.Gate): its tickets held, read from Redis at each scrape
+	// (global, shared by every process with the gate), and this process's
+	// waiting calls, admissions, rejections, reclaimed tickets and waits.
+	// Default nil: none.
+	Gate GateSource
 	// FailOpen counts this process's grants made without Redis, by
-	// component ("leases", "slots", "windows": the Uncounted method of
-	// capacity.Leases, Slots and Windows). Per process. Default nil: none.
+	// component ("leases", "slots", "windows", "gate": the Uncounted
+	// method of capacity.Leases, Slots, Windows and live.Gate). Per
+	// process. Default nil: none.
 	FailOpen map[string]func() int64
 	// AuthFailures, when set, counts this process's refused API tokens
 	// (tokens.Store.Failures). Per process. Default nil: not exported.
@@ -194,7 +201,7 @@ func New(cfg Config) *Metrics {
 			Help: "API requests refused for a missing, unknown, wrong or revoked token. Per process."},
 			func() float64 { return float64(f()) }))
 	}
-	if cfg.Pool != nil || cfg.Capacity != nil || cfg.Cooldowns != nil || cfg.ReplayRuns != nil {
+	if cfg.Pool != nil || cfg.Capacity != nil || cfg.Cooldowns != nil || cfg.ReplayRuns != nil || cfg.Gate != nil {
 		m.reg.MustRegister(&sharedCollector{m: m})
 	}
 	return m
