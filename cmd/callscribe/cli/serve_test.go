@@ -196,6 +196,12 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	body := "audio: {root: " + recordings + "}\nretry_after: {base_backoff: 50ms, max_backoff: 500ms}\n" +
 		"pipeline:\n  rollout_default: enforce\n  poll_interval: 50ms\n  probe_wait: 50ms\n  tenants:\n" +
 		"    northline: {provider: generic-http, base_url: '" + stt.URL + "', api_key: sim-key}\n"
+	// An admission gate of a name no other run shares (its keys are in
+	// the shared Redis under serve's own prefix).
+	gateName := fmt.Sprintf("serve-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	body += "capacity:\n  gate: {name: " + gateName + ", size: 3, ceilings: {vendor_plan: 10}}\n"
+	gateRedis := testredis.Client(t)
+	t.Cleanup(func() { testredis.DeleteMatching(gateRedis, "*{gate/"+gateName+"}*") })
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -256,6 +262,10 @@ func TestServeIngestsAndDrives(t *testing.T) {
 	if code, got := call("GET", "/v1/status", ""); code != 200 {
 		t.Fatalf("capacity status: %d %v", code, got)
 	}
+	// The admission gate: one call inside, shown on /metrics below.
+	if code, got := call("POST", "/v1/gate/enter", `{"call_id":"call-1001"}`); code != 200 || got["uncounted"] != false {
+		t.Fatalf("gate enter: %d %v", code, got)
+	}
 	// A made-up token is refused, and counted.
 	breq, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/recordings", nil)
 	breq.Header.Set("Authorization", "Bearer cs_1_"+strings.Repeat("0", 64))
@@ -285,6 +295,14 @@ func TestServeIngestsAndDrives(t *testing.T) {
 		if c.path == "/metrics" && c.want == 200 && (!strings.Contains(string(b), "callscribe_submissions_per_transcript_count 1") ||
 			!strings.Contains(string(b), "callscribe_auth_failures_total 1")) {
 			t.Errorf("/metrics lacks the one committed transcript:\n%.2000s", b)
+		}
+		if c.path == "/metrics" && c.want == 200 {
+			for _, want := range []string{`callscribe_gate_in_use{gate="` + gateName + `"} 1`, `callscribe_gate_admitted_total{gate="` + gateName + `"} 1`,
+				`callscribe_gate_size{gate="` + gateName + `"} 3`, `callscribe_gate_wait_seconds_count{gate="` + gateName + `",outcome="admitted"} 1`} {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
 		}
 	}
 	cancel()
