@@ -55,7 +55,7 @@
 //
 // What it does not do: it does not call a vendor or decide what a live call
 // does when a provider is full; those rules (a call's transcriber and
-// voice, the dialler's queue, call-start rates, the per-process admission
-// gate) are in capacity/live, and the JSON HTTP API for runtimes in other
+// voice, the dialler's queue, call-start rates, the admission gate shared
+// in Redis) are in capacity/live, and the JSON HTTP API for runtimes in other
 // languages is capacity/httpapi. It imports no sibling package.
 package capacity

@@ -34,8 +34,8 @@ const (
 // never above the gate's) nor as Redis counts, sampled throughout. Every
 // client gets in, none uncounted, and every ticket is left, through a
 // process that did not give it. Then 5 clients die holding their tickets:
-// the next call, through another process, gets in once Redis time passes
-// their TTL.
+// the next 5 calls, through other processes, get in once Redis time passes
+// the dead tickets' TTL, and then fill the gate exactly.
 func TestGateAcrossServeProcesses(t *testing.T) {
 	t.Parallel()
 	id := fmt.Sprintf("gmp%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
@@ -139,14 +139,22 @@ func TestGateAcrossServeProcesses(t *testing.T) {
 	if code, got := api.post(0, "/v1/gate/enter", map[string]any{"timeout_ms": 0}); code != 429 || got["error"].(map[string]any)["type"] != "gate_full" {
 		t.Fatalf("enter at a gate full of dead tickets: %d %v, want 429 gate_full", code, got)
 	}
-	code, got := api.post(1, "/v1/gate/enter", map[string]any{"call_id": id + "-next", "timeout_ms": 60000})
-	if code != 200 {
-		t.Fatalf("enter after the dead tickets' TTL: %d %v", code, got)
+	// The next calls, through the other processes, get in once the dead
+	// tickets' TTL passes, one place per dead ticket; the gate is full of
+	// live tickets again then.
+	for i := range gmpSize {
+		code, got := api.post(i+1, "/v1/gate/enter", map[string]any{"call_id": fmt.Sprintf("%s-next-%d", id, i), "timeout_ms": 60000})
+		if code != 200 || got["uncounted"] != false {
+			t.Fatalf("enter %d after the dead tickets' TTL: %d %v", i, code, got)
+		}
+		if w, _ := got["waited_ms"].(float64); i == 0 && time.Duration(w)*time.Millisecond < gmpTTL/2 {
+			t.Fatalf("admitted after %vms, before the dead tickets' %s TTL could pass", w, gmpTTL)
+		}
 	}
-	if w, _ := got["waited_ms"].(float64); time.Duration(w)*time.Millisecond < gmpTTL/2 {
-		t.Fatalf("admitted after %vms, before the dead tickets' %s TTL could pass", w, gmpTTL)
+	if n, err := gate.InUse(context.Background()); err != nil || n != gmpSize {
+		t.Fatalf("in use after the reclaim: %d, %v; want %d (the dead tickets gone, the next calls in)", n, err, gmpSize)
 	}
-	if n, err := gate.InUse(context.Background()); err != nil || n != 1 {
-		t.Fatalf("in use after the reclaim: %d, %v; want 1 (the dead tickets gone)", n, err)
+	if code, got := api.post(2, "/v1/gate/enter", map[string]any{"timeout_ms": 0}); code != 429 {
+		t.Fatalf("enter at a gate full of live tickets: %d %v, want 429", code, got)
 	}
 }

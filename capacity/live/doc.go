@@ -39,8 +39,8 @@
 // admission, rejection, leave and reclaim with the call's id.
 //
 // Guarantees: like capacity, nothing here returns a Redis error into a
-// call. When Redis is unreachable, slots are granted uncounted and starts
-// go through (fail open); an over-limit connection or reply holds no lease,
+// call. When Redis is unreachable, slots are granted uncounted, starts
+// go through and the gate admits uncounted (fail open); an over-limit connection or reply holds no lease,
 // so the lease sets never go above a limit. Everything is safe for
 // concurrent use.
 //

@@ -171,7 +171,7 @@ func New(cfg Config) *Metrics {
 		Help:    "Seconds from a recording's receipt (ingest) to the CRM's acceptance of its action set. Per process.",
 		Buckets: LatencyBuckets})
 	m.scrapeErrors = counter("callscribe_scrape_errors_total",
-		"Scrapes that could not read a source of gauges (database, capacity); those gauges were left out.",
+		"Scrapes that could not read a source of gauges (database, capacity, gate); those gauges were left out.",
 		"source")
 	m.limitLearned = counter("callscribe_capacity_learned_limit_alerts_total",
 		"Learned-limit alerts: a vendor refused a stream below the limit in force and the limit was lowered, by provider and kind. Per process.",
