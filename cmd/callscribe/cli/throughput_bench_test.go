@@ -69,7 +69,19 @@ const (
 //     this harness's own queries), the worker's peak RSS (VmHWM), and
 //     receipt → CRM delivery p50 and p99 (recording created_at, or the
 //     worker's start when it was queued before, to the outbox row's
-//     delivery).
+//     delivery), and the machine's busy CPU milliseconds per recording
+//     (/proc/stat: user + nice + system + irq + softirq + steal, every
+//     process on the machine: the worker, PostgreSQL, this process's
+//     doubles), of the ingest and of the worker's run.
+//   - Peer/1000 and Peer/10000, each after callscribe's run of the same
+//     size: the hand-rolled River pipeline of peer_bench_test.go, the
+//     alternative to callscribe at its best (two jobs per recording, a
+//     transaction per step, none of callscribe's guarantees), as processes
+//     like callscribe's (its ingest, timed, then its worker), with as many
+//     workers, the same doubles (newBenchDoubles), recordings and manifest,
+//     measured the same way (runPeer). The table prints callscribe's
+//     throughput, ingest rate and CPU per recording as multiples of the
+//     peer's: the price of callscribe's guarantees on this machine.
 //   - Queued/100000 (BENCH_LARGE=1): 100,000 recordings ingested the
 //     same way (by benchIngestParts ingest processes at once), the worker
 //     run for benchHold, its peak RSS against the 1,000 run's.
@@ -82,15 +94,16 @@ const (
 // server preloads pg_stat_statements, the top 10 statements by total time
 // of the 10,000 run are printed. Run it with -benchtime 1x:
 //
-//	make bench  (or: go run ./internal/cmd/testenv -- go test -run '^$' -bench Throughput -benchtime 1x -timeout 30m ./cmd/callscribe/cli/)
+//	make bench  (or: go run ./internal/cmd/testenv -- go test -run '^$' -bench Throughput -benchtime 1x -timeout 60m ./cmd/callscribe/cli/)
 func BenchmarkThroughput(b *testing.B) {
-	rig := &benchRig{bin: filepath.Join(b.TempDir(), "callscribe"), runs: map[int]*throughputRun{}}
+	rig := &benchRig{bin: filepath.Join(b.TempDir(), "callscribe"), runs: map[int]*throughputRun{}, peers: map[int]*throughputRun{}}
 	build := exec.Command("go", "build", "-o", rig.bin, "github.com/callscribe/callscribe/cmd/callscribe")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("building callscribe: %v\n%s", err, out)
 	}
 	cfg := jobs.Config{}.WithDefaults()
 	rig.maxWorkers = cfg.ImmediateWorkers + cfg.BatchWorkers + outbox.WorkersDefault
+	rig.peerTranscribe, rig.peerDeliver = peerWorkers()
 	if p := os.Getenv("BENCH_CPUPROFILE"); p != "" {
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -101,7 +114,9 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("RiverNoop", func(b *testing.B) { rig.riverNoop(b, benchMedium) })
 	b.Run("CommitFloor", func(b *testing.B) { rig.commitFloor(b) })
 	b.Run("Pipeline/1000", func(b *testing.B) { rig.pipeline(b, benchSmall, 0) })
+	b.Run("Peer/1000", func(b *testing.B) { rig.peer(b, benchSmall) })
 	b.Run("Pipeline/10000", func(b *testing.B) { rig.pipeline(b, benchMedium, 0) })
+	b.Run("Peer/10000", func(b *testing.B) { rig.peer(b, benchMedium) })
 	if os.Getenv("BENCH_LARGE") != "" {
 		b.Run("Queued/100000", func(b *testing.B) { rig.pipeline(b, benchLarge, benchHold) })
 	}
@@ -118,7 +133,11 @@ type benchRig struct {
 	riverRate  float64 // jobs/s
 	floorRate  float64 // sets of floorCommits commits/s
 	runs       map[int]*throughputRun
-	statements []string // pg_stat_statements' top lines of the 10,000 run, or why none
+	peers      map[int]*throughputRun // the hand-rolled River pipeline's runs (peer_bench_test.go)
+	statements []string               // pg_stat_statements' top lines of the 10,000 run, or why none
+	// peerTranscribe and peerDeliver are the peer's two queues' workers
+	// (peerWorkers: maxWorkers in all).
+	peerTranscribe, peerDeliver int
 }
 
 // throughputRun is what one pipeline run measured.
@@ -128,6 +147,8 @@ type throughputRun struct {
 	rate          float64 // recordings/s, worker start to the last delivery (0 for a held run)
 	ingestCommits float64 // per recording
 	workerCommits float64 // per recording
+	ingestCPU     float64 // ms per recording, machine-wide, during the ingest
+	workerCPU     float64 // ms per recording, machine-wide, worker start to the last delivery seen
 	peakRSS       int64   // bytes, the worker's VmHWM
 	delivered     int
 	latency       []laneLatency
@@ -277,18 +298,7 @@ func (r *benchRig) pipeline(b *testing.B, n int, hold time.Duration) {
 	tenant, apiKey, token := "bench"+suffix, "key-"+suffix, "token-"+suffix
 	expected := writeRecordings(b, dir, tenant, n)
 
-	sim, err := sttsim.New(sttsim.Config{APIKeys: []string{apiKey}, ExpectedText: expected})
-	if err != nil {
-		b.Fatal(err)
-	}
-	stt := httptest.NewServer(sim.Handler())
-	defer stt.Close()
-	crmSim, err := crmsim.New(crmsim.Config{Tokens: []string{token}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	crmSrv := httptest.NewServer(crmSim.Handler())
-	defer crmSrv.Close()
+	doubles := newBenchDoubles(b, apiKey, token, expected)
 	config := filepath.Join(dir, "callscribe.yaml")
 	body := fmt.Sprintf(`database_url: %q
 redis_url: %q
@@ -307,7 +317,7 @@ capacity:
   # (the scope's window grows to it), the CRM as many deliveries.
   limits: {"generic-http/stt": {limit: %d}}
   window: {start_target: %d}
-`, dbURL, testredis.URL(), dir, tenant, stt.URL, apiKey, crmSrv.URL, token, benchPlan, benchPlan)
+`, dbURL, testredis.URL(), dir, tenant, doubles.sttURL, apiKey, doubles.crmURL, token, benchPlan, benchPlan)
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		b.Fatal(err)
 	}
@@ -319,6 +329,7 @@ capacity:
 	// of its commits, and at its exit.
 	settle := func() { time.Sleep(1500 * time.Millisecond) }
 	c0 := q.commits()
+	cpu0 := machineBusy(b)
 
 	// Ingest, timed, as an operator runs it; the 100,000 recordings in
 	// benchIngestParts manifests at once (the same command, tables and
@@ -349,6 +360,7 @@ capacity:
 		}
 	}
 	run.ingestRate = float64(n) / time.Since(ingestStart).Seconds()
+	run.ingestCPU = cpuPer(cpu0, machineBusy(b), n)
 	settle()
 	c1 := q.commits()
 	run.ingestCommits = float64(c1-c0-q.take()) / float64(n)
@@ -364,6 +376,7 @@ capacity:
 	var workerLog syncBuffer
 	worker.Stdout, worker.Stderr = &workerLog, &workerLog
 	b.ResetTimer()
+	cpu1 := machineBusy(b)
 	start := time.Now()
 	if err := worker.Start(); err != nil {
 		b.Fatal(err)
@@ -407,6 +420,7 @@ wait:
 		}
 	}
 	b.StopTimer()
+	run.workerCPU = cpuPer(cpu1, machineBusy(b), n)
 	run.peakRSS = vmHWM(b, worker.Process.Pid)
 	if hold == 0 {
 		last := q.lastDelivery()
@@ -432,7 +446,7 @@ wait:
 	settle()
 	c2 := q.commits()
 	run.workerCommits = float64(c2-c1-q.take()) / float64(n)
-	if applied := crmSim.Stats().Applied; hold == 0 && applied != n {
+	if applied := doubles.crm.Stats().Applied; hold == 0 && applied != n {
 		b.Fatalf("the CRM double applied %d action sets, want %d", applied, n)
 	}
 
@@ -451,15 +465,94 @@ wait:
 	}
 	b.ReportMetric(run.ingestCommits+run.workerCommits, "db-commits/recording")
 	b.ReportMetric(run.ingestRate, "ingest-recordings/s")
+	if hold == 0 {
+		b.ReportMetric(run.ingestCPU+run.workerCPU, "cpu-ms/recording")
+	}
 	b.ReportMetric(float64(run.peakRSS)/(1<<20), "peak-RSS-MiB")
 	if small := r.runs[benchSmall]; small != nil && small.peakRSS > 0 && n != benchSmall {
 		b.ReportMetric(float64(run.peakRSS)/float64(small.peakRSS), "RSS-ratio-to-1k")
 	}
 }
 
+// benchDoubles are one run's HTTP doubles, served by this process and
+// configured the same for callscribe and the peer: the stt-http/v1
+// simulator (the run's API key, the text each recording holds, zero
+// latency, no trouble, every answer synchronous, batches offered) and the
+// crm-webhook/v1 simulator (the run's token, zero latency, no trouble).
+type benchDoubles struct {
+	sttURL, crmURL string
+	crm            *crmsim.Server
+}
+
+func newBenchDoubles(tb testing.TB, apiKey, token string, expected map[string]string) *benchDoubles {
+	sim, err := sttsim.New(sttsim.Config{APIKeys: []string{apiKey}, ExpectedText: expected})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stt := httptest.NewServer(sim.Handler())
+	tb.Cleanup(stt.Close)
+	crmSim, err := crmsim.New(crmsim.Config{Tokens: []string{token}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	crmSrv := httptest.NewServer(crmSim.Handler())
+	tb.Cleanup(crmSrv.Close)
+	return &benchDoubles{sttURL: stt.URL, crmURL: crmSrv.URL, crm: crmSim}
+}
+
+// peer runs the hand-rolled River pipeline (peer_bench_test.go) on n
+// recordings, measured as pipeline measures callscribe (runPeer).
+func (r *benchRig) peer(b *testing.B, n int) {
+	res := runPeer(b, n)
+	if applied := res.crm.Stats().Applied; applied != n {
+		b.Fatalf("the CRM double applied %d action sets of the peer's, want %d", applied, n)
+	}
+	run := res.run
+	r.peers[n] = run
+	b.ReportMetric(run.rate, "recordings/s")
+	b.ReportMetric(run.ingestCommits+run.workerCommits, "db-commits/recording")
+	b.ReportMetric(run.ingestRate, "ingest-recordings/s")
+	b.ReportMetric(run.ingestCPU+run.workerCPU, "cpu-ms/recording")
+	b.ReportMetric(float64(run.peakRSS)/(1<<20), "peak-RSS-MiB")
+}
+
+// clockTicks is USER_HZ, the unit of /proc/stat's times: 100 on Linux
+// whatever the kernel's HZ.
+const clockTicks = 100
+
+// machineBusy is the machine's busy CPU time so far, in clockTicks, from
+// /proc/stat's first line: user + nice + system + irq + softirq + steal
+// (guest time is inside user already; idle and iowait are not busy).
+func machineBusy(tb testing.TB) int64 {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		tb.Fatalf("reading the machine's CPU time: %v", err)
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		tb.Fatalf("/proc/stat begins %q, want the cpu line with at least 8 times", line)
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			tb.Fatalf("/proc/stat cpu field %d %q: %v", i, f[i], err)
+		}
+		busy += v
+	}
+	return busy
+}
+
+// cpuPer is the busy CPU milliseconds per recording between two
+// machineBusy readings.
+func cpuPer(from, to int64, n int) float64 {
+	return float64(to-from) * 1000 / clockTicks / float64(n)
+}
+
 // writeRecordings writes n small distinct WAV files under dir/tenant and
 // returns the text the vendor double hears in each, by digest.
-func writeRecordings(b *testing.B, dir, tenant string, n int) map[string]string {
+func writeRecordings(b testing.TB, dir, tenant string, n int) map[string]string {
 	expected := make(map[string]string, n)
 	for i := range n {
 		p := filepath.Join(dir, benchAudio(tenant, i))
@@ -485,7 +578,7 @@ func benchAudio(tenant string, i int) string {
 
 // writeManifests writes manifests naming writeRecordings' n recordings
 // (lanes alternating), split into parts files, and returns their paths.
-func writeManifests(b *testing.B, dir, tenant string, n, parts int) []string {
+func writeManifests(b testing.TB, dir, tenant string, n, parts int) []string {
 	bufs := make([]bytes.Buffer, parts)
 	for i := range n {
 		lane := "batch"
@@ -538,7 +631,7 @@ func benchWAV(i int) []byte {
 // benchQueries are the harness's reads of a run's database; it counts
 // them, as each is a commit pg_stat_database counts too.
 type benchQueries struct {
-	b     *testing.B
+	b     testing.TB
 	pool  *pgxpool.Pool
 	count int64
 }
@@ -679,21 +772,38 @@ func (r *benchRig) print() {
 		fmt.Fprintf(w, "  %-44s %12.0f sets/s  (%.3f× River: the most a pipeline committing per recording can reach)\n",
 			fmt.Sprintf("server floor, %d bare single-row commits", floorCommits), r.floorRate, r.floorRate/r.riverRate)
 	}
+	fmt.Fprintf(w, "  (peer: a hand-rolled River pipeline as a process like the worker: 2 jobs per recording, a transaction per step, %d + %d workers, the same doubles and recordings)\n",
+		r.peerTranscribe, r.peerDeliver)
 	for _, n := range []int{benchSmall, benchMedium} {
-		run := r.runs[n]
-		if run == nil {
-			continue
+		run, peer := r.runs[n], r.peers[n]
+		if run != nil {
+			ratio := 0.0
+			if r.riverRate > 0 {
+				ratio = run.rate / r.riverRate
+			}
+			fmt.Fprintf(w, "  %-44s %12.0f recordings/s  (%.3f× River)\n", fmt.Sprintf("pipeline, received → delivered, %s", thousands(n)), run.rate, ratio)
+			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", run.ingestCommits+run.workerCommits, run.ingestCommits, run.workerCommits)
+			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", "  ingest --manifest", run.ingestRate)
+			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", run.ingestCPU+run.workerCPU, run.ingestCPU, run.workerCPU)
+			fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(run.peakRSS)/(1<<20))
+			for _, l := range run.latency {
+				fmt.Fprintf(w, "  %-44s %9.2fs p50 %8.2fs p99  (%d)\n", "  receipt → CRM delivery, "+l.lane, l.p50.Seconds(), l.p99.Seconds(), l.n)
+			}
 		}
-		ratio := 0.0
-		if r.riverRate > 0 {
-			ratio = run.rate / r.riverRate
+		if peer != nil {
+			ratio := 0.0
+			if r.riverRate > 0 {
+				ratio = peer.rate / r.riverRate
+			}
+			fmt.Fprintf(w, "  %-44s %12.0f recordings/s  (%.3f× River)\n", fmt.Sprintf("peer, received → delivered, %s", thousands(n)), peer.rate, ratio)
+			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", peer.ingestCommits+peer.workerCommits, peer.ingestCommits, peer.workerCommits)
+			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", fmt.Sprintf("  ingest, %s a transaction", thousands(peerIngestChunk)), peer.ingestRate)
+			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", peer.ingestCPU+peer.workerCPU, peer.ingestCPU, peer.workerCPU)
+			fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(peer.peakRSS)/(1<<20))
 		}
-		fmt.Fprintf(w, "  %-44s %12.0f recordings/s  (%.3f× River)\n", fmt.Sprintf("pipeline, received → delivered, %s", thousands(n)), run.rate, ratio)
-		fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", run.ingestCommits+run.workerCommits, run.ingestCommits, run.workerCommits)
-		fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", "  ingest --manifest", run.ingestRate)
-		fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(run.peakRSS)/(1<<20))
-		for _, l := range run.latency {
-			fmt.Fprintf(w, "  %-44s %9.2fs p50 %8.2fs p99  (%d)\n", "  receipt → CRM delivery, "+l.lane, l.p50.Seconds(), l.p99.Seconds(), l.n)
+		if run != nil && peer != nil && peer.rate > 0 && peer.ingestRate > 0 && peer.ingestCPU+peer.workerCPU > 0 {
+			fmt.Fprintf(w, "  %-44s %11.3f× throughput  %.3f× ingest  %.2f× CPU per recording\n", fmt.Sprintf("callscribe / peer, %s", thousands(n)),
+				run.rate/peer.rate, run.ingestRate/peer.ingestRate, (run.ingestCPU+run.workerCPU)/(peer.ingestCPU+peer.workerCPU))
 		}
 	}
 	if large := r.runs[benchLarge]; large != nil {
@@ -733,7 +843,7 @@ func runBounded(cmd *exec.Cmd, d time.Duration) error {
 }
 
 // vmHWM is the peak resident set size of process pid, in bytes.
-func vmHWM(b *testing.B, pid int) int64 {
+func vmHWM(b testing.TB, pid int) int64 {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatalf("reading the worker's peak RSS: %v", err)
@@ -751,7 +861,7 @@ func vmHWM(b *testing.B, pid int) int64 {
 	return 0
 }
 
-func randHex(b *testing.B, n int) string {
+func randHex(b testing.TB, n int) string {
 	buf := make([]byte, n)
 	if _, err := rand.Read(buf); err != nil {
 		b.Fatal(err)
