@@ -772,7 +772,7 @@ func (r *benchRig) print() {
 		fmt.Fprintf(w, "  %-44s %12.0f sets/s  (%.3f× River: the most a pipeline committing per recording can reach)\n",
 			fmt.Sprintf("server floor, %d bare single-row commits", floorCommits), r.floorRate, r.floorRate/r.riverRate)
 	}
-	fmt.Fprintf(w, "  (peer: a hand-rolled River pipeline as a process like the worker: 2 jobs per recording, a transaction per step, %d + %d workers, the same doubles and recordings)\n",
+	fmt.Fprintf(w, "  (peer: a hand-rolled River pipeline, processes like ingest's and the worker's: 2 jobs per recording, a transaction per step, %d + %d workers, the same doubles and recordings)\n",
 		r.peerTranscribe, r.peerDeliver)
 	for _, n := range []int{benchSmall, benchMedium} {
 		run, peer := r.runs[n], r.peers[n]
