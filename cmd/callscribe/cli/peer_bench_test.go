@@ -254,6 +254,9 @@ func peerIngest(ctx context.Context, cfg peerConfig) error {
 			if err != nil {
 				return fmt.Errorf("inserting recordings: %w", err)
 			}
+			if len(ids) == 0 {
+				return nil // every one ingested before
+			}
 			params := make([]river.InsertManyParams, len(ids))
 			for i, id := range ids {
 				params[i] = river.InsertManyParams{Args: peerTranscribeArgs{RecordingID: id}}
