@@ -15,9 +15,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -72,7 +74,10 @@ const (
 //     delivery), and the machine's busy CPU milliseconds per recording
 //     (/proc/stat: user + nice + system + irq + softirq + steal, every
 //     process on the machine: the worker, PostgreSQL, this process's
-//     doubles), of the ingest and of the worker's run.
+//     doubles), of the ingest and of the worker's run; and of the
+//     worker's run the CPU of the run's own processes only (the worker,
+//     the database's backends, this process: processCPU), which other
+//     work on a shared machine does not inflate.
 //   - Peer/1000 and Peer/10000, each after callscribe's run of the same
 //     size: the hand-rolled River pipeline of peer_bench_test.go, the
 //     alternative to callscribe at its best (two jobs per recording, a
@@ -149,6 +154,7 @@ type throughputRun struct {
 	workerCommits float64 // per recording
 	ingestCPU     float64 // ms per recording, machine-wide, during the ingest
 	workerCPU     float64 // ms per recording, machine-wide, worker start to the last delivery seen
+	ownCPU        float64 // ms per recording, the same span, the run's own processes only (see processCPU)
 	peakRSS       int64   // bytes, the worker's VmHWM
 	delivered     int
 	latency       []laneLatency
@@ -376,7 +382,7 @@ capacity:
 	var workerLog syncBuffer
 	worker.Stdout, worker.Stderr = &workerLog, &workerLog
 	b.ResetTimer()
-	cpu1 := machineBusy(b)
+	cpu1, self1 := machineBusy(b), selfCPU(b)
 	start := time.Now()
 	if err := worker.Start(); err != nil {
 		b.Fatal(err)
@@ -421,6 +427,7 @@ wait:
 	}
 	b.StopTimer()
 	run.workerCPU = cpuPer(cpu1, machineBusy(b), n)
+	run.ownCPU = (processCPU(worker.Process.Pid) + q.backendsCPU() + selfCPU(b) - self1) / float64(n)
 	run.peakRSS = vmHWM(b, worker.Process.Pid)
 	if hold == 0 {
 		last := q.lastDelivery()
@@ -467,6 +474,7 @@ wait:
 	b.ReportMetric(run.ingestRate, "ingest-recordings/s")
 	if hold == 0 {
 		b.ReportMetric(run.ingestCPU+run.workerCPU, "cpu-ms/recording")
+		b.ReportMetric(run.ownCPU, "own-cpu-ms/recording")
 	}
 	b.ReportMetric(float64(run.peakRSS)/(1<<20), "peak-RSS-MiB")
 	if small := r.runs[benchSmall]; small != nil && small.peakRSS > 0 && n != benchSmall {
@@ -513,6 +521,7 @@ func (r *benchRig) peer(b *testing.B, n int) {
 	b.ReportMetric(run.ingestCommits+run.workerCommits, "db-commits/recording")
 	b.ReportMetric(run.ingestRate, "ingest-recordings/s")
 	b.ReportMetric(run.ingestCPU+run.workerCPU, "cpu-ms/recording")
+	b.ReportMetric(run.ownCPU, "own-cpu-ms/recording")
 	b.ReportMetric(float64(run.peakRSS)/(1<<20), "peak-RSS-MiB")
 }
 
@@ -542,6 +551,64 @@ func machineBusy(tb testing.TB) int64 {
 		busy += v
 	}
 	return busy
+}
+
+// selfCPU is this process's user + system CPU time so far, in
+// milliseconds: the doubles and the harness.
+func selfCPU(tb testing.TB) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatalf("reading this process's CPU time: %v", err)
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
+}
+
+// processCPU is process pid's user + system CPU time so far, in
+// milliseconds, from /proc/PID/stat (utime and stime, the 14th and 15th
+// fields); 0 when the process is gone. With the worker's and the
+// backends' (benchQueries.backendsCPU) and selfCPU it is a run's own CPU:
+// what the machine-wide figure would be on a machine running nothing
+// else, less PostgreSQL's shared processes (WAL writer, checkpointer).
+func processCPU(pid int) float64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// after its closing one, which is followed by field 3 (the state).
+	_, rest, ok := strings.Cut(string(stat), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return float64(utime+stime) * 1000 / clockTicks
+}
+
+// backendsCPU is the CPU time, in milliseconds, of the PostgreSQL backends
+// now serving the run's database, less the harness's own (application
+// name testdb.ApplicationName).
+func (q *benchQueries) backendsCPU() float64 {
+	q.b.Helper()
+	q.count++
+	rows, err := q.pool.Query(context.Background(),
+		`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name <> $1`, testdb.ApplicationName)
+	if err != nil {
+		q.b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		q.b.Fatal(err)
+	}
+	total := 0.0
+	for _, pid := range pids {
+		total += processCPU(int(pid))
+	}
+	return total
 }
 
 // cpuPer is the busy CPU milliseconds per recording between two
@@ -785,6 +852,7 @@ func (r *benchRig) print() {
 			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", run.ingestCommits+run.workerCommits, run.ingestCommits, run.workerCommits)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", "  ingest --manifest", run.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", run.ingestCPU+run.workerCPU, run.ingestCPU, run.workerCPU)
+			fmt.Fprintf(w, "  %-44s %12.2f\n", "    worker's run, own processes only", run.ownCPU)
 			fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(run.peakRSS)/(1<<20))
 			for _, l := range run.latency {
 				fmt.Fprintf(w, "  %-44s %9.2fs p50 %8.2fs p99  (%d)\n", "  receipt → CRM delivery, "+l.lane, l.p50.Seconds(), l.p99.Seconds(), l.n)
@@ -799,11 +867,13 @@ func (r *benchRig) print() {
 			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", peer.ingestCommits+peer.workerCommits, peer.ingestCommits, peer.workerCommits)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", fmt.Sprintf("  ingest, %s a transaction", thousands(peerIngestChunk)), peer.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", peer.ingestCPU+peer.workerCPU, peer.ingestCPU, peer.workerCPU)
+			fmt.Fprintf(w, "  %-44s %12.2f\n", "    worker's run, own processes only", peer.ownCPU)
 			fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(peer.peakRSS)/(1<<20))
 		}
-		if run != nil && peer != nil && peer.rate > 0 && peer.ingestRate > 0 && peer.ingestCPU+peer.workerCPU > 0 {
-			fmt.Fprintf(w, "  %-44s %11.3f× throughput  %.3f× ingest  %.2f× CPU per recording\n", fmt.Sprintf("callscribe / peer, %s", thousands(n)),
-				run.rate/peer.rate, run.ingestRate/peer.ingestRate, (run.ingestCPU+run.workerCPU)/(peer.ingestCPU+peer.workerCPU))
+		if run != nil && peer != nil && peer.rate > 0 && peer.ingestRate > 0 && peer.ingestCPU+peer.workerCPU > 0 && peer.ownCPU > 0 {
+			fmt.Fprintf(w, "  %-44s %11.3f× throughput  %.3f× ingest  %.2f× CPU per recording (%.2f× own processes' in the worker's run)\n",
+				fmt.Sprintf("callscribe / peer, %s", thousands(n)), run.rate/peer.rate, run.ingestRate/peer.ingestRate,
+				(run.ingestCPU+run.workerCPU)/(peer.ingestCPU+peer.workerCPU), run.ownCPU/peer.ownCPU)
 		}
 	}
 	if large := r.runs[benchLarge]; large != nil {
