@@ -8,3 +8,18 @@ func WithDialTestTick(cfg DialerConfig, tick <-chan time.Time) DialerConfig {
 	cfg.tick = tick
 	return cfg
 }
+
+// WithRateTestNow returns cfg with the start rate script's clock replaced
+// by now (Unix milliseconds) instead of Redis TIME, so tests can move
+// time deterministically. Test builds only.
+func WithRateTestNow(cfg RateLimiterConfig, now func() int64) RateLimiterConfig {
+	cfg.testNow = now
+	return cfg
+}
+
+// WithRateTestGranted returns cfg with granted told the Redis time (Unix
+// microseconds) of every counted start. Test builds only.
+func WithRateTestGranted(cfg RateLimiterConfig, granted func(org, campaign string, atUs int64)) RateLimiterConfig {
+	cfg.granted = granted
+	return cfg
+}
