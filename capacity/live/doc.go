@@ -28,15 +28,18 @@
 // dialled first in, first out, and a call is reserved once (ZREM wins).
 //
 // RateLimiter: calls started per second per campaign of an organisation
-// (1–20, default 1), over a one-second
-// sliding window counted in Redis (server time, through capacity's shared
-// "now" script prelude). Dialer, Timeline and RateLimiter are built on
-// the process's one capacity.Redis handle, as is Gate: an admission gate
-// in front of the pools a call holds for its whole length (vendor plan,
-// trunk), one semaphore in Redis shared by every process with a gate of
-// its name: tickets in a sorted set scored by their expiry (Redis time),
-// reclaimed after their TTL, left through any process; it logs each
-// admission, rejection, leave and reclaim with the call's id.
+// (1–20, default 1) and, when configured, per organisation across all its
+// campaigns (1–1000, default none), each over a one-second sliding window
+// counted in Redis (server time, through capacity's shared "now" script
+// prelude). One script checks both windows: a start is counted in both or
+// in neither, and a refusal names the limit that refused. Dialer,
+// Timeline and RateLimiter are built on the process's one capacity.Redis
+// handle, as is Gate: an admission gate in front of the pools a call
+// holds for its whole length (vendor plan, trunk), one semaphore in Redis
+// shared by every process with a gate of its name: tickets in a sorted set
+// scored by their expiry (Redis time), reclaimed after their TTL, left
+// through any process; it logs each admission, rejection, leave and
+// reclaim with the call's id.
 //
 // Guarantees: like capacity, nothing here returns a Redis error into a
 // call. When Redis is unreachable, slots are granted uncounted, starts

@@ -34,21 +34,25 @@ func (l *slotsLogs) warnings() int {
 	return strings.Count(l.buf.String(), "level=WARN")
 }
 
+// With Redis down, starts go through uncounted, whichever limit refused
+// them while it was up, and one warning is logged.
 func TestRateLimiterFailOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv, rdb := testredis.Throwaway(t)
 	logs := &slotsLogs{}
 	h := captest.NewRedis(t, capacity.RedisConfig{Client: rdb, AdmitOpTimeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	r, err := live.NewRateLimiter(h, live.RateLimiterConfig{PerSecond: 1})
+	r, err := live.NewRateLimiter(h, live.RateLimiterConfig{PerSecond: 5, OrgPerSecond: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Wait(ctx, "acme", "spring", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Wait(ctx, "acme", "spring", 0); !errors.Is(err, live.ErrRateLimited) {
-		t.Fatalf("2nd start with Redis up = %v, want ErrRateLimited", err)
+	// The organisation's rate refuses (its campaign's allows 5).
+	var rl *live.RateLimitedError
+	if err := r.Wait(ctx, "acme", "spring", 0); !errors.As(err, &rl) || rl.LimitedBy != live.LimitedByOrg {
+		t.Fatalf("2nd start with Redis up = %v, want refused by the organisation's rate", err)
 	}
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,12 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 		{"campaign above max", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"spring": 21}}}, `RateLimiterConfig.Campaigns["acme"]["spring"] must be 1–20, got 21`},
 		{"bad campaign id", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"acme": {"a b": 2}}}, `RateLimiterConfig.Campaigns["acme"]["a b"]`},
 		{"bad org id", live.RateLimiterConfig{Campaigns: map[string]map[string]int{"{acme}": {"spring": 2}}}, `RateLimiterConfig.Campaigns["{acme}"]`},
+		{"org rate max", live.RateLimiterConfig{OrgPerSecond: 1000, Orgs: map[string]int{"acme": 1000, "beta": 1}}, ""},
+		{"org rate above max", live.RateLimiterConfig{OrgPerSecond: 1001}, "RateLimiterConfig.OrgPerSecond must be 0–1000 (0: no organisation rate), got 1001"},
+		{"org rate negative", live.RateLimiterConfig{OrgPerSecond: -1}, "RateLimiterConfig.OrgPerSecond"},
+		{"org override zero", live.RateLimiterConfig{Orgs: map[string]int{"acme": 0}}, `RateLimiterConfig.Orgs["acme"] must be 1–1000, got 0`},
+		{"org override above max", live.RateLimiterConfig{Orgs: map[string]int{"acme": 1001}}, `RateLimiterConfig.Orgs["acme"] must be 1–1000, got 1001`},
+		{"org override bad id", live.RateLimiterConfig{Orgs: map[string]int{"a b": 5}}, `RateLimiterConfig.Orgs["a b"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := live.NewRateLimiter(captest.OnRedis(t, rdb, ""), tc.cfg)
@@ -48,6 +54,15 @@ func TestRateLimiterConfigValidation(t *testing.T) {
 	}
 	if live.StartRateDefault != 1 {
 		t.Fatalf("StartRateDefault = %d, want 1", live.StartRateDefault)
+	}
+	// No organisation rate unless one is configured: each campaign has
+	// only its own, as before the organisation rate existed.
+	if live.OrgStartRateDefault != 0 || r.OrgLimit("acme") != 0 {
+		t.Fatalf("OrgStartRateDefault = %d, OrgLimit = %d; want 0, 0", live.OrgStartRateDefault, r.OrgLimit("acme"))
+	}
+	r, _ = live.NewRateLimiter(captest.OnRedis(t, rdb, ""), live.RateLimiterConfig{OrgPerSecond: 8, Orgs: map[string]int{"acme": 30}})
+	if r.OrgLimit("acme") != 30 || r.OrgLimit("other") != 8 {
+		t.Fatalf("OrgLimit = %d, %d; want 30, 8", r.OrgLimit("acme"), r.OrgLimit("other"))
 	}
 }
 
