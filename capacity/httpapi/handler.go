@@ -78,7 +78,8 @@ type Options struct {
 	// that route answers 501.
 	Timeline *live.Timeline
 	// Starts, when set, is the call start rate behind POST /v1/calls:start
-	// (per organisation and campaign, counted in Redis). Default nil:
+	// (per campaign of an organisation and, when configured, per
+	// organisation across its campaigns, counted in Redis). Default nil:
 	// that route answers 501.
 	Starts *live.RateLimiter
 	// Gate, when set, is the admission gate behind POST /v1/gate/enter
@@ -137,7 +138,7 @@ type Options struct {
 //	POST /v1/calls/{call_id}/ended                                    → 204
 //	GET  /v1/calls/{call_id}/timeline                                 → 200 {call_id, events:[{at, kind, provider, detail}]} | 404 not_found
 //	GET  /v1/dial-queue                                               → 200 {calls:[{org, call_id, agent, queued_at, waiting_for, position}]} (admin)
-//	POST /v1/calls:start               {org, campaign, timeout_ms}    → 200 {started, waited_ms} | 429 rate_limited
+//	POST /v1/calls:start               {org, campaign, timeout_ms}    → 200 {started, waited_ms} | 429 rate_limited {limited_by}
 //	POST /v1/gate/enter                {timeout_ms, call_id}          → 200 {ticket, call_id, expires_at, waited_ms, in_use, size, uncounted} | 429 gate_full | 503 busy
 //	POST /v1/gate/leave                {ticket}                       → 204 | 404 unknown_ticket
 //	GET  /v1/status                                                   → 200 {providers, live_calls, auth_failures} (admin) | 200 {org, live_calls} (organisation)
@@ -200,16 +201,17 @@ type Options struct {
 // slot, start or gate wait answers 503 shutting_down, at once.
 //
 // POST /v1/calls:start takes a start token of the campaign's start rate
-// (live.RateLimiter; 429 with Retry-After when none frees up within
-// timeout_ms; fails open: 200 uncounted without Redis). The admission gate
-// (live.Gate) is shared through Redis by every serve process with a gate
-// of the same name: a ticket given by one is left through any, at most the
-// gate's size are held at once over them all, and a ticket not left within
-// the gate's TTL is reclaimed, so a client that dies does not hold its
-// place forever. A ticket belongs to the organisation whose token entered
-// (its call_id, optional, names the call in the logs); another
-// organisation's leave is 404. Without Redis, enter answers 200 uncounted
-// and leave 204.
+// and its organisation's, both or neither (live.RateLimiter; 429 with
+// Retry-After, naming the refusing limit in limited_by, when none frees up
+// within timeout_ms; fails open: 200 uncounted without Redis). The
+// admission gate (live.Gate) is shared through Redis by every serve
+// process with a gate of the same name: a ticket given by one is left
+// through any, at most the gate's size are held at once over them all, and
+// a ticket not left within the gate's TTL is reclaimed, so a client that
+// dies does not hold its place forever. A ticket belongs to the
+// organisation whose token entered (its call_id, optional, names the call
+// in the logs); another organisation's leave is 404. Without Redis, enter
+// answers 200 uncounted and leave 204.
 //
 // A vendor's refusal of a stream is reported through POST
 // /v1/providers/{provider}/{kind}/refusals with the leases in use when it

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -41,8 +42,8 @@ func TestHTTPCallStart(t *testing.T) {
 	if code != 429 || errType(got) != "rate_limited" || hdr.Get("Retry-After") != "1" {
 		t.Fatalf("3rd start in a second: %d %v Retry-After %q, want 429 rate_limited, Retry-After 1", code, got, hdr.Get("Retry-After"))
 	}
-	if e := got["error"].(map[string]any); e["campaign"] != "spring" || e["limit"] != 2.0 {
-		t.Fatalf("rate_limited names %v, want campaign spring limit 2", e)
+	if e := got["error"].(map[string]any); e["campaign"] != "spring" || e["limited_by"] != "campaign" || e["limit"] != 2.0 {
+		t.Fatalf("rate_limited names %v, want campaign spring, limited by the campaign's limit 2", e)
 	}
 	// Another campaign of acme and acme's calls without a campaign: rate 1 each.
 	for _, body := range []string{`{"org":"acme","campaign":"autumn"}`, `{"org":"acme"}`} {
@@ -60,6 +61,44 @@ func TestHTTPCallStart(t *testing.T) {
 	}
 	if w, _ := got["waited_ms"].(float64); w <= 0 {
 		t.Fatalf("waited_ms = %v, want > 0 (it had to wait for the window)", got["waited_ms"])
+	}
+}
+
+// An organisation's start rate counts its campaigns' starts together:
+// acme at 2 a second starts one call in each of two campaigns, and the
+// third campaign's start is 429 limited_by org, though that campaign has
+// room of its own.
+func TestHTTPCallStartOrgRate(t *testing.T) {
+	t.Parallel()
+	rdb := testredis.Client(t)
+	prefix := testredis.Prefix(t, rdb, "httpapi")
+	starts, err := live.NewRateLimiter(captest.NewRedis(t, capacity.RedisConfig{Client: rdb, KeyPrefix: prefix}),
+		live.RateLimiterConfig{Orgs: map[string]int{"acme": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := httpServe(t, rdb, prefix, httpapi.Options{Starts: starts}, true)
+	for _, camp := range []string{"spring", "autumn"} {
+		if code, got, _ := b.do(t, "POST", "/v1/calls:start", `{"org":"acme","campaign":"`+camp+`"}`); code != 200 {
+			t.Fatalf("%s: %d %v", camp, code, got)
+		}
+	}
+	code, got, hdr := b.do(t, "POST", "/v1/calls:start", `{"org":"acme","campaign":"winter"}`)
+	if code != 429 || errType(got) != "rate_limited" || hdr.Get("Retry-After") != "1" {
+		t.Fatalf("3rd campaign's start: %d %v Retry-After %q, want 429 rate_limited, Retry-After 1", code, got, hdr.Get("Retry-After"))
+	}
+	e := got["error"].(map[string]any)
+	if e["org"] != "acme" || e["campaign"] != "winter" || e["limited_by"] != "org" || e["limit"] != 2.0 || !strings.Contains(e["message"].(string), "organisation's start rate") {
+		t.Fatalf("rate_limited names %v, want acme's organisation limit 2 for campaign winter", e)
+	}
+	if ms, _ := e["retry_after_ms"].(float64); ms <= 0 || ms > 1000 {
+		t.Fatalf("retry_after_ms = %v, want 1–1000", e["retry_after_ms"])
+	}
+	// Another organisation has no organisation rate.
+	for _, camp := range []string{"spring", "autumn", "winter"} {
+		if code, got, _ := b.do(t, "POST", "/v1/calls:start", `{"org":"beta","campaign":"`+camp+`"}`); code != 200 {
+			t.Fatalf("beta %s: %d %v", camp, code, got)
+		}
 	}
 }
 

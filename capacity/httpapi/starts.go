@@ -37,7 +37,8 @@ func (h *httpAPI) holdWaiter(w http.ResponseWriter, timeoutMs int64, what string
 	}
 }
 
-// callStart takes a start token of the campaign's start rate (live.RateLimiter).
+// callStart takes a start token of the campaign's start rate and its
+// organisation's (live.RateLimiter); a 429 names the refusing limit.
 func (h *httpAPI) callStart(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Org       string `json:"org"`
@@ -79,7 +80,7 @@ func (h *httpAPI) callStart(w http.ResponseWriter, r *http.Request) {
 		secs := max(int64((rl.RetryAfter+time.Second-1)/time.Second), 1)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		writeError(w, http.StatusTooManyRequests, "rate_limited", rl.Error(), map[string]any{
-			"org": rl.Org, "campaign": rl.Campaign, "limit": rl.Limit, "retry_after_ms": rl.RetryAfter.Milliseconds()})
+			"org": rl.Org, "campaign": rl.Campaign, "limited_by": rl.LimitedBy, "limit": rl.Limit, "retry_after_ms": rl.RetryAfter.Milliseconds()})
 		return
 	case err != nil:
 		// Only the wait's context ends Wait otherwise: the client has gone,

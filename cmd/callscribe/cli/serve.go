@@ -47,7 +47,8 @@ func (a *commands) serveCommand() *cobra.Command {
   POST /v1/leases, /v1/leases/refresh, /v1/leases/release
   POST /v1/slots, /v1/slots/bind, /v1/slots/release
   POST /v1/calls/{call_id}/release, /v1/calls/{call_id}/transcriber
-  POST /v1/calls:start (capacity.start_rate: per campaign, default 1/s)
+  POST /v1/calls:start (capacity.start_rate: per campaign, default 1/s;
+       per organisation when org_default or orgs is set, default none)
   POST /v1/gate/enter, /v1/gate/leave (capacity.gate; shared in Redis by every serve process)
   GET  /v1/status
   POST /v1/providers/{provider}/{kind}/refusals (the vendor refused a

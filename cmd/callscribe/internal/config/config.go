@@ -218,8 +218,8 @@ type CapacityConfig struct {
 	// Window: the adaptive concurrency window of each throttling scope
 	// (kept in Redis, shared by every worker).
 	Window CapacityWindow `yaml:"window"`
-	// StartRate: calls started per second per organisation and campaign,
-	// for POST /v1/calls:start.
+	// StartRate: calls started per second per campaign of an organisation
+	// and per organisation across its campaigns, for POST /v1/calls:start.
 	StartRate CapacityStartRate `yaml:"start_rate"`
 	// Gate: the admission gate of POST /v1/gate/enter, shared in Redis by
 	// every serve process with a gate of its name.
@@ -236,6 +236,14 @@ type CapacityStartRate struct {
 	// Campaigns: organisation, then campaign, to its starts per second,
 	// 1–20. Default none.
 	Campaigns map[string]map[string]int `yaml:"campaigns"`
+	// OrgDefault: starts per second, 0–1000, of an organisation not
+	// listed in Orgs, across all its campaigns (and its calls without
+	// one), counted beside each campaign's own rate. Default 0: no
+	// organisation rate, each campaign only its own (as before this key).
+	OrgDefault int `yaml:"org_default"`
+	// Orgs: organisation to its starts per second across its campaigns,
+	// 1–1000. Default none.
+	Orgs map[string]int `yaml:"orgs"`
 }
 
 // CapacityGate configures serve's admission gate. Size 0: no gate.
@@ -642,7 +650,8 @@ func NewLogger(w io.Writer, c LogConfig) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// startRate checks capacity.start_rate: each rate 1–20, names valid ids.
+// startRate checks capacity.start_rate: each campaign rate 1–20, each
+// organisation rate 1–1000 (the default 0–1000), names valid ids.
 func (c CapacityConfig) startRate() error {
 	var errs []error
 	if n := c.StartRate.Default; n < 0 || n > live.StartRateMax {
@@ -662,12 +671,25 @@ func (c CapacityConfig) startRate() error {
 			}
 		}
 	}
+	if n := c.StartRate.OrgDefault; n < 0 || n > live.OrgStartRateMax {
+		errs = append(errs, fmt.Errorf("capacity.start_rate.org_default: %d must be 0–%d (0 or unset: no organisation rate)", n, live.OrgStartRateMax))
+	}
+	for _, org := range slices.Sorted(maps.Keys(c.StartRate.Orgs)) {
+		key := "capacity.start_rate.orgs." + org
+		if capacity.CheckID("org", org) != nil {
+			errs = append(errs, fmt.Errorf("%s: not an organisation id (1–128 of A-Z a-z 0-9 . _ -)", key))
+		}
+		if n := c.StartRate.Orgs[org]; n < 1 || n > live.OrgStartRateMax {
+			errs = append(errs, fmt.Errorf("%s: %d must be 1–%d starts per second", key, n, live.OrgStartRateMax))
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // RateLimiterConfig is capacity.start_rate for live.NewRateLimiter.
 func (c CapacityConfig) RateLimiterConfig() live.RateLimiterConfig {
-	return live.RateLimiterConfig{PerSecond: c.StartRate.Default, Campaigns: c.StartRate.Campaigns}
+	return live.RateLimiterConfig{PerSecond: c.StartRate.Default, Campaigns: c.StartRate.Campaigns,
+		OrgPerSecond: c.StartRate.OrgDefault, Orgs: c.StartRate.Orgs}
 }
 
 // GateConfig is capacity.gate for live.NewGate.

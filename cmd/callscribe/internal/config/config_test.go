@@ -51,6 +51,7 @@ var placeholders = map[string]string{
 	"capacity.agents":                     "<agent>",
 	"capacity.start_rate.campaigns":       "<org>",
 	"capacity.start_rate.campaigns.<org>": "<campaign>",
+	"capacity.start_rate.orgs":            "<org>",
 	"capacity.gate.ceilings":              "<pool>",
 }
 

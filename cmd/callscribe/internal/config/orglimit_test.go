@@ -52,8 +52,9 @@ func TestDefaultOrgLimit(t *testing.T) {
 	}
 }
 
-// capacity.start_rate, capacity.gate and capacity.alerts: bad values stop
-// the start with an error naming the key.
+// capacity.start_rate (the campaigns' and the organisations' rates),
+// capacity.gate and capacity.alerts: bad values stop the start with an
+// error naming the key; good ones reach live.RateLimiterConfig.
 func TestCapacityLiveConfigErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -61,6 +62,11 @@ func TestCapacityLiveConfigErrors(t *testing.T) {
 		{"capacity:\n  start_rate:\n    default: 21\n", "capacity.start_rate.default"},
 		{"capacity:\n  start_rate:\n    campaigns:\n      acme:\n        spring: 0\n", "capacity.start_rate.campaigns.acme.spring: 0 must be 1–20"},
 		{"capacity:\n  start_rate:\n    campaigns:\n      acme:\n        spring: 25\n", "capacity.start_rate.campaigns.acme.spring: 25"},
+		{"capacity:\n  start_rate:\n    org_default: 1001\n", "capacity.start_rate.org_default: 1001 must be 0–1000"},
+		{"capacity:\n  start_rate:\n    org_default: -1\n", "capacity.start_rate.org_default"},
+		{"capacity:\n  start_rate:\n    orgs: {acme: 0}\n", "capacity.start_rate.orgs.acme: 0 must be 1–1000"},
+		{"capacity:\n  start_rate:\n    orgs: {acme: 1001}\n", "capacity.start_rate.orgs.acme: 1001"},
+		{"capacity:\n  start_rate:\n    orgs: {\"a b\": 5}\n", "capacity.start_rate.orgs.a b: not an organisation id"},
 		{"capacity:\n  gate:\n    size: 50\n    ceilings: {db_pool: 40}\n", "capacity.gate"},
 		{"capacity:\n  gate:\n    ceilings: {db_pool: 40}\n", "capacity.gate"},
 		{"capacity:\n  alerts:\n    webhook_url: http://alerts.example.com/hook\n", "capacity.alerts.webhook_url"},
@@ -74,12 +80,24 @@ func TestCapacityLiveConfigErrors(t *testing.T) {
 			t.Fatalf("%q: error %v, want one naming %q", c.body, err, c.want)
 		}
 	}
-	good := "capacity:\n  start_rate:\n    default: 3\n    campaigns:\n      acme: {spring: 20}\n  gate:\n    size: 30\n    ceilings: {db_pool: 40}\n    ticket_ttl: 1h\n  alerts:\n    webhook_url: https://alerts.example.com/hook\n"
+	good := "capacity:\n  start_rate:\n    default: 3\n    campaigns:\n      acme: {spring: 20}\n    org_default: 50\n    orgs: {acme: 5}\n  gate:\n    size: 30\n    ceilings: {db_pool: 40}\n    ticket_ttl: 1h\n  alerts:\n    webhook_url: https://alerts.example.com/hook\n"
 	c, err := config.LoadConfig(writeFile(t, dir, "good.yaml", good, 0o600), envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Capacity.StartRate.Campaigns["acme"]["spring"] != 20 || c.Capacity.Gate.Size != 30 {
 		t.Fatalf("config %+v", c.Capacity)
+	}
+	rl := c.Capacity.RateLimiterConfig()
+	if rl.PerSecond != 3 || rl.Campaigns["acme"]["spring"] != 20 || rl.OrgPerSecond != 50 || rl.Orgs["acme"] != 5 {
+		t.Fatalf("RateLimiterConfig %+v", rl)
+	}
+	// Unset, there is no organisation rate.
+	c, err = config.LoadConfig("", envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rl := c.Capacity.RateLimiterConfig().WithDefaults(); rl.OrgPerSecond != 0 || rl.Orgs != nil {
+		t.Fatalf("default RateLimiterConfig %+v, want no organisation rate", rl)
 	}
 }
