@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testredis"
+	"github.com/callscribe/callscribe/internal/testwait"
 	"github.com/callscribe/callscribe/jobs/stt/sttsim"
 )
 
@@ -451,5 +453,189 @@ func TestAttackWeakAPIToken(t *testing.T) {
 		if _, err := csconfig.LoadConfig("", env(good)); err != nil {
 			t.Errorf("csconfig.LoadConfig with a proper token: %v", err)
 		}
+	}
+}
+
+// The capacity API never waits on PostgreSQL: a `callscribe serve` with
+// tenant tokens whose database is cut mid-run (its every connection goes
+// through a proxy the test closes) keeps granting and releasing leases
+// and slots for the tokens it read at start, whether it had seen them in
+// a request or not; a token it does not know gets 503 with Retry-After
+// (never a grant, never a 401), a malformed one 401; /metrics answers an
+// admin and counts the tokens accepted from the stale cache. A token
+// revoked during the outage keeps working until the database is back,
+// then is refused; one revoked while the database is up is refused at
+// once by notice (tokens.refresh_every is 10m, longer than the test).
+func TestServeCapacityThroughDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	proxy := testdb.NewProxy(t, pool)
+	provider := fmt.Sprintf("serve-pgcut-%d-%d", os.Getpid(), capSeq.Add(1))
+	org := provider + "-org"
+	rdb := testredis.Client(t)
+	t.Cleanup(func() {
+		testredis.DeleteMatching(rdb, "*{"+provider+"*")
+		_ = rdb.SRem(context.Background(), "callscribe:cap:{registry}:orgs", org).Err()
+	})
+	cfgPath := filepath.Join(t.TempDir(), "c.yaml")
+	body := "tokens: {refresh_every: 10m}\ncapacity:\n  limits:\n    " + provider + "/stt: {limit: 4}\n  orgs:\n    " + org + ": {limit: 4}\n"
+	if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	direct := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool), csconfig.EnvRedisURL: testredis.URL()}
+	create := func(args ...string) (string, int64) {
+		t.Helper()
+		code, out, stderr := run(t, ctx, direct, append([]string{"--config", cfgPath, "tokens", "create"}, args...)...)
+		if code != 0 {
+			t.Fatalf("tokens create %v: %d %s", args, code, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		tok := lines[len(lines)-1]
+		id, err := strconv.ParseInt(strings.Split(tok, "_")[1], 10, 64)
+		if err != nil {
+			t.Fatalf("token %.10q…: %v", tok, err)
+		}
+		return tok, id
+	}
+	used, usedID := create("--tenant", org)     // used before the cut
+	unused, unusedID := create("--tenant", org) // first used during it
+	admin, _ := create("--admin")
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var sout, serr syncBuffer
+	done := make(chan int, 1)
+	env := map[string]string{csconfig.EnvDatabaseURL: proxy.URL(), csconfig.EnvRedisURL: testredis.URL()}
+	go func() {
+		done <- cli.Run(sctx, []string{"--config", cfgPath, "serve", "--addr", "127.0.0.1:0"}, cli.Env{Stdout: &sout, Stderr: &serr, Getenv: envOf(env)})
+	}()
+	base := serveBase(t, &sout, &serr, done)
+	call := func(method, path, body, token string) (int, http.Header, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, rd)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, resp.Header, m
+	}
+	// liveCall takes and gives back a lease and a call slot with token:
+	// what a live call does.
+	round := 0
+	liveCall := func(token, when string) {
+		t.Helper()
+		round++
+		acquire := `{"provider":"` + provider + `","kind":"stt","holder":"call-` + strconv.Itoa(round) + `","lane":"live"}`
+		code, _, got := call("POST", "/v1/leases", acquire, token)
+		if code != 200 || got["granted"] != true || got["uncounted"] != false {
+			t.Fatalf("%s: lease: %d %v\n%s", when, code, got, serr.String())
+		}
+		if code, _, got := call("POST", "/v1/leases/release", mustJSONString(t, map[string]any{"lease": got["lease"]}), token); code != http.StatusNoContent {
+			t.Fatalf("%s: lease release: %d %v", when, code, got)
+		}
+		callID := fmt.Sprintf("%s-call-%d", org, round)
+		code, _, got = call("POST", "/v1/slots", `{"org":"`+org+`"}`, token)
+		if code != 200 {
+			t.Fatalf("%s: slot: %d %v", when, code, got)
+		}
+		if code, _, got := call("POST", "/v1/slots/bind", mustJSONString(t, map[string]any{"slot": got["slot"], "call_id": callID}), token); code != http.StatusNoContent {
+			t.Fatalf("%s: bind: %d %v", when, code, got)
+		}
+		if code, _, got := call("POST", "/v1/calls/"+callID+"/release", `{"org":"`+org+`"}`, token); code != http.StatusNoContent {
+			t.Fatalf("%s: call release: %d %v", when, code, got)
+		}
+	}
+	// refused asks the capacity API's status (which takes nothing) until
+	// token is refused.
+	refused := func(token string) func() bool {
+		return func() bool {
+			code, _, _ := call("GET", "/v1/status", "", token)
+			return code == http.StatusUnauthorized
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	readyz := func(want int) func() bool {
+		return func() bool { code, _, _ := call("GET", "/readyz", "", ""); return code == want }
+	}
+
+	liveCall(used, "before the cut")
+	proxy.Cut()
+	if !testwait.Until(30*time.Second, tick.C, readyz(http.StatusServiceUnavailable)) {
+		t.Fatalf("/readyz still ready with the database cut")
+	}
+	for range 3 {
+		liveCall(used, "database cut, a token seen before")
+		liveCall(unused, "database cut, a token read at start")
+	}
+	unknown := "cs_999999999_" + strings.Repeat("ab", 32)
+	if code, h, got := call("POST", "/v1/leases", `{"provider":"`+provider+`","kind":"stt","holder":"x","lane":"live"}`, unknown); code != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" {
+		t.Fatalf("database cut, an unknown token: %d Retry-After %q %v; want 503 with Retry-After: 1", code, h.Get("Retry-After"), got)
+	}
+	if code, _, got := call("POST", "/v1/leases", `{"provider":"`+provider+`","kind":"stt","holder":"x","lane":"live"}`, "nonsense"); code != http.StatusUnauthorized {
+		t.Fatalf("database cut, a malformed token: %d %v; want 401", code, got)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	// Each live call checks its token four times.
+	if resp.StatusCode != 200 || !regexp.MustCompile(`(?m)^callscribe_auth_cache_hits_total\{source="stale"\} (2[4-9]|[3-9]\d)$`).Match(metrics) {
+		t.Fatalf("database cut, /metrics: %d, want 200 counting at least 24 stale acceptances:\n%s", resp.StatusCode, metrics)
+	}
+
+	// Revoked while serve cannot hear of it: the live calls it serves go
+	// on until the database is back.
+	if code, _, stderr := run(t, ctx, direct, "--config", cfgPath, "tokens", "revoke", strconv.FormatInt(usedID, 10)); code != 0 {
+		t.Fatalf("tokens revoke: %s", stderr)
+	}
+	liveCall(used, "database cut, a token revoked meanwhile")
+	proxy.Restore()
+	if !testwait.Until(60*time.Second, tick.C, refused(used)) {
+		t.Fatalf("the token revoked during the outage still works after the database came back:\n%s", serr.String())
+	}
+	if !testwait.Until(60*time.Second, tick.C, readyz(http.StatusOK)) {
+		t.Fatalf("/readyz not ready after the database came back")
+	}
+	liveCall(unused, "database back")
+	// Revoked while the database is up: refused by notice.
+	if code, _, stderr := run(t, ctx, direct, "--config", cfgPath, "tokens", "revoke", strconv.FormatInt(unusedID, 10)); code != 0 {
+		t.Fatalf("tokens revoke: %s", stderr)
+	}
+	if !testwait.Until(30*time.Second, tick.C, refused(unused)) {
+		t.Fatalf("a token revoked with the database up still works:\n%s", serr.String())
+	}
+
+	log := serr.String()
+	if !strings.Contains(log, "token accepted from the cache while the database cannot be reached") {
+		t.Errorf("the stale acceptances are not logged:\n%s", log)
+	}
+	for _, tok := range []string{used, unused, admin} {
+		if strings.Contains(log, tok[len(tok)-64:]) {
+			t.Fatalf("the log holds a token's secret")
+		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d: %s", code, serr.String())
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("serve did not stop within 45s of Ctrl-C")
 	}
 }

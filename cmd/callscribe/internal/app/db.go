@@ -63,11 +63,45 @@ func ConnectOwner(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 	return connectAs(ctx, dbURL, "", nil, PoolMaxConnsDefault)
 }
 
+// TokenCacheApplicationName is the application_name of the token cache's
+// sessions (serve's), unless the database URL sets one.
+const TokenCacheApplicationName = "callscribe token cache"
+
+// ConnectTokenCache opens the token cache's own pool: size connections
+// whatever the URL's pool_max_conns (which sizes the workers' pool), each
+// dialled within connectTimeout, acting as the runtime role as Connect's
+// do, so that looking a token up never waits behind the workers.
+func ConnectTokenCache(ctx context.Context, dbURL string, log *slog.Logger, size int32, connectTimeout time.Duration) (*pgxpool.Pool, error) {
+	return connect(ctx, dbURL, migrations.RuntimeRole, log, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = size
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+		if _, ok := cfg.ConnConfig.RuntimeParams[pgsession.ApplicationName]; !ok {
+			cfg.ConnConfig.RuntimeParams[pgsession.ApplicationName] = TokenCacheApplicationName
+		}
+	})
+}
+
 func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger, size int32) (*pgxpool.Pool, error) {
+	return connect(ctx, dbURL, role, log, func(cfg *pgxpool.Config) {
+		// pgxpool's default (4 on a small machine) starves a worker running
+		// dozens of River workers; pool_max_conns in the URL still wins.
+		if !strings.Contains(dbURL, "pool_max_conns") {
+			cfg.MaxConns = size
+		}
+	})
+}
+
+// connect opens a pool on dbURL acting as role ("" the login user), sized
+// and tuned by tune, and checks that the server answers.
+func connect(ctx context.Context, dbURL, role string, log *slog.Logger, tune func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("database URL %s: %w", RedactURL(dbURL), err)
 	}
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	tune(cfg)
 	// application_name and the server's bound on a session idle in a
 	// transaction (the URL's own still win).
 	pgsession.Apply(cfg.ConnConfig, ApplicationName)
@@ -82,11 +116,6 @@ func connectAs(ctx context.Context, dbURL, role string, log *slog.Logger, size i
 			log.Warn("acting as the login user, not the runtime role: the audit trail's guards cannot stop this credential from disabling them (run `callscribe migrate up` as a user that may create roles, or see docs/operations.md)",
 				slog.String("role", role))
 		}
-	}
-	// pgxpool's default (4 on a small machine) starves a worker running
-	// dozens of River workers; pool_max_conns in the URL still wins.
-	if !strings.Contains(dbURL, "pool_max_conns") {
-		cfg.MaxConns = size
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

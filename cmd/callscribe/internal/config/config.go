@@ -92,6 +92,9 @@ type Config struct {
 	Metrics MetricsConfig `yaml:"metrics"`
 	// StatusPage: serve's status page at /.
 	StatusPage StatusPageConfig `yaml:"status_page"`
+	// Tokens: serve's cache of the API tokens, through which the capacity
+	// API checks its requests without waiting on PostgreSQL.
+	Tokens auth.CacheConfig `yaml:"tokens"`
 
 	// exposed is set when the file holds a secret inline and others can
 	// read it (see LogWarnings).
@@ -384,6 +387,8 @@ func (c Config) WithDefaults() Config {
 	c.EmbeddedPostgres.RunAsUser = cmp.Or(c.EmbeddedPostgres.RunAsUser, RunAsUserDefault)
 	c.StatusPage.SecureCookies = cmp.Or(c.StatusPage.SecureCookies, string(status.SecureAuto))
 	c.Ledger.Retention = c.Ledger.WithDefaults().Retention
+	tc := c.Tokens.WithDefaults()
+	c.Tokens.RefreshEvery, c.Tokens.LookupTimeout = tc.RefreshEvery, tc.LookupTimeout
 	p := c.RetryAfter.WithDefaults()
 	c.RetryAfter.BaseBackoff, c.RetryAfter.MaxBackoff, c.RetryAfter.MaxDelay = p.BaseBackoff, p.MaxBackoff, p.MaxDelay
 	return c
@@ -397,6 +402,7 @@ func (c Config) Validate() error {
 		c.validateOwn(),
 		fielderr.In(c.Ledger.Validate(), "Ledger"),
 		fielderr.In(c.RetryAfter.Validate(), "RetryAfter"),
+		fielderr.In(c.Tokens.WithDefaults().Validate(), "Tokens"),
 		fielderr.In(c.pipelineOnly().WithDefaults().Validate(), "Pipeline"),
 		outboxPaths(c.outboxOnly().WithDefaults().Validate()),
 	}

@@ -191,6 +191,8 @@ func TestOneBadValueOneLine(t *testing.T) {
 		{strings.Replace(tenant, "%s", "crm: {kind: webhook, delivery_deadline: -1h}", 1), "pipeline.tenants.acme.crm.delivery_deadline: -1h0m0s must be positive"},
 		{"replay: {chunk: -1}\n", "replay.chunk: -1 must be positive"},
 		{"log: {format: xml}\n", `log.format: "xml" is not text or json`},
+		{"tokens: {refresh_every: 10ms}\n", "tokens.refresh_every: 10ms must be within 100ms..1h0m0s (unset: 30s)"},
+		{"tokens: {lookup_timeout: 1m}\n", "tokens.lookup_timeout: 1m0s must be within 10ms..30s (unset: 1s)"},
 	} {
 		path := writeFile(t, dir, "c.yaml", tt.body, 0o600)
 		_, err := config.LoadConfig(path, envOf(nil))
@@ -202,6 +204,20 @@ func TestOneBadValueOneLine(t *testing.T) {
 		if len(lines) != 1 || lines[0] != tt.want {
 			t.Errorf("%q: error lines %q, want exactly %q", tt.body, lines, tt.want)
 		}
+	}
+}
+
+// tokens.refresh_every and tokens.lookup_timeout: defaults when unset, the
+// file's values when set.
+func TestTokensConfig(t *testing.T) {
+	t.Parallel()
+	c, err := config.LoadConfig("", envOf(nil))
+	if err != nil || c.Tokens.RefreshEvery != 30*time.Second || c.Tokens.LookupTimeout != time.Second {
+		t.Fatalf("defaults: %+v, %v; want 30s and 1s", c.Tokens, err)
+	}
+	path := writeFile(t, t.TempDir(), "c.yaml", "tokens: {refresh_every: 5s, lookup_timeout: 250ms}\n", 0o600)
+	if c, err = config.LoadConfig(path, envOf(nil)); err != nil || c.Tokens.RefreshEvery != 5*time.Second || c.Tokens.LookupTimeout != 250*time.Millisecond {
+		t.Fatalf("set: %+v, %v", c.Tokens, err)
 	}
 }
 

@@ -14,9 +14,17 @@ func serveAuthenticator(pool *pgxpool.Pool) func(ctx context.Context, bearer str
 	return Authenticator(auth.New(pool))
 }
 
-// Authenticator checks bearer tokens against s (one store per process, so
-// that its refusals are counted in one place).
-func Authenticator(s *auth.Store) func(ctx context.Context, bearer string) (string, bool, bool, error) {
+// TokenChecker says whom a bearer token speaks for: *auth.Store (the
+// database, on every request) or *auth.Cache (memory first, for the
+// capacity API).
+type TokenChecker interface {
+	Authenticate(ctx context.Context, bearer string) (auth.Principal, error)
+}
+
+// Authenticator checks bearer tokens through s (one store per process, so
+// that its refusals are counted in one place; a cache counts them in its
+// store's).
+func Authenticator(s TokenChecker) func(ctx context.Context, bearer string) (string, bool, bool, error) {
 	return func(ctx context.Context, bearer string) (string, bool, bool, error) {
 		p, err := s.Authenticate(ctx, bearer)
 		switch {

@@ -39,6 +39,9 @@ type MetricsSources struct {
 	// Gate: the admission gate (capacity.gate), whose tickets held are
 	// read from Redis and whose waits and outcomes are this process's.
 	Gate *live.Gate
+	// TokenCache: the store's cache, whose accepted tokens are counted by
+	// source.
+	TokenCache *auth.Cache
 	// Replays: with Pool, the outbox whose active replay runs are
 	// exported (global, like pool's gauges). serve builds its metrics
 	// before its pipeline, so the outbox is set once that exists.
@@ -92,6 +95,12 @@ func NewMetrics(a *app.App, src MetricsSources) *metrics.Metrics {
 	if src.Gate != nil {
 		cfg.Gate = src.Gate
 		cfg.FailOpen["gate"] = src.Gate.Uncounted
+	}
+	if tc := src.TokenCache; tc != nil {
+		cfg.AuthCacheAccepted = map[string]func() uint64{}
+		for _, source := range auth.Sources {
+			cfg.AuthCacheAccepted[source] = func() uint64 { return tc.Accepted(source) }
+		}
 	}
 	if w := a.Alerts().Webhook(); w != nil {
 		cfg.LimitAlertWebhook = map[string]func() int64{"delivered": w.Delivered, "failed": w.Failed, "dropped": w.Dropped}

@@ -144,14 +144,24 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 			return nil, err
 		}
 		// One token store for every API of this process, so that its
-		// refusals are counted in one place.
+		// refusals are counted in one place. The capacity API and /metrics
+		// check tokens through the store's cache, on a pool of its own,
+		// so that a database outage does not reach a live call; the
+		// recordings API, River UI and the status page, which need the
+		// database anyway, ask the store.
 		store := auth.New(pool)
-		opts.Authenticate = Authenticator(store)
+		tokens, err := s.openTokenCache(ctx, store)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		opts.Authenticate = Authenticator(tokens)
+		fromStore := Authenticator(store)
 		// This process's metrics: its workers' counters, and the global
 		// gauges read from the database and Redis.
 		replays := new(LateOutbox)
-		m := NewMetrics(a, MetricsSources{Pool: pool, Leases: leases, Slots: slots, Windows: caps.Windows, Tokens: store, Replays: replays,
-			Gate: opts.Gate})
+		m := NewMetrics(a, MetricsSources{Pool: pool, Leases: leases, Slots: slots, Windows: caps.Windows, Tokens: store,
+			TokenCache: tokens, Replays: replays, Gate: opts.Gate})
 		caps.Metrics = m
 		e, err := a.PipelineOn(ctx, pool, caps)
 		if err != nil {
@@ -172,8 +182,7 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 		s.onClose(reloader.Start(ctx))
 		mux.Handle("/v1/admin/", (&capsAdmin{store: capStore, token: token, tokens: store, logger: a.Logger}).handler())
 		replays.Set(e.Outbox)
-		isAdmin := adminCheck(token, opts.Authenticate)
-		mux.Handle("GET /metrics", requireAdmin(m.Handler(), isAdmin))
+		mux.Handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, opts.Authenticate)))
 		recordings := ingest.NewHandler(ingest.Config{Pipeline: e.Jobs, Ledger: e.Ledger, Client: e.Client,
 			Auth: store, Logger: a.Logger})
 		for _, p := range []string{"/v1/recordings", "/v1/recordings/", "/v1/recordings:batch"} {
@@ -184,10 +193,10 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 			return nil, err
 		}
 		s.onClose(stopUI)
-		mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, isAdmin))
+		mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, adminCheck(token, fromStore)))
 		// The status page at the root (the capacity API keeps the rest of "/").
 		page, err := statusPage(a, statusSources{pool: pool, ledger: e.Ledger, jobs: e.Jobs, outbox: e.Outbox, leases: leases,
-			windows: caps.Windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, opts.Authenticate)
+			windows: caps.Windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, fromStore)
 		if err != nil {
 			return nil, err
 		}
@@ -206,6 +215,30 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 	mux.Handle("/", httpapi.NewHandler(leases, slots, opts))
 	s.handler = mux
 	return s, nil
+}
+
+// openTokenCache opens the cache of store's tokens on a pool of its own
+// (auth.CachePoolMaxConns connections, each dialled within
+// tokens.lookup_timeout), both closed by Close.
+func (s *Server) openTokenCache(ctx context.Context, store *auth.Store) (*auth.Cache, error) {
+	a := s.deps.App
+	cfg := a.Config.Tokens
+	cfg.Logger = a.Logger
+	cfg = cfg.WithDefaults()
+	// No logger: the workers' pool has warned already when the runtime
+	// role cannot be taken.
+	pool, err := app.ConnectTokenCache(ctx, a.Config.DatabaseURL, nil, auth.CachePoolMaxConns, cfg.LookupTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("token cache: %w", err)
+	}
+	cache, err := auth.NewCache(ctx, store, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.onClose(pool.Close)
+	s.onClose(cache.Close)
+	return cache, nil
 }
 
 // onClose adds f to what Close runs (last added, first run).

@@ -3,6 +3,11 @@
 // token is "cs_<id>_<64 hex digits>": only the SHA-256 of the secret part
 // is stored, and the token is shown once, when it is created. Tokens are
 // revoked, never deleted.
+//
+// Store checks a token against the database on every call. Cache holds
+// every token's hash in the process, revocations pushed by PostgreSQL
+// NOTIFY and re-read periodically, so that the capacity API never waits on
+// the database: while it is down, a token the cache holds keeps working.
 package auth
 
 import (

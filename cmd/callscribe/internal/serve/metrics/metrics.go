@@ -48,6 +48,10 @@ type Config struct {
 	// AuthFailures, when set, counts this process's refused API tokens
 	// (tokens.Store.Failures). Per process. Default nil: not exported.
 	AuthFailures func() uint64
+	// AuthCacheAccepted, when set, counts this process's tokens accepted
+	// by the token cache, by source ("cache", "stale", "database":
+	// auth.Cache.Accepted). Per process. Default nil: not exported.
+	AuthCacheAccepted map[string]func() uint64
 	// LimitAlertWebhook, when set, counts this process's learned-limit
 	// alerts by webhook outcome (delivered, failed, dropped).
 	LimitAlertWebhook map[string]func() int64
@@ -200,6 +204,11 @@ func New(cfg Config) *Metrics {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_failures_total",
 			Help: "API requests refused for a missing, unknown, wrong or revoked token. Per process."},
 			func() float64 { return float64(f()) }))
+	}
+	for source, f := range cfg.AuthCacheAccepted {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_cache_hits_total",
+			Help:        "API tokens accepted by the token cache (the capacity API's, /metrics'), by source: cache (in step with the database), stale (from the cache while the database cannot be reached), database (not cached yet, looked up). Per process.",
+			ConstLabels: prometheus.Labels{"source": source}}, func() float64 { return float64(f()) }))
 	}
 	if cfg.Pool != nil || cfg.Capacity != nil || cfg.Cooldowns != nil || cfg.ReplayRuns != nil || cfg.Gate != nil {
 		m.reg.MustRegister(&sharedCollector{m: m})
