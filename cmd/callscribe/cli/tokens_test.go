@@ -10,17 +10,20 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	csconfig "github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 
 	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/internal/testdb"
 	"github.com/callscribe/callscribe/internal/testredis"
+	"github.com/callscribe/callscribe/internal/testwait"
 )
 
 // Tokens made by `callscribe tokens create` authenticate `callscribe
 // serve`: organisation A's token cannot release B's call (404, as for a
-// call that does not exist), a revoked token is refused, and serve will
+// call that does not exist), a revoked token is refused (as soon as
+// serve's token cache hears of it), and serve will
 // not listen on a public address with no authentication configured.
 func TestServeWithTenantTokens(t *testing.T) {
 	t.Parallel()
@@ -89,6 +92,17 @@ func TestServeWithTenantTokens(t *testing.T) {
 		lastBody = string(b)
 		return resp.StatusCode
 	}
+	get := func(path, tok string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
 	if code := post("/v1/slots", `{"org":"`+orgB+`"}`, tokB); code != 200 {
 		t.Fatalf("B acquires: %d", code)
 	}
@@ -110,6 +124,13 @@ func TestServeWithTenantTokens(t *testing.T) {
 	}
 	if code, out, stderr := c("tokens", "revoke", idB); code != 0 || !strings.Contains(out, "revoked") {
 		t.Fatalf("revoke: %d %q %q", code, out, stderr)
+	}
+	// The capacity API checks tokens in serve's token cache, which hears
+	// of the revocation by notice a moment after it commits.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	if !testwait.Until(30*time.Second, tick.C, func() bool { return get("/v1/status", tokB) == 401 }) {
+		t.Fatalf("B's revoked token still works on serve")
 	}
 	if code := post("/v1/calls/call-1/release", `{"org":"`+orgB+`"}`, tokB); code != 401 {
 		t.Fatalf("B's revoked token: %d, want 401", code)

@@ -137,7 +137,8 @@ func (s *Store) Get(ctx context.Context, id int64) (Token, error) {
 	return tokenOf(row), nil
 }
 
-// Revoke revokes token id at once: the next request with it is refused.
+// Revoke revokes token id at once: the next request with it that a Store
+// checks is refused, and every Cache hears of it by notice (RevokedChannel).
 // Revoking a revoked token changes nothing; an unknown id is ErrNotFound.
 func (s *Store) Revoke(ctx context.Context, id int64) (Token, error) {
 	row, err := s.q.TokenRevoke(ctx, s.pool, dbsqlc.TokenRevokeParams{ID: id, At: s.now().UTC()})
