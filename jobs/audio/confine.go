@@ -122,12 +122,23 @@ func (s *Store) checkConfined(key string) error {
 	if err == nil {
 		return nil
 	}
+	if err = s.statRefusal(r, key, rest, err); errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// statRefusal is the error of r.Stat(rest) for key, as checkConfined
+// refuses it: ErrNotFound for a key that does not exist, a *KeyError for a
+// link at its end that leads nowhere, for a path that leads outside, and
+// for one that cannot be resolved.
+func (s *Store) statRefusal(r *os.Root, key, rest string, err error) error {
 	err = s.confineError(key, err)
 	if errors.Is(err, ErrNotFound) {
 		if fi, lerr := r.Lstat(rest); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			return &KeyError{Path: key, Root: s.root, Reason: KeyInvalid, Detail: "a symbolic link that leads nowhere"}
 		}
-		return nil
+		return err
 	}
 	return s.keyRefusal(key, err)
 }

@@ -2,6 +2,7 @@ package audio
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -20,12 +21,15 @@ import (
 func (s *Store) openFile(_ context.Context, key string) (io.ReadCloser, int64, error) {
 	r, rest, release, err := s.within(key)
 	if err != nil {
-		return nil, 0, err
+		if errors.Is(err, ErrNotFound) {
+			return nil, 0, err
+		}
+		return nil, 0, s.keyRefusal(key, err)
 	}
 	defer release() // the open file outlives the directory's *os.Root
 	fi, err := r.Stat(rest)
 	if err != nil {
-		return nil, 0, s.confineError(key, err)
+		return nil, 0, s.statRefusal(r, key, rest, err)
 	}
 	if err := s.checkRegular(key, fi.Mode()); err != nil {
 		return nil, 0, err

@@ -111,6 +111,17 @@ func under(dir, p string) (string, bool) {
 // directory root, inside its confinement directory (its first element; see
 // checkConfined), also through symbolic links.
 func (s *Store) checkKey(key string) error {
+	if err := s.checkKeyText(key); err != nil || s.dir == "" {
+		return err
+	}
+	return s.checkConfined(key)
+}
+
+// checkKeyText is checkKey without the walk of the file system: the rules
+// a key's text follows. A directory root's open (openFile) walks the key
+// itself, through the same *os.Root and with the same refusals, so reading
+// a recording walks its path once, not twice.
+func (s *Store) checkKeyText(key string) error {
 	refuse := func(reason KeyReason, format string, args ...any) error {
 		return &KeyError{Path: key, Root: s.root, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -136,7 +147,7 @@ func (s *Store) checkKey(key string) error {
 	if strings.Contains(key, "__0x") {
 		return refuse(KeyInvalid, `contains "__0x", which the file driver escapes`)
 	}
-	return s.checkConfined(key)
+	return nil
 }
 
 // checkChars returns why p cannot be a key, or "": invalid UTF-8 and control

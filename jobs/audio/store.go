@@ -167,7 +167,7 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 func (s *Store) openLimited(ctx context.Context, key string) (*limitedReader, error) {
-	if err := s.checkKey(key); err != nil {
+	if err := s.checkKeyText(key); err != nil {
 		return nil, err
 	}
 	rc, size, err := s.open(ctx, key)
