@@ -5,7 +5,9 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/live"
+	"github.com/callscribe/callscribe/internal/route"
 )
 
 // Defaults and bounds of the HTTP API.
@@ -120,7 +123,9 @@ type Options struct {
 // in other languages take and give back vendor leases and call slots. slots
 // may be nil: the /v1/slots and /v1/calls routes then answer 501.
 //
-// Routes (all bodies JSON; errors are {"error":{"type","message",...}}):
+// Routes (all bodies JSON; errors are {"error":{"type","message",...}};
+// Routes lists them from the table the handler registers, and
+// docs/openapi.json describes each in full):
 //
 //	POST /v1/leases                    {provider, kind, holder, lane} → 200 {granted, lease, in_use, limit, uncounted, org_in_use, org_quota, over_quota}
 //	POST /v1/leases/refresh            {leases:[lease...]}            → 200 {refreshed, lost, failed} | 404 not_found
@@ -259,37 +264,96 @@ func NewHandler(leases *capacity.Leases, slots *capacity.Slots, opts Options) ht
 		dialWaiters: make(chan struct{}, opts.MaxDialWaiters), dialReads: map[string]*dialRead{},
 		refusals: &refusalPace{every: opts.RefusalReportEvery, last: map[string]time.Time{}}}
 	mux := http.NewServeMux()
-	route := func(pattern, method string, fn func(http.ResponseWriter, *http.Request)) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != method {
-				w.Header().Set("Allow", method)
-				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method), nil)
+	register(mux, h.endpoints())
+	return h.authenticate(mux)
+}
+
+// endpoint is one operation of the API and the function that answers it.
+type endpoint struct {
+	route.Route
+	fn http.HandlerFunc
+}
+
+// endpoints is the API's route table: what NewHandler registers and
+// Routes lists. Its functions are bound to h but not called here, so a
+// zero httpAPI lists the same table.
+func (h *httpAPI) endpoints() []endpoint {
+	post := func(path string, fn http.HandlerFunc) endpoint {
+		return endpoint{route.Route{Method: http.MethodPost, Path: path}, fn}
+	}
+	get := func(path string, fn http.HandlerFunc) endpoint {
+		return endpoint{route.Route{Method: http.MethodGet, Path: path}, fn}
+	}
+	return []endpoint{
+		post("/v1/leases", h.leaseAcquire),
+		post("/v1/leases/refresh", h.leaseRefresh),
+		post("/v1/leases/release", h.leaseRelease),
+		post("/v1/slots", h.needSlots(h.slotAcquire)),
+		post("/v1/slots/bind", h.needSlots(h.slotBind)),
+		post("/v1/slots/release", h.needSlots(h.slotRelease)),
+		post("/v1/calls/{call_id}/release", h.needSlots(h.callRelease)),
+		post("/v1/calls/{call_id}/transcriber", h.callTranscriber),
+		post("/v1/calls:start", h.needStarts(h.callStart)),
+		post("/v1/gate/enter", h.needGate(h.gateEnter)),
+		post("/v1/gate/leave", h.needGate(h.gateLeave)),
+		get("/v1/status", h.status),
+		post("/v1/providers/{provider}/{kind}/refusals", h.refusalReport),
+		// The voice, dial and timeline routes of live calls.
+		post("/v1/calls/{call_id}/voice/start", h.voiceStart),
+		post("/v1/calls/{call_id}/voice/done", h.voiceDone),
+		post("/v1/calls/{call_id}/dial", h.needDialer(h.dialStart)),
+		get("/v1/calls/{call_id}/dial", h.needDialer(h.dialState)),
+		post("/v1/calls/{call_id}/answered", h.needDialer(h.callAnswered)),
+		post("/v1/calls/{call_id}/ended", h.needDialer(h.callEnded)),
+		get("/v1/calls/{call_id}/timeline", h.callTimeline),
+		get("/v1/dial-queue", h.needDialer(h.dialQueue)),
+		// Caller IDs.
+		post("/v1/caller-ids:acquire", h.needCallerIDs(h.callerIDAcquire)),
+		post("/v1/caller-ids:release", h.needCallerIDs(h.callerIDRelease)),
+		get("/v1/caller-ids", h.needCallerIDs(h.callerIDList)),
+	}
+}
+
+// Routes lists the operations NewHandler's handler serves, from the table
+// it registers: every other path answers 404 not_found, every other
+// method of a listed path 405 method_not_allowed with Allow.
+func Routes() []route.Route {
+	var out []route.Route
+	for _, e := range (&httpAPI{}).endpoints() {
+		out = append(out, e.Route)
+	}
+	return out
+}
+
+// register adds the endpoints to mux, one pattern per path answering its
+// methods (405 with Allow for the others), and a 404 for every other path.
+func register(mux *http.ServeMux, endpoints []endpoint) {
+	byPath := map[string]map[string]http.HandlerFunc{}
+	var paths []string
+	for _, e := range endpoints {
+		if byPath[e.Path] == nil {
+			byPath[e.Path] = map[string]http.HandlerFunc{}
+			paths = append(paths, e.Path)
+		}
+		byPath[e.Path][e.Method] = e.fn
+	}
+	for _, p := range paths {
+		byMethod := byPath[p]
+		allowed := slices.Sorted(maps.Keys(byMethod))
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			fn, ok := byMethod[r.Method]
+			if !ok {
+				w.Header().Set("Allow", strings.Join(allowed, ", "))
+				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+					fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")), nil)
 				return
 			}
 			fn(w, r)
 		})
 	}
-	route("/v1/leases", http.MethodPost, h.leaseAcquire)
-	route("/v1/leases/refresh", http.MethodPost, h.leaseRefresh)
-	route("/v1/leases/release", http.MethodPost, h.leaseRelease)
-	route("/v1/slots", http.MethodPost, h.needSlots(h.slotAcquire))
-	route("/v1/slots/bind", http.MethodPost, h.needSlots(h.slotBind))
-	route("/v1/slots/release", http.MethodPost, h.needSlots(h.slotRelease))
-	route("/v1/calls/{call_id}/release", http.MethodPost, h.needSlots(h.callRelease))
-	route("/v1/calls/{call_id}/transcriber", http.MethodPost, h.callTranscriber)
-	route("/v1/calls:start", http.MethodPost, h.needStarts(h.callStart))
-	route("/v1/gate/enter", http.MethodPost, h.needGate(h.gateEnter))
-	route("/v1/gate/leave", http.MethodPost, h.needGate(h.gateLeave))
-	route("/v1/status", http.MethodGet, h.status)
-	route("/v1/providers/{provider}/{kind}/refusals", http.MethodPost, h.refusalReport)
-	registerLiveCalls(mux, h)
-	route("/v1/caller-ids:acquire", http.MethodPost, h.needCallerIDs(h.callerIDAcquire))
-	route("/v1/caller-ids:release", http.MethodPost, h.needCallerIDs(h.callerIDRelease))
-	route("/v1/caller-ids", http.MethodGet, h.needCallerIDs(h.callerIDList))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.URL.Path, nil)
 	})
-	return h.authenticate(mux)
 }
 
 type httpAPI struct {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,35 +24,6 @@ const (
 	// dialPollEvery is how often a long-polling GET dial reads the state.
 	dialPollEvery = 100 * time.Millisecond
 )
-
-// registerLiveCalls adds the voice, dial and timeline routes to mux.
-func registerLiveCalls(mux *http.ServeMux, h *httpAPI) {
-	handle := func(pattern string, byMethod map[string]http.HandlerFunc) {
-		allowed := make([]string, 0, len(byMethod))
-		for m := range byMethod {
-			allowed = append(allowed, m)
-		}
-		slices.Sort(allowed)
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			fn, ok := byMethod[r.Method]
-			if !ok {
-				w.Header().Set("Allow", strings.Join(allowed, ", "))
-				writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
-					fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")), nil)
-				return
-			}
-			fn(w, r)
-		})
-	}
-	handle("/v1/calls/{call_id}/voice/start", map[string]http.HandlerFunc{http.MethodPost: h.voiceStart})
-	handle("/v1/calls/{call_id}/voice/done", map[string]http.HandlerFunc{http.MethodPost: h.voiceDone})
-	handle("/v1/calls/{call_id}/dial", map[string]http.HandlerFunc{
-		http.MethodPost: h.needDialer(h.dialStart), http.MethodGet: h.needDialer(h.dialState)})
-	handle("/v1/calls/{call_id}/answered", map[string]http.HandlerFunc{http.MethodPost: h.needDialer(h.callAnswered)})
-	handle("/v1/calls/{call_id}/ended", map[string]http.HandlerFunc{http.MethodPost: h.needDialer(h.callEnded)})
-	handle("/v1/calls/{call_id}/timeline", map[string]http.HandlerFunc{http.MethodGet: h.callTimeline})
-	handle("/v1/dial-queue", map[string]http.HandlerFunc{http.MethodGet: h.needDialer(h.dialQueue)})
-}
 
 func (h *httpAPI) needDialer(fn http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"github.com/callscribe/callscribe/capacity/orgcap"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
+	"github.com/callscribe/callscribe/internal/route"
 	"github.com/callscribe/callscribe/internal/strictjson"
 )
 
@@ -42,15 +43,49 @@ type capsAdmin struct {
 	logger *slog.Logger
 }
 
-// handler returns capsAdmin's routes on one handler.
+// capsEndpoint is one operation of the admin caps routes and the
+// function that answers it.
+type capsEndpoint struct {
+	route.Route
+	fn func(w http.ResponseWriter, r *http.Request, by string)
+}
+
+// endpoints is the admin caps routes' table: what handler registers and
+// capsAdminRoutes lists.
+func (c *capsAdmin) endpoints() []capsEndpoint {
+	get := func(path string, fn func(http.ResponseWriter, *http.Request, string)) capsEndpoint {
+		return capsEndpoint{route.Route{Method: http.MethodGet, Path: path}, fn}
+	}
+	put := func(path string) capsEndpoint {
+		return capsEndpoint{route.Route{Method: http.MethodPut, Path: path}, c.put}
+	}
+	return []capsEndpoint{
+		get("/v1/admin/orgs", c.listOrgs),
+		get("/v1/admin/orgs/{org}", c.getOrg),
+		put("/v1/admin/orgs/{org}"),
+		get("/v1/admin/orgs/{org}/campaigns/{campaign}", c.getCampaign),
+		put("/v1/admin/orgs/{org}/campaigns/{campaign}"),
+		get("/v1/admin/cap-changes", c.changes),
+	}
+}
+
+// capsAdminRoutes lists the operations of capsAdmin's handler, from the
+// table it registers. Mount it at "/v1/admin/".
+func capsAdminRoutes() []route.Route {
+	var out []route.Route
+	for _, e := range (&capsAdmin{}).endpoints() {
+		out = append(out, e.Route)
+	}
+	return out
+}
+
+// handler returns capsAdmin's routes on one handler; any other path under
+// /v1/admin/ is 404 (to an admin: the others get 401 or 403 first).
 func (c *capsAdmin) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/admin/orgs", c.admin(c.listOrgs))
-	mux.HandleFunc("GET /v1/admin/orgs/{org}", c.admin(c.getOrg))
-	mux.HandleFunc("PUT /v1/admin/orgs/{org}", c.admin(c.put))
-	mux.HandleFunc("GET /v1/admin/orgs/{org}/campaigns/{campaign}", c.admin(c.getCampaign))
-	mux.HandleFunc("PUT /v1/admin/orgs/{org}/campaigns/{campaign}", c.admin(c.put))
-	mux.HandleFunc("GET /v1/admin/cap-changes", c.admin(c.changes))
+	for _, e := range c.endpoints() {
+		mux.HandleFunc(e.Method+" "+e.Path, c.admin(e.fn))
+	}
 	mux.HandleFunc("/v1/admin/", c.admin(func(w http.ResponseWriter, r *http.Request, _ string) {
 		capsError(w, http.StatusNotFound, "not_found", "", "no route "+r.Method+" "+r.URL.Path)
 	}))

@@ -28,6 +28,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -45,6 +46,7 @@ import (
 
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/internal/idtext"
+	"github.com/callscribe/callscribe/internal/route"
 	"github.com/callscribe/callscribe/internal/strictjson"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -83,12 +85,42 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	a := &api{cfg: cfg}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/recordings", a.auth(a.create))
-	mux.HandleFunc("POST /v1/recordings:batch", a.auth(a.batch))
-	mux.HandleFunc("GET /v1/recordings", a.auth(a.list))
-	mux.HandleFunc("GET /v1/recordings/{call_id}", a.auth(a.byCall))
-	mux.HandleFunc("POST /v1/recordings/{action}", a.auth(a.action))
+	for _, e := range a.endpoints() {
+		mux.HandleFunc(e.Method+" "+cmp.Or(e.pattern, e.Path), a.auth(e.fn))
+	}
 	return mux
+}
+
+// endpoint is one operation of the API and the function that answers it.
+type endpoint struct {
+	route.Route
+	// pattern is the http.ServeMux pattern's path when it is not Path
+	// (a path parameter with a suffix, which the function parses).
+	pattern string
+	fn      http.HandlerFunc
+}
+
+// endpoints is the API's route table: what NewHandler registers and
+// Routes lists.
+func (a *api) endpoints() []endpoint {
+	return []endpoint{
+		{Route: route.Route{Method: http.MethodPost, Path: "/v1/recordings"}, fn: a.create},
+		{Route: route.Route{Method: http.MethodPost, Path: "/v1/recordings:batch"}, fn: a.batch},
+		{Route: route.Route{Method: http.MethodGet, Path: "/v1/recordings"}, fn: a.list},
+		{Route: route.Route{Method: http.MethodGet, Path: "/v1/recordings/{call_id}"}, fn: a.byCall},
+		{Route: route.Route{Method: http.MethodPost, Path: "/v1/recordings/{id}:retry"}, pattern: "/v1/recordings/{action}", fn: a.action},
+	}
+}
+
+// Routes lists the operations NewHandler's handler serves, from the table
+// it registers. Mount the handler at "/v1/recordings", "/v1/recordings/"
+// and "/v1/recordings:batch".
+func Routes() []route.Route {
+	var out []route.Route
+	for _, e := range (&api{}).endpoints() {
+		out = append(out, e.Route)
+	}
+	return out
 }
 
 type principalKey struct{}

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/route"
 )
 
 // Paths the handler serves besides "/".
@@ -94,20 +96,47 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	switch {
-	case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		h.page(w, r, false)
-	case r.URL.Path == DataPath && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		h.page(w, r, true)
-	case r.URL.Path == LoginPath && r.Method == http.MethodPost:
-		h.login(w, r)
-	case r.URL.Path == LoginPath && r.Method == http.MethodGet:
-		http.Redirect(w, r, "/", http.StatusSeeOther)
-	case r.URL.Path == LogoutPath && r.Method == http.MethodPost:
-		h.logout(w, r)
-	default:
-		http.NotFound(w, r)
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
 	}
+	for _, e := range h.endpoints() {
+		if r.URL.Path == e.Path && method == e.Method {
+			e.fn(w, r)
+			return
+		}
+	}
+	http.NotFound(w, r)
+}
+
+// endpoint is one operation of the page and the function that answers it.
+type endpoint struct {
+	route.Route
+	fn http.HandlerFunc
+}
+
+// endpoints is the page's route table: what ServeHTTP answers (a GET
+// answers HEAD too) and Routes lists.
+func (h *Handler) endpoints() []endpoint {
+	return []endpoint{
+		{route.Route{Method: http.MethodGet, Path: "/"}, func(w http.ResponseWriter, r *http.Request) { h.page(w, r, false) }},
+		{route.Route{Method: http.MethodGet, Path: DataPath}, func(w http.ResponseWriter, r *http.Request) { h.page(w, r, true) }},
+		{route.Route{Method: http.MethodPost, Path: LoginPath}, h.login},
+		{route.Route{Method: http.MethodGet, Path: LoginPath}, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+		}},
+		{route.Route{Method: http.MethodPost, Path: LogoutPath}, h.logout},
+	}
+}
+
+// Routes lists the operations of the page's handler, from the table
+// ServeHTTP answers by; every other path or method is 404.
+func Routes() []route.Route {
+	var out []route.Route
+	for _, e := range (&Handler{}).endpoints() {
+		out = append(out, e.Route)
+	}
+	return out
 }
 
 // authorised: a recorded session whose token is still valid, or an
