@@ -67,6 +67,9 @@ func (a *commands) serveCommand() *cobra.Command {
   and migrated: 200, else 503; Redis down is "degraded", still 200,
   because capacity fails open).
 
+- GET /openapi.json (no token): the OpenAPI 3.1 document of every route
+  above, docs/openapi.json as embedded in the binary.
+
 A tenant's token acts for that tenant (its organisation in the capacity
 API) only: another's recordings, slots and calls are 404. ` + config.EnvAPIToken + `, when
 set, is accepted by the capacity API as an admin token. Without any

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +24,8 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/auth"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/ingest"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
+	"github.com/callscribe/callscribe/docs"
+	"github.com/callscribe/callscribe/internal/route"
 	"github.com/callscribe/callscribe/migrations"
 )
 
@@ -46,12 +50,15 @@ type Deps struct {
 }
 
 // Server is `callscribe serve`: the recordings API, the capacity and
-// live-call API, /metrics, River UI and the status page on one mux, with
-// the pipeline's workers. New opens what it serves; Run serves it until
+// live-call API, /metrics, River UI, the status page and the OpenAPI
+// document describing them all (/openapi.json) on one mux, with the
+// pipeline's workers. New opens what it serves; Run serves it until
 // its context ends, then shuts down in order and closes it all.
 type Server struct {
 	deps    Deps
 	handler http.Handler
+	// routes are the operations handler serves.
+	routes []route.Route
 	// shuttingDown is closed as the HTTP server begins to shut down:
 	// waiting requests (dial long-polls, slot waits) answer at once.
 	shuttingDown chan struct{}
@@ -132,7 +139,7 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 			return nil, fmt.Errorf("capacity.gate: %w", err)
 		}
 	}
-	mux := http.NewServeMux()
+	mux := &routeTable{mux: http.NewServeMux()}
 	if a.Config.DatabaseURL != "" {
 		caps, stop, err := a.CapsFrom(ctx, leases, rdb)
 		if err != nil {
@@ -180,41 +187,81 @@ func New(ctx context.Context, d Deps) (_ *Server, err error) {
 		}
 		// Stopped before the pipeline closes the pool (last added, first run).
 		s.onClose(reloader.Start(ctx))
-		mux.Handle("/v1/admin/", (&capsAdmin{store: capStore, token: token, tokens: store, logger: a.Logger}).handler())
+		mux.mount((&capsAdmin{store: capStore, token: token, tokens: store, logger: a.Logger}).handler(), capsAdminRoutes(), "/v1/admin/")
 		replays.Set(e.Outbox)
-		mux.Handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, opts.Authenticate)))
+		mux.handle("GET /metrics", requireAdmin(m.Handler(), adminCheck(token, opts.Authenticate)))
 		recordings := ingest.NewHandler(ingest.Config{Pipeline: e.Jobs, Ledger: e.Ledger, Client: e.Client,
 			Auth: store, Logger: a.Logger})
-		for _, p := range []string{"/v1/recordings", "/v1/recordings/", "/v1/recordings:batch"} {
-			mux.Handle(p, recordings)
-		}
+		mux.mount(recordings, ingest.Routes(), "/v1/recordings", "/v1/recordings/", "/v1/recordings:batch")
 		ui, stopUI, err := newRiverUI(ctx, e.Client, a.Logger)
 		if err != nil {
 			return nil, err
 		}
 		s.onClose(stopUI)
-		mux.Handle(RiverUIPrefix+"/", requireAdmin(ui, adminCheck(token, fromStore)))
+		mux.mount(requireAdmin(ui, adminCheck(token, fromStore)), []route.Route{{Method: http.MethodGet, Path: RiverUIPrefix + "/", Subtree: true}},
+			RiverUIPrefix+"/")
 		// The status page at the root (the capacity API keeps the rest of "/").
 		page, err := statusPage(a, statusSources{pool: pool, ledger: e.Ledger, jobs: e.Jobs, outbox: e.Outbox, leases: leases,
 			windows: caps.Windows, slots: slots, dialer: dialer, timeline: timeline}, store, token, fromStore)
 		if err != nil {
 			return nil, err
 		}
-		mux.Handle("GET /{$}", page)
-		mux.Handle(status.PathPrefix, page)
+		mux.mount(page, status.Routes(), "GET /{$}", status.PathPrefix)
 	}
 	s.authenticated = opts.Token != "" || opts.Authenticate != nil
 	if !s.authenticated && !config.Loopback(d.Addr) {
 		return nil, fmt.Errorf("serve: refusing to listen on %s without authentication: set database_url (tokens from `callscribe tokens create`) or %s, or listen on a loopback address", d.Addr, config.EnvAPIToken)
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", readyz(a.Logger, s.pipeline, rdb.Client()))
-	mux.Handle("/", httpapi.NewHandler(leases, slots, opts))
-	s.handler = mux
+	}))
+	mux.handle("GET /readyz", readyz(a.Logger, s.pipeline, rdb.Client()))
+	mux.handle("GET "+OpenAPIPath, http.HandlerFunc(openAPI))
+	mux.mount(httpapi.NewHandler(leases, slots, opts), httpapi.Routes(), "/")
+	s.handler, s.routes = mux.mux, mux.routes
 	return s, nil
+}
+
+// OpenAPIPath is where serve answers its OpenAPI document
+// (docs/openapi.json), to anyone: it holds no secret.
+const OpenAPIPath = "/openapi.json"
+
+// openAPI answers the OpenAPI document, the embedded docs/openapi.json as
+// it is.
+func openAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(docs.OpenAPI)
+}
+
+// routeTable is serve's mux and the operations mounted on it. Every
+// surface is mounted through handle or mount, each with the route table
+// of its own handler, so that Server.Routes lists every operation the mux
+// serves (and the OpenAPI test holds that list against the document).
+type routeTable struct {
+	mux    *http.ServeMux
+	routes []route.Route
+}
+
+// handle registers h at the pattern "METHOD PATH", the one operation h
+// serves.
+func (t *routeTable) handle(pattern string, h http.Handler) {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok || strings.ContainsAny(path, " {") {
+		panic("serve: handle needs a pattern METHOD PATH without wildcards, not " + pattern)
+	}
+	t.mux.Handle(pattern, h)
+	t.routes = append(t.routes, route.Route{Method: method, Path: path})
+}
+
+// mount registers h at each of patterns, h serving routes (its own route
+// table).
+func (t *routeTable) mount(h http.Handler, routes []route.Route, patterns ...string) {
+	for _, p := range patterns {
+		t.mux.Handle(p, h)
+	}
+	t.routes = append(t.routes, routes...)
 }
 
 // openTokenCache opens the cache of store's tokens on a pool of its own
@@ -256,6 +303,11 @@ func (s *Server) Close() {
 // Handler is every surface of the server on one mux, for tests and for
 // mounting behind another server.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Routes lists every operation Handler serves, from the route tables of
+// the handlers mounted on it (without database_url: the capacity API,
+// /healthz, /readyz and /openapi.json). docs/openapi.json documents each.
+func (s *Server) Routes() []route.Route { return slices.Clone(s.routes) }
 
 // Run starts the pipeline's workers (with Deps.Workers and a database),
 // listens on Deps.Addr, prints the bound address on the App's stdout and
