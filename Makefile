@@ -18,7 +18,7 @@ GOVULNCHECK := bin/govulncheck-$(GOVULNCHECK_VERSION)-$(GOTOOLCHAIN)
 VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
 VULNDB := bin/vulndb-$(VULNDB_VERSION)
 
-.PHONY: help test test-load chaos lint vuln generate demo build fuzz bench screenshot
+.PHONY: help test test-load chaos lint vuln generate demo build fuzz bench screenshot rules
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -49,6 +49,20 @@ test-load: ## go test -race -count=3 of the load-sensitive tests (window herd, r
 # the report. Flags: make chaos CHAOS_FLAGS='--recordings 100 --kills 20'.
 chaos: ## SIGKILL workers at random while 300 recordings go through independent throttling doubles, with 2 CPU hogs; checks the exact cooldown rule, one transcription and one CRM application per key
 	go run ./internal/cmd/testenv --hogs 2 -- go run ./internal/cmd/chaos $(CHAOS_FLAGS)
+
+# promtool ships in Debian's prometheus package: installed when missing, as
+# make test installs its services' packages (root on Debian or Ubuntu).
+rules: ## promtool check rules and promtool test rules of docs/prometheus (the alert rules and their unit tests on synthetic series)
+	@if ! command -v promtool >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "rules: installing Debian's prometheus package for promtool"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null; }; \
+	  else \
+	    echo "rules: promtool not found: install it with apt-get install -y prometheus (Debian's package ships it)" >&2; exit 1; \
+	  fi; \
+	fi
+	promtool check rules docs/prometheus/alerts.yml
+	cd docs/prometheus && promtool test rules alerts_test.yml
 
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml
 	$(GOLANGCI_LINT) run ./...

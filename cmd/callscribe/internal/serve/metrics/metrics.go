@@ -107,6 +107,24 @@ type Metrics struct {
 	admissionGap    *prometheus.HistogramVec
 	rechecks        *prometheus.CounterVec
 	workers         *workerOccupancy
+	// collectors are those registered in reg, for Describe.
+	collectors []prometheus.Collector
+}
+
+// register registers cs in the process's registry.
+func (m *Metrics) register(cs ...prometheus.Collector) {
+	m.reg.MustRegister(cs...)
+	m.collectors = append(m.collectors, cs...)
+}
+
+// Describe sends the description of every metric family the registry
+// exports, those without a series yet included (a labelled family appears
+// in a scrape only once it has one): what dashboards and alert rules may
+// name.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors {
+		c.Describe(ch)
+	}
 }
 
 // CooldownWindow is how far back the scrape's exact cooldown accounting
@@ -186,32 +204,32 @@ func New(cfg Config) *Metrics {
 	m.rechecks = counter("callscribe_admission_rechecks_total",
 		"Admissions older than the allowed age read again just before sending, by outcome (admitted, refused: the request was withdrawn or its manifest waits). Per process.",
 		"outcome")
-	m.reg.MustRegister(m.limitLearned, m.admissionGap, m.rechecks)
+	m.register(m.limitLearned, m.admissionGap, m.rechecks)
 	for outcome, f := range cfg.LimitAlertWebhook {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_alert_webhook_total",
+		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_alert_webhook_total",
 			Help:        "Learned-limit alerts by what became of them at the alert webhook: delivered, failed (every try failed), dropped (the bounded queue was full). Per process.",
 			ConstLabels: prometheus.Labels{"outcome": outcome}}, func() float64 { return float64(f()) }))
 	}
-	m.reg.MustRegister(m.vendorThrottled, m.vendorFailed, m.billable, m.committed, m.submissions, m.receiptCommit, m.cooldown,
+	m.register(m.vendorThrottled, m.vendorFailed, m.billable, m.committed, m.submissions, m.receiptCommit, m.cooldown,
 		m.crmThrottled, m.crmSettled, m.receiptCRM, m.workers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for component, f := range cfg.FailOpen {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_fail_open_total",
+		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_capacity_fail_open_total",
 			Help:        "Capacity grants made without counting them because Redis could not be reached, by component. Per process.",
 			ConstLabels: prometheus.Labels{"component": component}}, func() float64 { return float64(f()) }))
 	}
 	if f := cfg.AuthFailures; f != nil {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_failures_total",
+		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_failures_total",
 			Help: "API requests refused for a missing, unknown, wrong or revoked token. Per process."},
 			func() float64 { return float64(f()) }))
 	}
 	for source, f := range cfg.AuthCacheAccepted {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_cache_hits_total",
+		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_cache_hits_total",
 			Help:        "API tokens accepted by the token cache (the capacity API's, /metrics'), by source: cache (in step with the database), stale (from the cache while the database cannot be reached), database (not cached yet, looked up). Per process.",
 			ConstLabels: prometheus.Labels{"source": source}}, func() float64 { return float64(f()) }))
 	}
 	if cfg.Pool != nil || cfg.Capacity != nil || cfg.Cooldowns != nil || cfg.ReplayRuns != nil || cfg.Gate != nil {
-		m.reg.MustRegister(&sharedCollector{m: m})
+		m.register(&sharedCollector{m: m})
 	}
 	return m
 }
