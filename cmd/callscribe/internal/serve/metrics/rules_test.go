@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,8 +19,11 @@ import (
 )
 
 // alertRules is docs/prometheus/alerts.yml, the rules `make rules` checks
-// with promtool.
-var alertRules = filepath.Join("..", "..", "..", "..", "..", "docs", "prometheus", "alerts.yml")
+// with promtool; dashboard is docs/grafana/callscribe.json.
+var (
+	alertRules = filepath.Join("..", "..", "..", "..", "..", "docs", "prometheus", "alerts.yml")
+	dashboard  = filepath.Join("..", "..", "..", "..", "..", "docs", "grafana", "callscribe.json")
+)
 
 // describedOnly stands in for a source whose gauges are only described
 // here: Describe announces their names, and nothing is collected.
@@ -120,9 +124,58 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 		t.Errorf("%s holds %d rules; expected the 10 of docs/operations.md's rollout signals", alertRules, rules)
 	}
 	t.Run("an unknown name is reported", func(t *testing.T) {
+		t.Parallel()
 		expr := `sum(rate(callscribe_vendor_throttled_total[5m])) / sum(rate(callscribe_submissions_per_transcript_count[5m])) + callscribe_no_such_metric_total`
 		if got := unknownMetrics(expr, names); !slices.Equal(got, []string{"callscribe_no_such_metric_total"}) {
 			t.Errorf("unknownMetrics(%q) = %v, want [callscribe_no_such_metric_total]", expr, got)
 		}
 	})
+}
+
+// grafanaPanel is what the test reads of a dashboard's panel: its
+// queries, and the panels of a row.
+type grafanaPanel struct {
+	Title   string `json:"title"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+	Panels []grafanaPanel `json:"panels"`
+}
+
+// Every query of the Grafana dashboard names only metrics /metrics
+// exports, and every panel but a row has one.
+func TestDashboardNamesExportedMetrics(t *testing.T) {
+	t.Parallel()
+	names := exportedNames(t)
+	raw, err := os.ReadFile(dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Title  string         `json:"title"`
+		Panels []grafanaPanel `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("%s: %v", dashboard, err)
+	}
+	queries := 0
+	var walk func(ps []grafanaPanel)
+	walk = func(ps []grafanaPanel) {
+		for _, p := range ps {
+			walk(p.Panels)
+			for _, q := range p.Targets {
+				queries++
+				if len(metricName.FindAllString(q.Expr, -1)) == 0 {
+					t.Errorf("panel %q: a query names no callscribe metric: %q", p.Title, q.Expr)
+				}
+				if bad := unknownMetrics(q.Expr, names); len(bad) > 0 {
+					t.Errorf("panel %q names metrics /metrics does not export: %v", p.Title, bad)
+				}
+			}
+		}
+	}
+	walk(doc.Panels)
+	if queries < 20 {
+		t.Errorf("%s holds %d queries; expected the rollout signals, cost and capacity (at least 20)", dashboard, queries)
+	}
 }
