@@ -133,7 +133,7 @@ func (p *Pipeline) throttled(ctx context.Context, s *stepCtx, resp stt.Response,
 	if !s.observeOnly && notBefore.After(p.cfg.Clock.Now()) {
 		p.cooldown(ctx, s, fmt.Sprintf("HTTP %d %s", resp.HTTPStatus, resp.Class))
 	}
-	log.Info("vendor throttled; scope deferred", slog.String("scope", scope), slog.Time("not_before", notBefore), slog.Any("decision", res.Decision))
+	log.Info("vendor throttled; scope deferred", slog.Time("not_before", notBefore), slog.Any("decision", res.Decision))
 	_, err = p.move(ctx, s.rec, ledger.StateRetryWait, "throttled: "+resp.Class, func(tr *ledger.Transition) {
 		tr.ResponseClass, tr.RetryAfter, tr.NotBefore = resp.Class, res.Extension.RetryAfter, &notBefore
 		tr.Detail = s.answerDetail(map[string]any{"scope": scope, "decision": res.Decision.String(), "status": resp.HTTPStatus})
@@ -147,7 +147,7 @@ func (p *Pipeline) quotaExhausted(ctx context.Context, s *stepCtx, resp stt.Resp
 	if err := p.ledger.ScopePause(ctx, s.tenant.Scope, resp.Class+": "+resp.Message); err != nil {
 		return err
 	}
-	log.Warn("vendor quota exhausted: scope paused until an operator resumes it (callscribe scopes resume)", slog.String("scope", s.tenant.Scope))
+	log.Warn("vendor quota exhausted: scope paused until an operator resumes it (callscribe scopes resume)")
 	now := p.cfg.Clock.Now()
 	_, err := p.move(ctx, s.rec, ledger.StateRetryWait, "quota exhausted: scope paused until an operator resumes it", func(tr *ledger.Transition) {
 		tr.ResponseClass, tr.NotBefore, tr.Detail = resp.Class, &now, s.answerDetail(nil)

@@ -53,7 +53,8 @@ func (p *Pipeline) driveManifest(ctx context.Context, jobID int64, id uuid.UUID)
 			rec: ledger.Recording{ID: m.ID, TenantID: m.TenantID, Lane: ledger.LaneBatch, State: ledger.StateEligible,
 				Deadline: m.CreatedAt.Add(p.cfg.BatchCompletionBound)},
 			observeOnly: p.observeOnly(t) || p.rollout.observed(ctx, p.ledger, t.Cohort, p.cfg.RolloutDefault),
-			log:         p.log.With(slog.String("manifest", m.ID.String()))}}
+			log: p.log.With(slog.String("manifest", m.ID.String()), slog.String("tenant", m.TenantID), slog.String("scope", m.Scope),
+				slog.Int64("job_id", jobID))}}
 		var o outcome
 		switch m.State {
 		case ledger.ManifestFormed, ledger.ManifestSubmitted:
@@ -466,7 +467,7 @@ func (p *Pipeline) itemResubmit(ctx context.Context, ms *manifestStep, it ledger
 func (p *Pipeline) unbatch(ctx context.Context, ms *manifestStep, resp stt.Response) error {
 	m := ms.m
 	p.unbatched.mark(m.Scope)
-	ms.s.log.Warn("the vendor offers no batches (404 on POST /v1/batches): the scope's batch work goes one by one", slog.String("scope", m.Scope))
+	ms.s.log.Warn("the vendor offers no batches (404 on POST /v1/batches): the scope's batch work goes one by one")
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
 		return err

@@ -94,7 +94,7 @@ func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Conf
 	}
 	scope := "crm:t1:webhook" // the default scope of t1's CRM
 	ob, err := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"t1": {Name: "webhook", Scope: scope, Target: tgt}},
-		ProbeWait: 50 * time.Millisecond}, pool, l)
+		ProbeWait: 50 * time.Millisecond, Logger: cfg.Logger}, pool, l)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,8 +106,9 @@ func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHi
 	if err != nil {
 		return nil, err
 	}
-	s := &stepCtx{jobID: jobID, rec: rec, log: p.log.With(slog.String("recording", rec.ID.String()))}
+	s := &stepCtx{jobID: jobID, rec: rec}
 	t, ok := p.cfg.Tenants[rec.TenantID]
+	s.log = p.stepLog(rec, t.Scope, jobID)
 	prov := p.providers[rec.TenantID]
 	if !ok || prov == nil {
 		s.unconfigured = fmt.Errorf("tenant %q is not configured", rec.TenantID)
@@ -121,6 +122,15 @@ func (p *Pipeline) load(ctx context.Context, jobID int64, id uuid.UUID, tenantHi
 	}
 	s.tenant, s.prov, s.observeOnly = t, prov, p.observeOnly(t) || p.rollout.observed(ctx, p.ledger, t.Cohort, p.cfg.RolloutDefault)
 	return s, nil
+}
+
+// stepLog is the logger of a step of job jobID on rec: every line carries
+// the recording's id, tenant and call id, its throttling scope (empty for
+// a tenant no longer configured) and River's job id, so that a recording
+// can be followed through the log as through `callscribe jobs show`.
+func (p *Pipeline) stepLog(rec ledger.Recording, scope string, jobID int64) *slog.Logger {
+	return p.log.With(slog.String("recording_id", rec.ID.String()), slog.String("tenant", rec.TenantID),
+		slog.String("call_id", rec.CallID), slog.String("scope", scope), slog.Int64("job_id", jobID))
 }
 
 // drive is the resumable step function: it reads the recording and takes
@@ -224,7 +234,8 @@ func (p *Pipeline) expire(ctx context.Context, rec ledger.Recording, reason stri
 		return nil // moved on meanwhile; the next read decides
 	}
 	if err == nil {
-		p.log.Info("recording expired", slog.String("recording", rec.ID.String()), slog.String("from", string(rec.State)))
+		p.log.Info("recording expired", slog.String("recording_id", rec.ID.String()), slog.String("tenant", rec.TenantID),
+			slog.String("call_id", rec.CallID), slog.String("from", string(rec.State)))
 	}
 	return err
 }

@@ -114,7 +114,7 @@ func (p *Pipeline) removeAudio(ctx context.Context, r ledger.PurgedRecording) (o
 	case errors.Is(err, audio.ErrNotFound):
 		return ledger.AudioMissing, ""
 	default:
-		p.log.Warn("retention purge: the audio object stays", slog.String("recording", r.ID.String()), slog.Any("error", err))
+		p.log.Warn("retention purge: the audio object stays", slog.String("recording_id", r.ID.String()), slog.Any("error", err))
 		return ledger.AudioFailed, fmt.Sprint(err)
 	}
 }

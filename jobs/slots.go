@@ -42,8 +42,7 @@ func (p *Pipeline) takeSlot(ctx context.Context, s *stepCtx) outcome {
 	}
 	inUse, ok := p.slots.AcquireBatch(ctx, s.prov.Name(), s.rec.ID.String())
 	if !ok {
-		p.log.Debug("no vendor slot: waiting", slog.String("waiting_for", "provider capacity"), slog.String("provider", s.prov.Name()),
-			slog.String("recording", s.rec.ID.String()))
+		s.log.Debug("no vendor slot: waiting", slog.String("waiting_for", "provider capacity"), slog.String("provider", s.prov.Name()))
 		return snoozeFor(p.slotWait)
 	}
 	s.held.slotInUse, s.held.slot = inUse, true

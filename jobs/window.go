@@ -85,7 +85,7 @@ func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) (o ou
 		p.wake(ctx, g.Wake)
 	}
 	if !g.Granted {
-		s.log.Debug("scope window full: waiting in line", slog.String("waiting_for", "scope window"), slog.String("scope", s.tenant.Scope),
+		s.log.Debug("scope window full: waiting in line", slog.String("waiting_for", "scope window"),
 			slog.Int("window", g.Size), slog.Int("in_flight", g.InFlight), slog.Int("place", g.Rank), slog.Duration("wait", g.Wait))
 		return snoozeFor(g.Wait), wasWaiting
 	}
@@ -172,7 +172,7 @@ func (p *Pipeline) releaseWindow(ctx context.Context, s *stepCtx, o capacity.Out
 		r := p.window.Release(ctx, s.tenant.Scope, holder, o, reason, p.planLimit(s))
 		p.wake(ctx, r.Wake)
 		if r.Released && r.After != r.Before {
-			s.log.Info("scope window changed", slog.String("scope", s.tenant.Scope), slog.Int("from", r.Before), slog.Int("to", r.After),
+			s.log.Info("scope window changed", slog.Int("from", r.Before), slog.Int("to", r.After),
 				slog.String("cause", o.String()))
 		}
 	}

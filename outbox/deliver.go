@@ -307,6 +307,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 // yet, the admission's own read. read is the scope's deferral read with
 // the delivery, or nil.
 func (o *Outbox) try(ctx context.Context, jobID int64, s *subject, read *ledger.ScopeRead) error {
+	s.withLog(o.cfg.Logger, jobID)
 	r := s.Row
 	if r.State != StatePending {
 		return nil
@@ -383,8 +384,8 @@ func (o *Outbox) try(ctx context.Context, jobID int64, s *subject, read *ledger.
 	if errors.Is(err, connector.ErrInvalidDelivery) {
 		// The connector refused the set before sending anything: no try
 		// will ever take it, so it goes dead now, reviewable, with why.
-		o.cfg.Logger.Warn("the CRM connector refused the action set as invalid: dead, reviewable (callscribe outbox list --state dead)",
-			s.logAttr, slog.String("error", err.Error()))
+		s.log.Warn("the CRM connector refused the action set as invalid: dead, reviewable (callscribe outbox list --state dead)",
+			slog.String("error", err.Error()))
 		return s.store.settle(ctx, StateDead, "invalid_delivery", connector.Result{Class: "invalid_delivery"}, nil, err.Error())
 	}
 	if err != nil {
@@ -392,7 +393,7 @@ func (o *Outbox) try(ctx context.Context, jobID int64, s *subject, read *ledger.
 	}
 	faultPoint("after_crm_applied")
 	answer, why = windowOutcome(res), "HTTP "+strconv.Itoa(res.HTTPStatus)+" "+res.Class
-	log := o.cfg.Logger.With(s.logAttr, slog.String("class", res.Class), slog.Int("status", res.HTTPStatus), slog.Int("attempt", attempt))
+	log := s.log.With(slog.String("class", res.Class), slog.Int("status", res.HTTPStatus), slog.Int("attempt", attempt))
 	real := res.Outcome != connector.OutcomeThrottled && res.Outcome != connector.OutcomeTransient
 	if adm.Verdict == ledger.VerdictProbe && real {
 		if err := o.ledger.ScopeProbeSucceeded(ctx, r.Scope, jobID); err != nil {

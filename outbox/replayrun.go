@@ -331,7 +331,7 @@ func (w *replayRecordingWorker) Work(ctx context.Context, job *river.Job[ReplayR
 	if run.State == RunCancelled {
 		return nil
 	}
-	log := o.cfg.Logger.With(slog.Int64("run", a.RunID), slog.String("recording", a.RecordingID.String()))
+	log := o.cfg.Logger.With(slog.Int64("run", a.RunID), slog.String("recording_id", a.RecordingID.String()))
 	rec, err := o.ledger.Recording(ctx, a.RecordingID)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):

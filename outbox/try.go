@@ -32,7 +32,18 @@ type subject struct {
 	noTarget string
 	// logAttr names the delivery in logs and errors.
 	logAttr slog.Attr
-	store   tryStore
+	// log is the try's logger: the delivery (logAttr) with its
+	// recording_id, tenant, call_id, scope and River's job_id (withLog).
+	log   *slog.Logger
+	store tryStore
+}
+
+// withLog sets s.log from base for a try made by job jobID, so that a
+// recording can be followed through the log by its id as through `jobs
+// show`.
+func (s *subject) withLog(base *slog.Logger, jobID int64) {
+	s.log = base.With(s.logAttr, slog.String("recording_id", s.set.RecordingID.String()), slog.String("tenant", s.TenantID),
+		slog.String("call_id", s.CallID), slog.String("scope", s.Scope), slog.Int64("job_id", jobID))
 }
 
 // tryStore records a subject's tries and outcomes.

@@ -37,7 +37,7 @@ func (o *Outbox) takeWindow(ctx context.Context, s *subject, jobID int64, probe 
 	g := o.cfg.Window.Acquire(ctx, req)
 	o.wake(ctx, g.Wake)
 	if !g.Granted {
-		o.cfg.Logger.Debug("CRM scope window full: waiting in line", s.logAttr, slog.String("scope", s.Scope),
+		s.log.Debug("CRM scope window full: waiting in line",
 			slog.Int("window", g.Size), slog.Int("in_flight", g.InFlight), slog.Int("place", g.Rank), slog.Duration("wait", g.Wait))
 		return false, g.Wait
 	}

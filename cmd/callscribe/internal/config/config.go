@@ -38,7 +38,7 @@ import (
 // the same keys; TestConfigDocumented keeps the two in step.
 const (
 	LogLevelDefault  = "info"
-	LogFormatDefault = "text"
+	LogFormatDefault = "auto"
 	RunAsUserDefault = "postgres"
 	EnvDatabaseURL   = "CALLSCRIBE_DATABASE_URL"
 	EnvRedisURL      = "CALLSCRIBE_REDIS_URL"
@@ -324,7 +324,8 @@ type CapacityLimit struct {
 type LogConfig struct {
 	// Level: debug, info, warn or error. Default "info".
 	Level string `yaml:"level"`
-	// Format: text or json. Default "text".
+	// Format: text, json, or auto: json when stderr is not a terminal (a
+	// service's log, read by a collector), text when it is. Default "auto".
 	Format string `yaml:"format"`
 }
 
@@ -467,8 +468,8 @@ func (c Config) validateOwn() error {
 	default:
 		errs = append(errs, fielderr.In(fielderr.Errorf("Level", "%q is not one of debug, info, warn, error", c.Log.Level), "Log"))
 	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		errs = append(errs, fielderr.In(fielderr.Errorf("Format", "%q is not text or json", c.Log.Format), "Log"))
+	if c.Log.Format != "text" && c.Log.Format != "json" && c.Log.Format != "auto" {
+		errs = append(errs, fielderr.In(fielderr.Errorf("Format", "%q is not text, json or auto", c.Log.Format), "Log"))
 	}
 	if _, err := status.ParseSecureCookies(c.StatusPage.SecureCookies); err != nil {
 		errs = append(errs, fielderr.In(err, "StatusPage", "SecureCookies"))
@@ -645,15 +646,26 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// NewLogger builds the process logger from the log section.
+// NewLogger builds the process logger from the log section. Format auto
+// (or empty) writes JSON unless w is a terminal.
 func NewLogger(w io.Writer, c LogConfig) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level)))
 	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "json" {
+	if c.Format == "json" || (c.Format == "auto" || c.Format == "") && !terminal(w) {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// terminal reports whether w is a terminal (a character device).
+func terminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // startRate checks capacity.start_rate: each campaign rate 1–20, each

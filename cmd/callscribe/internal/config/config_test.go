@@ -190,7 +190,7 @@ func TestOneBadValueOneLine(t *testing.T) {
 		{strings.Replace(tenant, "%s", "min_confidence: 2", 1), "pipeline.tenants.acme.min_confidence: 2 is not within 0..1"},
 		{strings.Replace(tenant, "%s", "crm: {kind: webhook, delivery_deadline: -1h}", 1), "pipeline.tenants.acme.crm.delivery_deadline: -1h0m0s must be positive"},
 		{"replay: {chunk: -1}\n", "replay.chunk: -1 must be positive"},
-		{"log: {format: xml}\n", `log.format: "xml" is not text or json`},
+		{"log: {format: xml}\n", `log.format: "xml" is not text, json or auto`},
 		{"tokens: {refresh_every: 10ms}\n", "tokens.refresh_every: 10ms must be within 100ms..1h0m0s (unset: 30s)"},
 		{"tokens: {lookup_timeout: 1m}\n", "tokens.lookup_timeout: 1m0s must be within 10ms..30s (unset: 1s)"},
 	} {
