@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/crm/connector"
@@ -137,8 +138,12 @@ func (o *Outbox) expire(ctx context.Context, r Row, now time.Time, how string) (
 		return false, err
 	}
 	o.settled(ctx, r, StateDead)
-	o.cfg.Logger.Warn("delivery deadline passed: dead, reviewable (callscribe outbox list --state dead)",
-		slog.Int64("outbox", r.ID), slog.Time("deadline", r.Deadline), slog.String("last_class", r.LastClass))
+	attrs := []any{slog.Int64("outbox", r.ID), slog.String("tenant", r.TenantID), slog.String("call_id", r.CallID), slog.String("scope", r.Scope),
+		slog.Time("deadline", r.Deadline), slog.String("last_class", r.LastClass)}
+	if r.recordingID != uuid.Nil {
+		attrs = append(attrs, slog.String("recording_id", r.recordingID.String()))
+	}
+	o.cfg.Logger.Warn("delivery deadline passed: dead, reviewable (callscribe outbox list --state dead)", attrs...)
 	return true, nil
 }
 

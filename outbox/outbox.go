@@ -397,7 +397,8 @@ func (o *Outbox) PrepareCommitTx(ctx context.Context, tx pgx.Tx, client *river.C
 		if err := o.queries.CounterAdd(ctx, tx, dbsqlc.CounterAddParams{Name: CounterDuplicateKeyConflicts, Delta: 1}); err != nil {
 			return res, fmt.Errorf("counting a duplicate commit: %w", translate(err))
 		}
-		o.cfg.Logger.Info("action set already committed by another worker; converging", slog.String("call", rec.CallID), slog.Int("version", version))
+		o.cfg.Logger.Info("action set already committed by another worker; converging", slog.String("recording_id", rec.ID.String()),
+			slog.String("tenant", rec.TenantID), slog.String("call_id", rec.CallID), slog.Int("version", version))
 		existing, err := o.actionSetByVersion(ctx, tx, rec.TenantID, rec.CallID, version)
 		if err != nil {
 			return res, err

@@ -38,6 +38,14 @@ type subject struct {
 	store tryStore
 }
 
+// logger is s.log, or, before a try set it, base with the delivery's name.
+func (s *subject) logger(base *slog.Logger) *slog.Logger {
+	if s.log != nil {
+		return s.log
+	}
+	return base.With(s.logAttr, slog.String("scope", s.Scope))
+}
+
 // withLog sets s.log from base for a try made by job jobID, so that a
 // recording can be followed through the log by its id as through `jobs
 // show`.

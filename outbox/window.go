@@ -90,7 +90,7 @@ func (o *Outbox) release(ctx context.Context, s *subject, out capacity.Outcome, 
 	rel := o.cfg.Window.Release(ctx, s.Scope, s.holder, out, reason, 0)
 	o.wake(ctx, rel.Wake)
 	if rel.Released && rel.After != rel.Before {
-		o.cfg.Logger.Info("CRM scope window changed", slog.String("scope", s.Scope), slog.Int("from", rel.Before), slog.Int("to", rel.After),
+		s.logger(o.cfg.Logger).Info("CRM scope window changed", slog.Int("from", rel.Before), slog.Int("to", rel.After),
 			slog.String("cause", out.String()))
 	}
 }
