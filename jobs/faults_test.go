@@ -33,13 +33,19 @@ import (
 // transcribed each recording once. after_batch_accepted runs the batch
 // lane's manifests: the vendor has accepted the manifest, its batch id is
 // not recorded; the next worker sends the manifest again by its key and
-// gets the same batch.
+// gets the same batch. The group_commit points kill the worker at its
+// first and third group transaction, before its commit (nothing of the
+// group is written) and after it (written, no step told).
 //
 //	go run ./internal/cmd/testenv -- go test -race -tags callscribe_faults -run TestCrashPoints ./jobs/
 func TestCrashPoints(t *testing.T) {
 	t.Parallel()
 	for _, point := range []string{"after_stt_accepted", "before_transcript_commit", "between_commit_and_delivery", "after_crm_applied",
-		"after_batch_accepted"} {
+		"after_batch_accepted",
+		// Group commit: the first group (a submission recorded) and a
+		// later one (a transcript, a try or a settlement), before their
+		// commit and after it, before any step of the group is told.
+		"group_commit_before_commit@1", "group_commit_after_commit@1", "group_commit_before_commit@3", "group_commit_after_commit@3"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			crashAt(t, point)

@@ -52,7 +52,11 @@ func (p *Pipeline) finish(ctx context.Context, s *stepCtx, fresh *freshTranscrip
 		}
 	}
 	var committed, duplicate bool
-	err = pgx.BeginFunc(ctx, p.pool(), func(tx pgx.Tx) error {
+	// One transaction, shared with other recordings' steps (group
+	// commit); it may run twice (its group rolled back, then alone), so
+	// it sets what it reports by assignment.
+	err = p.ledger.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		committed, duplicate = false, false
 		// The step's moves of the recording, applied in one statement at
 		// the end: one event each, one row update in all.
 		var steps []ledger.Transition

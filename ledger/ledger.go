@@ -46,6 +46,10 @@ type Config struct {
 	// RetentionPurge may remove it. Default: RetentionDefault (90 days).
 	// Must be positive.
 	Retention time.Duration `yaml:"retention"`
+	// Commit configures group commit (Ledger.Commit): many workers'
+	// steps written in one transaction. Default: on, CommitConfig's
+	// defaults.
+	Commit CommitConfig `yaml:"group_commit"`
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -56,6 +60,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	c.Commit = c.Commit.WithDefaults()
 	return c
 }
 
@@ -65,7 +70,7 @@ func (c Config) Validate() error {
 	if c.Retention < 0 {
 		return fielderr.Errorf("Retention", "%s must be positive", c.Retention)
 	}
-	return nil
+	return fielderr.In(c.Commit.Validate(), "Commit")
 }
 
 // Ledger is the durable record of recordings, their events and the scope
@@ -78,6 +83,8 @@ type Ledger struct {
 	// dbClock is config.Clock when it is the database's (the default);
 	// nil when a clock was given.
 	dbClock *databaseClock
+	// commit gathers steps into group transactions (Commit).
+	commit *Committer
 }
 
 // New returns a Ledger over pool. The database must be migrated.
@@ -92,6 +99,8 @@ func New(pool *pgxpool.Pool, config *Config) (*Ledger, error) {
 	}
 	l := &Ledger{pool: pool, config: c, queries: dbsqlc.New()}
 	l.dbClock, _ = c.Clock.(*databaseClock)
+	// c.Commit was validated with the rest.
+	l.commit, _ = NewCommitter(pool, c.Commit)
 	return l, nil
 }
 

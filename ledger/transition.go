@@ -47,10 +47,35 @@ type Transition struct {
 // recording first it returns a *StateConflictError (errors.Is
 // ErrStateConflict) and writes nothing; an edge the state machine does not
 // have returns an *IllegalTransitionError (errors.Is ErrIllegalTransition).
+//
+// With group commit on (Config.Commit), the transaction is shared with
+// other steps of this process (Ledger.Commit); Transition returns once it
+// has committed.
 func (l *Ledger) Transition(ctx context.Context, t Transition) (Recording, error) {
-	// One statement is one transaction: the update and its event commit
-	// together, and no connection is held beyond it.
-	return l.transition(ctx, l.pool, t)
+	if !l.commit.Grouping() {
+		// One statement is one transaction: the update and its event
+		// commit together, and no connection is held beyond it.
+		return l.transition(ctx, l.pool, t)
+	}
+	var rec Recording
+	err := l.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		rec, err = l.transition(ctx, tx, t)
+		return KeptUsable(tx, err)
+	})
+	return rec, err
+}
+
+// KeptUsable marks err, the error of a one-statement step in tx, as one
+// that wrote nothing when the transaction is still usable: the statement
+// succeeded and matched no row (a compare-and-set that lost), or the step
+// refused before sending it. A statement the database refused leaves the
+// transaction failed, and the step's group is written again alone.
+func KeptUsable(tx pgx.Tx, err error) error {
+	if err == nil || tx.Conn().PgConn().TxStatus() != 'T' {
+		return err
+	}
+	return WroteNothing(err)
 }
 
 // TransitionTx is Transition inside the caller's transaction, so the move
@@ -135,7 +160,19 @@ type Note struct {
 }
 
 // Note appends n in one short transaction of its own.
-func (l *Ledger) Note(ctx context.Context, n Note) (Recording, error) { return l.note(ctx, l.pool, n) }
+// With group commit on, it shares a group transaction as Transition does.
+func (l *Ledger) Note(ctx context.Context, n Note) (Recording, error) {
+	if !l.commit.Grouping() {
+		return l.note(ctx, l.pool, n)
+	}
+	var rec Recording
+	err := l.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		rec, err = l.note(ctx, tx, n)
+		return KeptUsable(tx, err)
+	})
+	return rec, err
+}
 
 // NoteTx is Note inside the caller's transaction.
 func (l *Ledger) NoteTx(ctx context.Context, tx pgx.Tx, n Note) (Recording, error) {

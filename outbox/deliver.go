@@ -221,10 +221,22 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 // set to rowClass ("": the answer's class, as the event records it).
 func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
 	names, values := gauges(res.Gauges)
-	_, err := o.queries.OutboxSettle(ctx, o.pool, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
-		CrmID: res.CRMID, LastClass: res.Class, RowClass: rowClass, At: pgtime.Write(o.cfg.Clock.Now()), NotBefore: pgtime.WritePtr(notBefore),
-		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason,
-		GaugeNames: names, GaugeValues: values})
+	settle := func(ctx context.Context, db dbsqlc.DBTX) error {
+		_, err := o.queries.OutboxSettle(ctx, db, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
+			CrmID: res.CRMID, LastClass: res.Class, RowClass: rowClass, At: pgtime.Write(o.cfg.Clock.Now()), NotBefore: pgtime.WritePtr(notBefore),
+			Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason,
+			GaugeNames: names, GaugeValues: values})
+		return err
+	}
+	var err error
+	if len(names) == 0 {
+		// Shared with other steps (group commit). A settlement with the
+		// CRM's gauges commits alone: it locks the shared counter rows,
+		// which a group would hold across its other steps.
+		err = o.commit.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error { return ledger.KeptUsable(tx, settle(ctx, tx)) })
+	} else {
+		err = settle(ctx, o.pool)
+	}
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return nil // settled meanwhile by another try
 	}

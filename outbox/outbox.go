@@ -115,6 +115,12 @@ type Config struct {
 	// Metrics records what the dispatcher does (metrics.Metrics in
 	// callscribe). Default (nil): nothing is recorded.
 	Metrics Metrics
+	// Committer writes each try and each settlement in a group
+	// transaction shared with other steps of this process (group commit).
+	// It must be on the outbox's pool: callscribe passes the ledger's
+	// (ledger.Ledger.Committer). Default (nil): one of the outbox's own on
+	// its pool, with ledger.CommitConfig's defaults.
+	Committer *ledger.Committer
 
 	// ReplayTargets are the named CRM targets replay runs deliver to
 	// (ReplayStart), each with its own scope. A replay delivery whose
@@ -233,6 +239,7 @@ type Outbox struct {
 	ledger  *ledger.Ledger
 	queries *dbsqlc.Queries
 	metrics Metrics
+	commit  *ledger.Committer
 }
 
 // New returns an Outbox. Its dispatcher, queue and deadline sweep are
@@ -248,7 +255,13 @@ func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) (*Outbox, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("outbox config: %w", err)
 	}
-	o := &Outbox{cfg: cfg, pool: pool, ledger: l, queries: dbsqlc.New(), metrics: cmp.Or[Metrics](cfg.Metrics, noMetrics{})}
+	o := &Outbox{cfg: cfg, pool: pool, ledger: l, queries: dbsqlc.New(), metrics: cmp.Or[Metrics](cfg.Metrics, noMetrics{}), commit: cfg.Committer}
+	if o.commit == nil {
+		var err error
+		if o.commit, err = ledger.NewCommitter(pool, ledger.CommitConfig{}); err != nil {
+			return nil, err
+		}
+	}
 	return o, nil
 }
 

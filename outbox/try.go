@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/pgtime"
@@ -88,7 +90,14 @@ type rowStore struct {
 func (rowStore) ready(context.Context) (time.Duration, error) { return 0, nil }
 
 func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) (int, error) {
-	tries, err := st.o.queries.OutboxTry(ctx, st.o.pool, dbsqlc.OutboxTryParams{ID: st.s.ID, At: pgtime.Write(now)})
+	// Durable before the CRM is called: Commit returns once the try's
+	// group has committed.
+	var tries int32
+	err := st.o.commit.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		tries, err = st.o.queries.OutboxTry(ctx, tx, dbsqlc.OutboxTryParams{ID: st.s.ID, At: pgtime.Write(now)})
+		return ledger.KeptUsable(tx, err)
+	})
 	if err != nil {
 		return 0, translate(err)
 	}

@@ -123,6 +123,9 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 		ProbeWait: cfg.ProbeWait, ProbeTimeout: cfg.ProbeTimeout, Window: caps.Windows, AdmissionMaxAge: cfg.AdmissionMaxAge,
 		SweepInterval: timing.SweepInterval, SweepGrace: timing.StepTimeout, ReplayTargets: replayTargets,
 		ReplayWorkers: a.Config.Replay.Workers, ReplayChunk: a.Config.Replay.Chunk,
+		// One committer for the process: the outbox's tries and
+		// settlements share groups with the pipeline's steps.
+		Committer: e.Ledger.Committer(),
 		// An unfinished recording of a replay run is re-ingested by its
 		// business key (converging on its row).
 		Reingest: func(ctx context.Context, r ledger.Recording) error {

@@ -1,0 +1,329 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/callscribe/callscribe/internal/fielderr"
+)
+
+// Group commit defaults (CommitConfig).
+const (
+	CommitMaxItemsDefault = 32
+	CommitFlushersDefault = 2
+	// commitGroupTimeout bounds one group's transaction.
+	commitGroupTimeout = 30 * time.Second
+)
+
+// CommitConfig configures group commit: the short transactions of many
+// workers of one process (a submission recorded, a transcript committed
+// with its action set and delivery, a delivery's try and its settlement)
+// are gathered into one transaction, so that many recordings' steps share
+// one commit. The yaml keys are those of the ledger section's
+// group_commit.
+type CommitConfig struct {
+	// MaxItems is the most steps one group transaction holds. Default
+	// CommitMaxItemsDefault (32); 1 turns group commit off: every step
+	// commits alone, as it would without a committer.
+	MaxItems int `yaml:"max_items"`
+	// Flushers is how many group transactions may be under way at once
+	// (each holds one connection while it runs). A step that arrives
+	// while a group is being written waits for the next. Default
+	// CommitFlushersDefault (2).
+	Flushers int `yaml:"flushers"`
+	// Linger is how long a group waits for more steps before it is
+	// written with fewer than MaxItems. Default 0: a group is written as
+	// soon as a flusher is free; groups grow only while the database is
+	// busy, so a quiet process pays no wait.
+	Linger time.Duration `yaml:"linger"`
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c CommitConfig) WithDefaults() CommitConfig {
+	c.MaxItems = cmp.Or(c.MaxItems, CommitMaxItemsDefault)
+	c.Flushers = cmp.Or(c.Flushers, CommitFlushersDefault)
+	return c
+}
+
+// Validate reports every problem with c, each a *fielderr.Error naming
+// the field.
+func (c CommitConfig) Validate() error {
+	var errs []error
+	if c.MaxItems < 0 || c.MaxItems > 1000 {
+		errs = append(errs, fielderr.Errorf("MaxItems", "%d must be between 1 and 1000", c.MaxItems))
+	}
+	if c.Flushers < 0 || c.Flushers > 64 {
+		errs = append(errs, fielderr.Errorf("Flushers", "%d must be between 1 and 64", c.Flushers))
+	}
+	if c.Linger < 0 || c.Linger > time.Second {
+		errs = append(errs, fielderr.Errorf("Linger", "%s must be between 0 and 1s", c.Linger))
+	}
+	return errors.Join(errs...)
+}
+
+// CommitFunc is one step's writes, run inside a group's transaction. It
+// writes only through tx and sets what it returns to its caller by
+// assignment: it may run twice (once in a group that rolled back, then
+// alone), and only the last run counts.
+type CommitFunc func(ctx context.Context, tx pgx.Tx) error
+
+// WroteNothing marks a step's error as one that left the group's
+// transaction as it found it: every statement of the step succeeded and
+// none changed a row (a compare-and-set that matched no row). The group
+// commits the other steps; the caller of Commit gets err itself.
+func WroteNothing(err error) error {
+	if err == nil {
+		return nil
+	}
+	return wroteNothing{err}
+}
+
+type wroteNothing struct{ error }
+
+func (w wroteNothing) Unwrap() error { return w.error }
+
+// CommitStats counts what a committer did since it was made.
+type CommitStats struct {
+	// Groups is how many group transactions committed; Items how many
+	// steps they held.
+	Groups, Items int64
+	// Alone is how many steps were written again alone, after their
+	// group rolled back (a step's error, a deadlock).
+	Alone int64
+}
+
+// Committer gathers the steps of a process's workers into group
+// transactions on one pool (Commit). A Ledger has one (Ledger.Committer);
+// the outbox shares it when both use the same pool. It is safe for
+// concurrent use.
+type Committer struct {
+	pool *pgxpool.Pool
+	cfg  CommitConfig
+
+	mu      sync.Mutex
+	queue   []*commitItem
+	open    bool // a group is gathering (its flusher lingers)
+	running int  // groups being gathered or written
+	full    chan struct{}
+
+	groups, items, alone atomic.Int64
+}
+
+type commitItem struct {
+	ctx  context.Context
+	fn   CommitFunc
+	done chan error
+	// taken: a flusher took the item into a group; abandoned: its caller
+	// gave up before that. One of the two wins.
+	state atomic.Int32
+}
+
+const (
+	itemQueued int32 = iota
+	itemTaken
+	itemAbandoned
+)
+
+// NewCommitter returns a committer on pool configured by cfg (its zero
+// fields defaulted).
+func NewCommitter(pool *pgxpool.Pool, cfg CommitConfig) (*Committer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Committer{pool: pool, cfg: cfg, full: make(chan struct{}, 1)}, nil
+}
+
+// Grouping reports whether c gathers steps into groups (MaxItems > 1).
+func (c *Committer) Grouping() bool { return c.cfg.MaxItems > 1 }
+
+// Commit is Ledger.Commit on the ledger's committer.
+func (l *Ledger) Commit(ctx context.Context, fn CommitFunc) error { return l.commit.Commit(ctx, fn) }
+
+// Committer is the ledger's committer, for the outbox's steps on the same
+// pool.
+func (l *Ledger) Committer() *Committer { return l.commit }
+
+// Commit runs fn in a transaction and returns once that transaction has
+// committed (nil, or fn's WroteNothing error) or rolled back (an error).
+// When c groups (CommitConfig.MaxItems > 1), the transaction is shared with
+// other steps of this process gathered meanwhile; a step whose fn fails
+// rolls its group back and every step of the group is then written again
+// alone, each in its own transaction, so one step's error is its own. A
+// crash loses only steps whose Commit had not returned: nothing is
+// acknowledged before its group's commit.
+//
+// When ctx ends while the step waits in line, Commit returns ctx's error
+// and the step is not written; when it ends while the step's group is
+// being written, Commit returns an error saying so, and the step may or
+// may not have committed (as with any commit cut short): the caller reads
+// again.
+func (c *Committer) Commit(ctx context.Context, fn CommitFunc) error {
+	if !c.Grouping() {
+		return unwrapNothing(pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return fn(ctx, tx) }))
+	}
+	it := &commitItem{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	c.enqueue(it)
+	select {
+	case err := <-it.done:
+		return err
+	case <-ctx.Done():
+		if it.state.CompareAndSwap(itemQueued, itemAbandoned) {
+			return ctx.Err()
+		}
+		return fmt.Errorf("a group commit holding this step was under way when it was cancelled; read again to know whether it committed: %w", ctx.Err())
+	}
+}
+
+// Stats reports what c did since it was made (zero when it does not
+// group).
+func (c *Committer) Stats() CommitStats {
+	return CommitStats{Groups: c.groups.Load(), Items: c.items.Load(), Alone: c.alone.Load()}
+}
+
+// CommitStats reports what the ledger's committer did.
+func (l *Ledger) CommitStats() CommitStats { return l.commit.Stats() }
+
+func unwrapNothing(err error) error {
+	var wn wroteNothing
+	if errors.As(err, &wn) {
+		return wn.error
+	}
+	return err
+}
+
+func (c *Committer) enqueue(it *commitItem) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queue = append(c.queue, it)
+	if len(c.queue) >= c.cfg.MaxItems {
+		select {
+		case c.full <- struct{}{}:
+		default:
+		}
+	}
+	c.startLocked(c.cfg.Linger)
+}
+
+// startLocked starts a flusher for the queued steps unless one is
+// already gathering or every flusher is busy (then the one that finishes
+// first takes them).
+func (c *Committer) startLocked(linger time.Duration) {
+	if c.open || c.running >= c.cfg.Flushers || len(c.queue) == 0 {
+		return
+	}
+	c.open = true
+	c.running++
+	go c.flush(linger)
+}
+
+// flush gathers one group (lingering up to linger while it is short of
+// MaxItems), writes it, and starts the next flusher for what queued up
+// meanwhile.
+func (c *Committer) flush(linger time.Duration) {
+	if linger > 0 {
+		t := time.NewTimer(linger)
+		select {
+		case <-t.C:
+		case <-c.full:
+		}
+		t.Stop()
+	}
+	c.mu.Lock()
+	n := min(len(c.queue), c.cfg.MaxItems)
+	group := make([]*commitItem, 0, n)
+	for _, it := range c.queue[:n] {
+		if it.state.CompareAndSwap(itemQueued, itemTaken) {
+			group = append(group, it)
+		}
+	}
+	c.queue = append(c.queue[:0:0], c.queue[n:]...)
+	c.open = false
+	// Steps beyond this group start the next one now, if a flusher is
+	// free: they have waited already.
+	c.startLocked(0)
+	c.mu.Unlock()
+
+	if len(group) > 0 {
+		c.write(group)
+	}
+
+	c.mu.Lock()
+	c.running--
+	c.startLocked(0)
+	c.mu.Unlock()
+}
+
+// errStep stops a group at a step that failed.
+var errStep = errors.New("a step of the group failed")
+
+// write commits group in one transaction, or, when that fails for a
+// reason the database reported (a step's error, a deadlock, a check at
+// commit), writes each step again alone.
+func (c *Committer) write(group []*commitItem) {
+	ctx, cancel := context.WithTimeout(context.Background(), commitGroupTimeout)
+	defer cancel()
+	results := make([]error, len(group))
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		for _, it := range group {
+			it.done <- fmt.Errorf("beginning a group commit: %w", err)
+		}
+		return
+	}
+	err = func() error {
+		for i, it := range group {
+			if it.ctx.Err() != nil {
+				return errStep // its caller is gone: write the others without it
+			}
+			err := it.fn(ctx, tx)
+			var wn wroteNothing
+			if errors.As(err, &wn) {
+				results[i] = wn.error
+				continue
+			}
+			if err != nil {
+				return errStep
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		_ = tx.Rollback(ctx)
+	} else {
+		faultPoint("group_commit_before_commit")
+		err = tx.Commit(ctx)
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		faultPoint("group_commit_after_commit")
+		c.groups.Add(1)
+		c.items.Add(int64(len(group)))
+		for i, it := range group {
+			it.done <- results[i]
+		}
+	case errors.Is(err, errStep) || errors.As(err, &pgErr):
+		// A step failed, or the database refused the commit: nothing of
+		// the group committed. Each step alone, with its own context, so
+		// that its error is its own.
+		for _, it := range group {
+			c.alone.Add(1)
+			it.done <- unwrapNothing(pgx.BeginFunc(it.ctx, c.pool, func(tx pgx.Tx) error { return it.fn(it.ctx, tx) }))
+		}
+	default:
+		// The connection failed: the group may or may not have committed.
+		for _, it := range group {
+			it.done <- fmt.Errorf("group commit of %d steps: %w", len(group), err)
+		}
+	}
+}

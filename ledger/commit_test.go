@@ -1,0 +1,271 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"pgregory.net/rapid"
+
+	"github.com/callscribe/callscribe/ledger"
+)
+
+// groupLedger is a ledger whose committer gathers groups of up to max
+// steps with one flusher, lingering long enough that steps started
+// together share a group whatever the machine's load; a probe table
+// records what steps wrote.
+func groupLedger(t *testing.T, maxItems int, linger time.Duration) (*ledger.Ledger, *bundle) {
+	t.Helper()
+	b := setup(t)
+	l, err := ledger.New(b.pool, &ledger.Config{Clock: b.clock, Commit: ledger.CommitConfig{MaxItems: maxItems, Flushers: 1, Linger: linger}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(context.Background(), `CREATE TABLE commit_probe (k text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	return l, b
+}
+
+func probeKeys(t *testing.T, b *bundle) map[string]bool {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT k FROM commit_probe`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, k := range keys {
+		out[k] = true
+	}
+	return out
+}
+
+func insertProbe(k string) ledger.CommitFunc {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO commit_probe (k) VALUES ($1)`, k)
+		return err
+	}
+}
+
+// Steps started together share one group, and each is durable when its
+// Commit returns.
+func TestGroupCommitSharesOneTransaction(t *testing.T) {
+	t.Parallel()
+	const n = 16
+	l, b := groupLedger(t, n, time.Second)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = l.Commit(context.Background(), insertProbe(fmt.Sprint(i))) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if got := len(probeKeys(t, b)); got != n {
+		t.Fatalf("%d of %d steps written", got, n)
+	}
+	// The n-th step fills the group, which is written at once: one group.
+	st := l.CommitStats()
+	if st.Groups != 1 || st.Items != n || st.Alone != 0 {
+		t.Fatalf("stats %+v, want one group of %d and none alone", st, n)
+	}
+}
+
+// A step that fails rolls its group back; every other step is written
+// again alone and committed, and the failed one's writes are gone.
+func TestGroupCommitFailedStepIsItsOwn(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	l, b := groupLedger(t, n, time.Second)
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		fn := insertProbe(fmt.Sprint(i))
+		if i == 3 {
+			fn = func(ctx context.Context, tx pgx.Tx) error {
+				if err := insertProbe("3")(ctx, tx); err != nil {
+					return err
+				}
+				return boom // after writing: the group must not keep it
+			}
+		}
+		wg.Go(func() { errs[i] = l.Commit(context.Background(), fn) })
+	}
+	wg.Wait()
+	keys := probeKeys(t, b)
+	for i := range n {
+		if i == 3 {
+			if !errors.Is(errs[i], boom) || keys["3"] {
+				t.Fatalf("failed step: err %v, written %v", errs[i], keys["3"])
+			}
+			continue
+		}
+		if errs[i] != nil || !keys[fmt.Sprint(i)] {
+			t.Fatalf("step %d: err %v, written %v", i, errs[i], keys[fmt.Sprint(i)])
+		}
+	}
+	if st := l.CommitStats(); st.Alone != n {
+		t.Fatalf("stats %+v: want the group's %d steps written again alone", st, n)
+	}
+}
+
+// A statement the database refuses (here a duplicate key) fails the
+// transaction: the group is written again alone too.
+func TestGroupCommitRefusedStatementIsItsOwn(t *testing.T) {
+	t.Parallel()
+	l, b := groupLedger(t, 3, time.Second)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, k := range []string{"a", "a", "b"} {
+		wg.Go(func() { errs[i] = l.Commit(context.Background(), insertProbe(k)) })
+	}
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if keys := probeKeys(t, b); failed != 1 || !keys["a"] || !keys["b"] {
+		t.Fatalf("errors %v, keys %v: want a and b written, one duplicate refused", errs, keys)
+	}
+}
+
+// A lost compare-and-set writes nothing and keeps the group: the others
+// commit in it, and the loser gets its conflict.
+func TestGroupCommitConflictKeepsGroup(t *testing.T) {
+	t.Parallel()
+	l, b := groupLedger(t, 4, time.Second)
+	recs := make([]ledger.Recording, 3)
+	for i := range recs {
+		recs[i] = b.ingest(t)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range 4 {
+		r := recs[min(i, 2)] // steps 2 and 3 race for the same recording
+		wg.Go(func() {
+			_, errs[i] = l.Transition(ctx, ledger.Transition{RecordingID: r.ID, From: r.State, To: ledger.StateEligible, Reason: "ready for admission"})
+		})
+	}
+	wg.Wait()
+	conflicts := 0
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, ledger.ErrStateConflict):
+			conflicts++
+		case err != nil:
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if conflicts != 1 {
+		t.Fatalf("errors %v: want exactly one conflict", errs)
+	}
+	for _, r := range recs {
+		got, err := l.Recording(ctx, r.ID)
+		if err != nil || got.State != ledger.StateEligible {
+			t.Fatalf("recording %s: %v %v", r.ID, got.State, err)
+		}
+	}
+	if st := l.CommitStats(); st.Groups != 1 || st.Items != 4 || st.Alone != 0 {
+		t.Fatalf("stats %+v: want one group of 4, none alone", st)
+	}
+}
+
+// A step whose caller gives up while it waits in line is never written.
+func TestGroupCommitAbandonedStepIsNotWritten(t *testing.T) {
+	t.Parallel()
+	l, b := groupLedger(t, 8, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := l.Commit(ctx, insertProbe("gone"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the deadline", err)
+	}
+	if err := l.Commit(context.Background(), insertProbe("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if keys := probeKeys(t, b); keys["gone"] || !keys["kept"] {
+		t.Fatalf("keys %v", keys)
+	}
+}
+
+// Property: whatever mix of steps that commit, fail after writing, or
+// lose a compare-and-set run concurrently, and however they are grouped,
+// exactly the committed ones' writes are durable, each once, and each
+// caller gets its own step's outcome.
+func TestGroupCommitProperty(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.pool.Exec(ctx, `CREATE TABLE commit_probe (k text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	round := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		round++
+		cfg := ledger.CommitConfig{MaxItems: rapid.IntRange(2, 12).Draw(rt, "max"), Flushers: rapid.IntRange(1, 3).Draw(rt, "flushers"),
+			Linger: time.Duration(rapid.IntRange(0, 3).Draw(rt, "linger_ms")) * time.Millisecond}
+		l, err := ledger.New(b.pool, &ledger.Config{Clock: b.clock, Commit: cfg})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"ok", "fail", "nothing"}), 1, 30).Draw(rt, "steps")
+		boom := errors.New("boom")
+		errs := make([]error, len(kinds))
+		var wg sync.WaitGroup
+		for i, kind := range kinds {
+			k := fmt.Sprintf("%d-%d", round, i)
+			wg.Go(func() {
+				errs[i] = l.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
+					switch kind {
+					case "fail":
+						if err := insertProbe(k)(ctx, tx); err != nil {
+							return err
+						}
+						return boom
+					case "nothing":
+						return ledger.WroteNothing(ledger.ErrStateConflict)
+					}
+					return insertProbe(k)(ctx, tx)
+				})
+			})
+		}
+		wg.Wait()
+		keys := probeKeys(t, b)
+		for i, kind := range kinds {
+			k := fmt.Sprintf("%d-%d", round, i)
+			want := map[string]error{"ok": nil, "fail": boom, "nothing": ledger.ErrStateConflict}[kind]
+			if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
+				rt.Fatalf("step %d (%s): err %v", i, kind, errs[i])
+			}
+			if keys[k] != (kind == "ok") {
+				rt.Fatalf("step %d (%s): written %v", i, kind, keys[k])
+			}
+		}
+	})
+}
+
+func TestCommitConfigValidate(t *testing.T) {
+	t.Parallel()
+	_, err := ledger.New(nil, &ledger.Config{Commit: ledger.CommitConfig{MaxItems: -1, Flushers: 65, Linger: 2 * time.Second}})
+	for _, field := range []string{"Commit.MaxItems", "Commit.Flushers", "Commit.Linger"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Fatalf("error %v does not name %s", err, field)
+		}
+	}
+}
