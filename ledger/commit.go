@@ -190,6 +190,15 @@ func (c *Committer) Stats() CommitStats {
 	return CommitStats{Groups: c.groups.Load(), Items: c.items.Load(), Alone: c.alone.Load()}
 }
 
+// processCommits counts what every committer of the process did.
+var processCommits struct{ groups, items, alone atomic.Int64 }
+
+// ProcessCommitStats reports what every committer of this process did
+// since it started (the per-process metrics).
+func ProcessCommitStats() CommitStats {
+	return CommitStats{Groups: processCommits.groups.Load(), Items: processCommits.items.Load(), Alone: processCommits.alone.Load()}
+}
+
 // CommitStats reports what the ledger's committer did.
 func (l *Ledger) CommitStats() CommitStats { return l.commit.Stats() }
 
@@ -309,6 +318,8 @@ func (c *Committer) write(group []*commitItem) {
 		faultPoint("group_commit_after_commit")
 		c.groups.Add(1)
 		c.items.Add(int64(len(group)))
+		processCommits.groups.Add(1)
+		processCommits.items.Add(int64(len(group)))
 		for i, it := range group {
 			it.done <- results[i]
 		}
@@ -318,6 +329,7 @@ func (c *Committer) write(group []*commitItem) {
 		// that its error is its own.
 		for _, it := range group {
 			c.alone.Add(1)
+			processCommits.alone.Add(1)
 			it.done <- unwrapNothing(pgx.BeginFunc(it.ctx, c.pool, func(tx pgx.Tx) error { return it.fn(it.ctx, tx) }))
 		}
 	default:

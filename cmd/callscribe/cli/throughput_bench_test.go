@@ -324,6 +324,11 @@ capacity:
   limits: {"generic-http/stt": {limit: %d}}
   window: {start_target: %d}
 `, dbURL, testredis.URL(), dir, tenant, doubles.sttURL, apiKey, doubles.crmURL, token, benchPlan, benchPlan)
+	// BENCH_LEDGER, when set, is the ledger section (YAML flow), e.g.
+	// '{group_commit: {max_items: 1}}' to run without group commit.
+	if v := os.Getenv("BENCH_LEDGER"); v != "" {
+		body += "ledger: " + v + "\n"
+	}
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		b.Fatal(err)
 	}

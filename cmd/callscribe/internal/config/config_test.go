@@ -183,6 +183,8 @@ func TestOneBadValueOneLine(t *testing.T) {
 	tenant := "pipeline:\n  tenants:\n    acme: {provider: generic-http, api_key: k, %s}\n"
 	for _, tt := range []struct{ body, want string }{
 		{"ledger: {retention: -1h}\n", "ledger.retention: -1h0m0s must be positive"},
+		{"ledger: {group_commit: {max_items: -1}}\n", "ledger.group_commit.max_items: -1 must be between 1 and 1000"},
+		{"ledger: {group_commit: {linger: 2s}}\n", "ledger.group_commit.linger: 2s must be between 0 and 1s"},
 		{"retry_after: {max_backoff: -1s}\n", "retry_after.max_backoff: -1s must not be negative"},
 		{"retry_after: {base_backoff: 10m, max_backoff: 1m}\n", "retry_after.max_backoff: 1m0s must be >= retry_after.base_backoff (10m0s)"},
 		{"pipeline: {step_timeout: 10m, rescue_after: 5m}\n", "pipeline.rescue_after: 5m0s must exceed pipeline.step_timeout 10m0s"},

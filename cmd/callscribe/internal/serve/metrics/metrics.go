@@ -13,6 +13,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/clock"
+	"github.com/callscribe/callscribe/ledger"
 )
 
 // Defaults of Config.
@@ -218,6 +219,16 @@ func New(cfg Config) *Metrics {
 			Help:        "Capacity grants made without counting them because Redis could not be reached, by component. Per process.",
 			ConstLabels: prometheus.Labels{"component": component}}, func() float64 { return float64(f()) }))
 	}
+	m.register(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_group_commit_groups_total",
+			Help: "Group transactions committed: each holds the steps of many recordings (submissions, transcripts, delivery tries and settlements). Per process."},
+			func() float64 { return float64(ledger.ProcessCommitStats().Groups) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_group_commit_steps_total",
+			Help: "Steps committed in group transactions; divided by callscribe_group_commit_groups_total, the steps per commit. Per process."},
+			func() float64 { return float64(ledger.ProcessCommitStats().Items) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_group_commit_alone_total",
+			Help: "Steps written again alone after their group rolled back (a step's error, a deadlock between groups, a check at commit). Per process."},
+			func() float64 { return float64(ledger.ProcessCommitStats().Alone) }))
 	if f := cfg.AuthFailures; f != nil {
 		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_failures_total",
 			Help: "API requests refused for a missing, unknown, wrong or revoked token. Per process."},
