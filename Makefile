@@ -37,7 +37,7 @@ test-load: ## go test -race -count=3 of the load-sensitive tests (window herd, r
 	go run ./internal/cmd/testenv --install --hogs 0 -- sh -c 'rc=0; \
 	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestWindowNoHerdAfterCooldown|TestTwoWorkerProcessesShareOneScopeIn429Storm|TestRolloutCohorts)\$$" ./jobs/ ./cmd/callscribe/cli/ || rc=1; \
 	  go test -race -count=3 -p 1 -timeout 30m -tags callscribe_faults -run "^TestCrashPoints\$$" ./jobs/ || rc=1; \
-	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestReplayRunAgainstAThrottlingStagingCRM|TestReplayRunRateCeiling)\$$" ./outbox/ || rc=1; \
+	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestReplayRunAgainstAThrottlingStagingCRM|TestReplayRunRateCeiling|TestReplayResumeWhileDeliveringEnqueuesNoSecondJob)\$$" ./outbox/ || rc=1; \
 	  go test -race -count=3 -p 1 -timeout 30m -run "^TestReplayKilledMidRunResumes\$$" ./cmd/callscribe/cli/ || rc=1; \
 	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestAttackDialLongPollsBoundedNoGrantFromTimeouts|TestAttackLongPollsAnsweredOnShutdown|TestAttackSlotWaitAnsweredOnShutdown|TestAttackServeLongPollAnsweredOnShutdown|TestDialLongPollsShareReads)\$$" ./capacity/httpapi/ ./cmd/callscribe/cli/ || rc=1; \
 	  exit $$rc'

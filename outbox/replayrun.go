@@ -253,28 +253,37 @@ func (o *Outbox) ReplayEnumerate(ctx context.Context, client *river.Client[pgx.T
 
 // replayRequeue inserts a delivery job for each pending delivery of run
 // that has no active one (the jobs are unique by run and set while
-// active).
+// active). The read and the insert are one transaction holding the
+// deliveries' rows: were they apart, a job could settle its delivery and
+// complete between them, and the insert would find no active job and
+// enqueue a second.
 func (o *Outbox) replayRequeue(ctx context.Context, client *river.Client[pgx.Tx], runID int64) error {
-	ids, err := o.queries.ReplayPendingOf(ctx, o.pool, runID)
-	if err != nil {
-		return fmt.Errorf("listing the pending deliveries of replay run %d: %w", runID, translate(err))
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	jobs := make([]river.InsertManyParams, len(ids))
-	for i, id := range ids {
-		jobs[i] = river.InsertManyParams{Args: ReplayDeliverArgs{RunID: runID, ActionSetID: id}}
-	}
-	res, err := client.InsertMany(ctx, jobs)
-	if err != nil {
-		return fmt.Errorf("enqueueing the pending deliveries of replay run %d: %w", runID, err)
-	}
 	var fresh int
-	for _, r := range res {
-		if !r.UniqueSkippedAsDuplicate {
-			fresh++
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		ids, err := o.queries.ReplayPendingOf(ctx, tx, runID)
+		if err != nil {
+			return fmt.Errorf("listing the pending deliveries of replay run %d: %w", runID, translate(err))
 		}
+		if len(ids) == 0 {
+			return nil
+		}
+		jobs := make([]river.InsertManyParams, len(ids))
+		for i, id := range ids {
+			jobs[i] = river.InsertManyParams{Args: ReplayDeliverArgs{RunID: runID, ActionSetID: id}}
+		}
+		res, err := client.InsertManyTx(ctx, tx, jobs)
+		if err != nil {
+			return fmt.Errorf("enqueueing the pending deliveries of replay run %d: %w", runID, err)
+		}
+		for _, r := range res {
+			if !r.UniqueSkippedAsDuplicate {
+				fresh++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if fresh > 0 {
 		o.cfg.Logger.Warn("replay: pending deliveries had lost their jobs; enqueued again", slog.Int64("run", runID), slog.Int("deliveries", fresh))

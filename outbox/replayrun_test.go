@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,6 +272,58 @@ func TestReplayEnumerateConcurrentlyEnqueuesEachRecordingOnce(t *testing.T) {
 		FROM river_job WHERE (args->>'run_id')::bigint = $1`, id).Scan(&deliver, &redrive); err != nil || deliver != n || redrive != 0 {
 		t.Fatalf("%d delivery jobs, %d re-drive jobs, %v; want %d and 0", deliver, redrive, err, n)
 	}
+}
+
+// A resume while the run's deliveries are being worked (a second
+// `replay resume`, or one that finished enumerating as the workers went
+// on) enqueues no second job for any delivery: the pending read and the
+// insert hold the deliveries' rows, so no job settles and completes
+// between them.
+func TestReplayResumeWhileDeliveringEnqueuesNoSecondJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 300
+	rb := newReplayBed(t, n, crmsim.Config{}, outbox.Config{})
+	changes := testwait.Changes(t, rb.pool, "replay_runs", "replay_deliveries")
+	id := rb.start(t, outbox.ReplayStartOptions{})
+	if err := rb.ob.ReplayEnumerate(ctx, rb.client, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	rb.work(t, rb.ob)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var resumes atomic.Int64
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := rb.ob.ReplayEnumerate(ctx, rb.client, id, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				resumes.Add(1)
+			}
+		})
+	}
+	run := rb.waitRun(t, id, 2*time.Minute, changes)
+	close(stop)
+	wg.Wait()
+	if run.State != outbox.RunDone || run.Report.CRMEffectsCreated != n {
+		t.Fatalf("run %+v: want done with %d effects", run, n)
+	}
+	var jobs, sets int
+	if err := rb.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT args->>'action_set_id') FROM river_job
+		WHERE kind = 'replay_deliver' AND (args->>'run_id')::bigint = $1`, id).Scan(&jobs, &sets); err != nil {
+		t.Fatal(err)
+	}
+	if jobs != n || sets != n {
+		t.Fatalf("%d replay_deliver jobs for %d sets after %d resumes during delivery; want one for each of %d", jobs, sets, resumes.Load(), n)
+	}
+	t.Logf("%d resumes while %d deliveries were worked; one job each", resumes.Load(), n)
 }
 
 // A cancelled run stops: its pending deliveries are cancelled, its jobs

@@ -193,8 +193,12 @@ ORDER BY d.action_set_id
 LIMIT @max_rows::bigint;
 
 -- name: ReplayPendingOf :many
--- The sets of a run's pending deliveries.
-SELECT action_set_id FROM replay_deliveries WHERE run_id = @run_id AND state = 'pending' ORDER BY action_set_id;
+-- The sets of a run's pending deliveries, each locked until the caller's
+-- transaction ends so that no try settles it (and its job completes)
+-- between this read and the caller's insert of a job for it; one a try is
+-- writing right now is skipped: its job is alive.
+SELECT action_set_id FROM replay_deliveries WHERE run_id = @run_id AND state = 'pending' ORDER BY action_set_id
+FOR UPDATE SKIP LOCKED;
 
 -- name: ReplayOverdue :many
 -- Pending deliveries of any run past their deadline by the cutoff, which

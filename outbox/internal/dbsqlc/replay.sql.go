@@ -242,9 +242,13 @@ func (q *Queries) ReplayOverdue(ctx context.Context, db DBTX, arg ReplayOverdueP
 
 const replayPendingOf = `-- name: ReplayPendingOf :many
 SELECT action_set_id FROM replay_deliveries WHERE run_id = $1 AND state = 'pending' ORDER BY action_set_id
+FOR UPDATE SKIP LOCKED
 `
 
-// The sets of a run's pending deliveries.
+// The sets of a run's pending deliveries, each locked until the caller's
+// transaction ends so that no try settles it (and its job completes)
+// between this read and the caller's insert of a job for it; one a try is
+// writing right now is skipped: its job is alive.
 func (q *Queries) ReplayPendingOf(ctx context.Context, db DBTX, runID int64) ([]int64, error) {
 	rows, err := db.Query(ctx, replayPendingOf, runID)
 	if err != nil {
