@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -266,6 +267,21 @@ func TestCommitConfigValidate(t *testing.T) {
 	for _, field := range []string{"Commit.MaxItems", "Commit.Flushers", "Commit.Linger"} {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Fatalf("error %v does not name %s", err, field)
+		}
+	}
+}
+
+// Flushers default to half the process's CPUs, at least 1: one on a
+// two-core host.
+func TestCommitFlushersDefault(t *testing.T) { //nolint:paralleltest // sets GOMAXPROCS
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 16: 8, 512: 64} {
+		runtime.GOMAXPROCS(procs)
+		if got := (ledger.CommitConfig{}).WithDefaults().Flushers; got != want {
+			t.Errorf("GOMAXPROCS %d: %d flushers by default, want %d", procs, got, want)
+		}
+		if got := (ledger.CommitConfig{Flushers: 3}).WithDefaults().Flushers; got != 3 {
+			t.Errorf("GOMAXPROCS %d: a configured 3 became %d", procs, got)
 		}
 	}
 }
