@@ -810,7 +810,7 @@ func (q *benchQueries) topStatements() []string {
 		SELECT calls, total_exec_time, mean_exec_time, regexp_replace(query, '\s+', ' ', 'g')
 		FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY calls DESC LIMIT 30`)
+		ORDER BY total_exec_time DESC LIMIT 10`)
 	if err != nil {
 		q.b.Fatal(err)
 	}
@@ -823,8 +823,8 @@ func (q *benchQueries) topStatements() []string {
 		if err := rows.Scan(&calls, &total, &mean, &query); err != nil {
 			q.b.Fatal(err)
 		}
-		if len(query) > 150 {
-			query = query[:150] + "…"
+		if len(query) > 110 {
+			query = query[:110] + "…"
 		}
 		out = append(out, fmt.Sprintf("%10d %12.0f %9.3f  %s", calls, total, mean, query))
 	}
