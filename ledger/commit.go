@@ -84,6 +84,17 @@ func (c CommitConfig) Validate() error {
 // alone), and only the last run counts.
 type CommitFunc func(ctx context.Context, tx pgx.Tx) error
 
+// QueueFunc is a step whose statements need no answer from one another:
+// it queues them on b and returns the step's finish, run once b's
+// results have been read (batchErr is the batch's: a statement the
+// database refused, or the connection). The finish decides the step's
+// outcome as a CommitFunc does (nil, a WroteNothing error, or an error)
+// and may run more statements on tx. A group sends every queued step's
+// statements in one round trip (a pgx.Batch on its transaction) after its
+// other steps. Like a CommitFunc it may run twice, and only the last run
+// counts.
+type QueueFunc func(b *pgx.Batch) (finish func(ctx context.Context, tx pgx.Tx, batchErr error) error)
+
 // WroteNothing marks a step's error as one that left the group's
 // transaction as it found it: every statement of the step succeeded and
 // none changed a row (a compare-and-set that matched no row). The group
@@ -127,8 +138,10 @@ type Committer struct {
 }
 
 type commitItem struct {
-	ctx  context.Context
-	fn   CommitFunc
+	ctx context.Context
+	fn  CommitFunc
+	// queue, when set, is the step as a QueueFunc (fn runs it alone).
+	queue QueueFunc
 	done chan error
 	// taken: a flusher took the item into a group; abandoned: its caller
 	// gave up before that. One of the two wins.
@@ -179,7 +192,11 @@ func (c *Committer) Commit(ctx context.Context, fn CommitFunc) error {
 	if !c.Grouping() {
 		return unwrapNothing(pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return fn(ctx, tx) }))
 	}
-	it := &commitItem{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	return c.await(ctx, &commitItem{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// await queues it and waits for its group's outcome (see Commit).
+func (c *Committer) await(ctx context.Context, it *commitItem) error {
 	c.enqueue(it)
 	select {
 	case err := <-it.done:
@@ -190,6 +207,20 @@ func (c *Committer) Commit(ctx context.Context, fn CommitFunc) error {
 		}
 		return fmt.Errorf("a group commit holding this step was under way when it was cancelled; read again to know whether it committed: %w", ctx.Err())
 	}
+}
+
+// CommitQueued is Commit for a step given as a QueueFunc: in a group, its
+// statements travel with the other queued steps' in one round trip.
+func (c *Committer) CommitQueued(ctx context.Context, queue QueueFunc) error {
+	alone := func(ctx context.Context, tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		finish := queue(b)
+		return finish(ctx, tx, tx.SendBatch(ctx, b).Close())
+	}
+	if !c.Grouping() {
+		return c.Commit(ctx, alone)
+	}
+	return c.await(ctx, &commitItem{ctx: ctx, fn: alone, queue: queue, done: make(chan error, 1)})
 }
 
 // Stats reports what c did since it was made (zero when it does not
@@ -298,17 +329,41 @@ func (c *Committer) write(group []*commitItem) {
 		return
 	}
 	err = func() error {
+		// outcome records step i's error: false when the group cannot
+		// commit with it.
+		outcome := func(i int, err error) bool {
+			var wn wroteNothing
+			if errors.As(err, &wn) {
+				results[i] = wn.error
+				return true
+			}
+			return err == nil
+		}
+		// The steps that need answers between their statements, one
+		// after the other; then every queued step's statements in one
+		// batch, in the group's order.
+		b := &pgx.Batch{}
+		finish := make([]func(context.Context, pgx.Tx, error) error, len(group))
 		for i, it := range group {
 			if it.ctx.Err() != nil {
 				return errStep // its caller is gone: write the others without it
 			}
-			err := it.fn(ctx, tx)
-			var wn wroteNothing
-			if errors.As(err, &wn) {
-				results[i] = wn.error
+			if it.queue != nil {
+				finish[i] = it.queue(b)
 				continue
 			}
-			if err != nil {
+			if !outcome(i, it.fn(ctx, tx)) {
+				return errStep
+			}
+		}
+		if b.Len() == 0 {
+			return nil
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return errStep // a statement refused: each step alone says whose
+		}
+		for i, f := range finish {
+			if f != nil && !outcome(i, f(ctx, tx, nil)) {
 				return errStep
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/ledger"
@@ -225,13 +226,17 @@ func TestGroupCommitProperty(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"ok", "fail", "nothing"}), 1, 30).Draw(rt, "steps")
+		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"ok", "fail", "nothing", "qok", "qnothing", "qrefused"}), 1, 30).Draw(rt, "steps")
 		boom := errors.New("boom")
 		errs := make([]error, len(kinds))
 		var wg sync.WaitGroup
 		for i, kind := range kinds {
 			k := fmt.Sprintf("%d-%d", round, i)
 			wg.Go(func() {
+				if kind[0] == 'q' {
+					errs[i] = l.Committer().CommitQueued(ctx, queuedProbe(kind, k))
+					return
+				}
 				errs[i] = l.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
 					switch kind {
 					case "fail":
@@ -250,15 +255,52 @@ func TestGroupCommitProperty(t *testing.T) {
 		keys := probeKeys(t, b)
 		for i, kind := range kinds {
 			k := fmt.Sprintf("%d-%d", round, i)
-			want := map[string]error{"ok": nil, "fail": boom, "nothing": ledger.ErrStateConflict}[kind]
-			if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
+			want := map[string]error{"ok": nil, "fail": boom, "nothing": ledger.ErrStateConflict, "qok": nil, "qnothing": pgx.ErrNoRows}[kind]
+			var pgErr *pgconn.PgError
+			switch {
+			case kind == "qrefused":
+				if !errors.As(errs[i], &pgErr) || pgErr.Code != "23505" {
+					rt.Fatalf("step %d (%s): err %v, want the unique violation", i, kind, errs[i])
+				}
+			case !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil):
 				rt.Fatalf("step %d (%s): err %v", i, kind, errs[i])
 			}
-			if keys[k] != (kind == "ok") {
+			if keys[k] != (kind == "ok" || kind == "qok") {
 				rt.Fatalf("step %d (%s): written %v", i, kind, keys[k])
 			}
 		}
 	})
+}
+
+// queuedProbe is a one-statement step as a QueueFunc: "qok" inserts k,
+// "qnothing" updates no row (a compare-and-set that lost: pgx.ErrNoRows,
+// nothing written), "qrefused" inserts k and then a key the database
+// refuses as a duplicate (the statement's error, nothing written).
+func queuedProbe(kind, k string) ledger.QueueFunc {
+	return func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+		var qerr error
+		scan := func(row pgx.Row) error {
+			var got string
+			if qerr = row.Scan(&got); errors.Is(qerr, pgx.ErrNoRows) {
+				return nil
+			}
+			return qerr
+		}
+		switch kind {
+		case "qok":
+			b.Queue(`INSERT INTO commit_probe (k) VALUES ($1) RETURNING k`, k).QueryRow(scan)
+		case "qnothing":
+			b.Queue(`UPDATE commit_probe SET k = k WHERE k = $1 RETURNING k`, "absent:"+k).QueryRow(scan)
+		case "qrefused":
+			b.Queue(`INSERT INTO commit_probe (k) VALUES ($1), ('dup'), ('dup') RETURNING k`, k).QueryRow(scan)
+		}
+		return func(_ context.Context, tx pgx.Tx, batchErr error) error {
+			if qerr == nil && batchErr != nil {
+				qerr = batchErr
+			}
+			return ledger.KeptUsable(tx, qerr)
+		}
+	}
 }
 
 func TestCommitConfigValidate(t *testing.T) {

@@ -57,11 +57,25 @@ func (l *Ledger) Transition(ctx context.Context, t Transition) (Recording, error
 		// commit together, and no connection is held beyond it.
 		return l.transition(ctx, l.pool, t)
 	}
+	// One statement: queued with the group's other one-statement steps,
+	// all sent in one round trip.
+	p, err := l.transitionParams(t)
+	if err != nil {
+		return Recording{}, err
+	}
 	var rec Recording
-	err := l.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		rec, err = l.transition(ctx, tx, t)
-		return KeptUsable(tx, err)
+	err = l.commit.CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+		var row dbsqlc.RecordingTransitionRow
+		var qerr error
+		dbsqlc.QueueRecordingTransition(b, p, func(r dbsqlc.RecordingTransitionRow, err error) { row, qerr = r, err })
+		return func(ctx context.Context, tx pgx.Tx, batchErr error) error {
+			if qerr == nil && batchErr != nil {
+				qerr = batchErr // the statement's answer never came
+			}
+			var err error
+			rec, err = l.transitionResult(ctx, tx, t, row, qerr)
+			return KeptUsable(tx, err)
+		}
 	})
 	return rec, err
 }
@@ -85,22 +99,38 @@ func (l *Ledger) TransitionTx(ctx context.Context, tx pgx.Tx, t Transition) (Rec
 }
 
 func (l *Ledger) transition(ctx context.Context, db dbsqlc.DBTX, t Transition) (Recording, error) {
+	p, err := l.transitionParams(t)
+	if err != nil {
+		return Recording{}, err
+	}
+	rec, err := l.queries.RecordingTransition(ctx, db, p)
+	return l.transitionResult(ctx, db, t, rec, err)
+}
+
+// transitionParams is t's statement, or why t is refused before it is
+// sent.
+func (l *Ledger) transitionParams(t Transition) (dbsqlc.RecordingTransitionParams, error) {
 	if !CanTransition(t.From, t.To) {
-		return Recording{}, &IllegalTransitionError{From: t.From, To: t.To}
+		return dbsqlc.RecordingTransitionParams{}, &IllegalTransitionError{From: t.From, To: t.To}
 	}
 	detail, err := detailJSON(t.Detail)
 	if err != nil {
-		return Recording{}, fmt.Errorf("recording %s %s -> %s: %w", t.RecordingID, t.From, t.To, err)
+		return dbsqlc.RecordingTransitionParams{}, fmt.Errorf("recording %s %s -> %s: %w", t.RecordingID, t.From, t.To, err)
 	}
 	var inc int32
 	if countsAttempt(t.To) {
 		inc = 1
 	}
-	rec, err := l.queries.RecordingTransition(ctx, db, dbsqlc.RecordingTransitionParams{
+	return dbsqlc.RecordingTransitionParams{
 		ID: t.RecordingID, FromState: string(t.From), ToState: string(t.To), AttemptInc: inc, At: l.now(),
 		Reason: t.Reason, ResponseClass: t.ResponseClass, RetryAfterRaw: t.RetryAfter, Detail: detail,
 		Provider: t.Provider, ProviderID: t.ProviderID, NotBefore: pgtime.WritePtrOrNull(t.NotBefore), Deadline: pgtime.WritePtrOrNull(t.Deadline),
-	})
+	}, nil
+}
+
+// transitionResult is what t's statement answered (rec, err) as
+// Transition returns it: the moved recording, or why it did not move.
+func (l *Ledger) transitionResult(ctx context.Context, db dbsqlc.DBTX, t Transition, rec dbsqlc.RecordingTransitionRow, err error) (Recording, error) {
 	if err == nil {
 		return recordingFrom(dbsqlc.Recording(rec)), nil
 	}

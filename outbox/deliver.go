@@ -221,21 +221,28 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 // set to rowClass ("": the answer's class, as the event records it).
 func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, res connector.Result, notBefore *time.Time, reason string) error {
 	names, values := gauges(res.Gauges)
-	settle := func(ctx context.Context, db dbsqlc.DBTX) error {
-		_, err := o.queries.OutboxSettle(ctx, db, dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
-			CrmID: res.CRMID, LastClass: res.Class, RowClass: rowClass, At: pgtime.Write(o.cfg.Clock.Now()), NotBefore: pgtime.WritePtr(notBefore),
-			Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason,
-			GaugeNames: names, GaugeValues: values})
-		return err
-	}
+	p := dbsqlc.OutboxSettleParams{ID: r.ID, FromState: StatePending, State: state,
+		CrmID: res.CRMID, LastClass: res.Class, RowClass: rowClass, At: pgtime.Write(o.cfg.Clock.Now()), NotBefore: pgtime.WritePtr(notBefore),
+		Outcome: string(res.Outcome), HttpStatus: int32(res.HTTPStatus), RetryAfterRaw: res.RetryAfter, Reason: reason,
+		GaugeNames: names, GaugeValues: values}
 	var err error
 	if len(names) == 0 {
-		// Shared with other steps (group commit). A settlement with the
-		// CRM's gauges commits alone: it locks the shared counter rows,
-		// which a group would hold across its other steps.
-		err = o.commit.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error { return ledger.KeptUsable(tx, settle(ctx, tx)) })
+		// Shared with other steps (group commit), its one statement sent
+		// with the group's other queued ones. A settlement with the CRM's
+		// gauges commits alone: it locks the shared counter rows, which a
+		// group would hold across its other steps.
+		err = o.commit.CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+			var qerr error
+			dbsqlc.QueueOutboxSettle(b, p, func(_ int64, err error) { qerr = err })
+			return func(_ context.Context, tx pgx.Tx, batchErr error) error {
+				if qerr == nil && batchErr != nil {
+					qerr = batchErr // the statement's answer never came
+				}
+				return ledger.KeptUsable(tx, qerr)
+			}
+		})
 	} else {
-		err = settle(ctx, o.pool)
+		_, err = o.queries.OutboxSettle(ctx, o.pool, p)
 	}
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		return nil // settled meanwhile by another try

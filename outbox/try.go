@@ -93,10 +93,15 @@ func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) 
 	// Durable before the CRM is called: Commit returns once the try's
 	// group has committed.
 	var tries int32
-	err := st.o.commit.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		tries, err = st.o.queries.OutboxTry(ctx, tx, dbsqlc.OutboxTryParams{ID: st.s.ID, At: pgtime.Write(now)})
-		return ledger.KeptUsable(tx, err)
+	err := st.o.commit.CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+		var qerr error
+		dbsqlc.QueueOutboxTry(b, dbsqlc.OutboxTryParams{ID: st.s.ID, At: pgtime.Write(now)}, func(n int32, err error) { tries, qerr = n, err })
+		return func(_ context.Context, tx pgx.Tx, batchErr error) error {
+			if qerr == nil && batchErr != nil {
+				qerr = batchErr // the statement's answer never came
+			}
+			return ledger.KeptUsable(tx, qerr)
+		}
 	})
 	if err != nil {
 		return 0, translate(err)

@@ -1,6 +1,10 @@
 package dbsqlc
 
-import "github.com/jackc/pgx/v5"
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // This file is written by hand, not by sqlc: queries queued on a caller's
 // pgx.Batch, so that another package's statement and one of the ledger's
@@ -20,4 +24,29 @@ func QueueScopeDeferralGetForAdmission(b *pgx.Batch, scope string, fn func(Scope
 		}))
 		return nil
 	})
+}
+
+// QueueRecordingTransition queues RecordingTransition on b; fn receives
+// its row (pgx.ErrNoRows: the compare-and-set matched no row) when b's
+// results are read. A statement the database refused makes the batch's
+// Close return its error.
+func QueueRecordingTransition(b *pgx.Batch, arg RecordingTransitionParams, fn func(RecordingTransitionRow, error)) {
+	b.Queue(recordingTransition, arg.ToState, arg.AttemptInc, arg.At, arg.Provider, arg.ProviderID, arg.NotBefore, arg.Deadline,
+		arg.ID, arg.FromState, arg.Reason, arg.ResponseClass, arg.RetryAfterRaw, arg.Detail).QueryRow(func(row pgx.Row) error {
+		var i RecordingTransitionRow
+		err := row.Scan(&i.ID, &i.TenantID, &i.CallID, &i.AudioSha256, &i.BusinessKey, &i.State, &i.Attempt, &i.Lane, &i.AudioUri,
+			&i.AudioBytes, &i.Deadline, &i.CreatedAt, &i.UpdatedAt, &i.LastEventSeq, &i.Provider, &i.ProviderID, &i.Model,
+			&i.Language, &i.NotBefore, &i.StartedAt, &i.AudioDurationMs)
+		fn(i, err)
+		return refused(err)
+	})
+}
+
+// refused is err unless it is pgx.ErrNoRows (a statement that succeeded
+// and returned no row).
+func refused(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
 }
