@@ -142,7 +142,7 @@ type commitItem struct {
 	fn  CommitFunc
 	// queue, when set, is the step as a QueueFunc (fn runs it alone).
 	queue QueueFunc
-	done chan error
+	done  chan error
 	// taken: a flusher took the item into a group; abandoned: its caller
 	// gave up before that. One of the two wins.
 	state atomic.Int32
