@@ -187,7 +187,9 @@ func (l *Ledger) Committer() *Committer { return l.commit }
 // and the step is not written; when it ends while the step's group is
 // being written, Commit returns an error saying so, and the step may or
 // may not have committed (as with any commit cut short): the caller reads
-// again.
+// again. fn may then still be running: a caller reads what fn assigns
+// only after Commit returned nil or fn's own WroteNothing error (both
+// come after fn's last run).
 func (c *Committer) Commit(ctx context.Context, fn CommitFunc) error {
 	if !c.Grouping() {
 		return unwrapNothing(pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error { return fn(ctx, tx) }))

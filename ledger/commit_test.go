@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"pgregory.net/rapid"
@@ -209,6 +210,41 @@ func TestGroupCommitAbandonedStepIsNotWritten(t *testing.T) {
 // Property: whatever mix of steps that commit, fail after writing, or
 // lose a compare-and-set run concurrently, and however they are grouped,
 // exactly the committed ones' writes are durable, each once, and each
+// A Transition whose caller gives up while its group is being written
+// returns at once, saying the outcome is unknown, and the step, which
+// the group still writes, shares nothing with the returned value (the
+// race detector would see the group's write to it): here the move's
+// statement is sent, then a slow one of another step holds the batch
+// past the caller's deadline, and the group commits both.
+func TestGroupCommitCallerGoneWhileWritten(t *testing.T) {
+	t.Parallel()
+	l, b := groupLedger(t, 8, 50*time.Millisecond)
+	rec := b.ingest(t)
+	ctx := context.Background()
+	slow := make(chan error, 1)
+	go func() {
+		time.Sleep(10 * time.Millisecond) // after the move, in its group (the flusher lingers 50ms)
+		slow <- l.Committer().CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+			b.Queue(`SELECT pg_sleep(0.5)`).Exec(func(pgconn.CommandTag) error { return nil })
+			return func(_ context.Context, _ pgx.Tx, batchErr error) error { return batchErr }
+		})
+	}()
+	short, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	defer cancel()
+	got, err := l.Transition(short, ledger.Transition{RecordingID: rec.ID, From: rec.State, To: ledger.StateEligible, Reason: "test"})
+	if err == nil || !strings.Contains(err.Error(), "read again") || got.ID != uuid.Nil {
+		t.Fatalf("Transition cut short: %+v, %v; want the zero recording and an outcome-unknown error", got, err)
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	// The group committed both: the move is there when read again.
+	moved, err := l.Recording(ctx, rec.ID)
+	if err != nil || moved.State != ledger.StateEligible {
+		t.Fatalf("read again: %+v, %v; want eligible", moved, err)
+	}
+}
+
 // caller gets its own step's outcome.
 func TestGroupCommitProperty(t *testing.T) {
 	t.Parallel()

@@ -77,7 +77,10 @@ func (l *Ledger) Transition(ctx context.Context, t Transition) (Recording, error
 			return KeptUsable(tx, err)
 		}
 	})
-	return rec, err
+	if err != nil {
+		return Recording{}, err // rec is the step's until it returned nil (see Commit)
+	}
+	return rec, nil
 }
 
 // KeptUsable marks err, the error of a one-statement step in tx, as one
@@ -201,7 +204,10 @@ func (l *Ledger) Note(ctx context.Context, n Note) (Recording, error) {
 		rec, err = l.note(ctx, tx, n)
 		return KeptUsable(tx, err)
 	})
-	return rec, err
+	if err != nil {
+		return Recording{}, err // rec is the step's until it returned nil (see Commit)
+	}
+	return rec, nil
 }
 
 // NoteTx is Note inside the caller's transaction.
