@@ -213,23 +213,24 @@ func TestGroupCommitAbandonedStepIsNotWritten(t *testing.T) {
 // A Transition whose caller gives up while its group is being written
 // returns at once, saying the outcome is unknown, and the step, which
 // the group still writes, shares nothing with the returned value (the
-// race detector would see the group's write to it): here the move's
-// statement is sent, then a slow one of another step holds the batch
-// past the caller's deadline, and the group commits both.
+// race detector would see the group's write to it): the move and a slow
+// step fill a group of two (written as soon as both are queued; the
+// flusher would linger 1s for the second), the slow statement holds the
+// batch 3s, past the caller's 1s deadline, and the group commits both.
 func TestGroupCommitCallerGoneWhileWritten(t *testing.T) {
 	t.Parallel()
-	l, b := groupLedger(t, 8, 50*time.Millisecond)
+	l, b := groupLedger(t, 2, time.Second)
 	rec := b.ingest(t)
 	ctx := context.Background()
 	slow := make(chan error, 1)
 	go func() {
-		time.Sleep(10 * time.Millisecond) // after the move, in its group (the flusher lingers 50ms)
+		time.Sleep(10 * time.Millisecond) // after the move, in its group
 		slow <- l.Committer().CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
-			b.Queue(`SELECT pg_sleep(0.5)`).Exec(func(pgconn.CommandTag) error { return nil })
+			b.Queue(`SELECT pg_sleep(3)`).Exec(func(pgconn.CommandTag) error { return nil })
 			return func(_ context.Context, _ pgx.Tx, batchErr error) error { return batchErr }
 		})
 	}()
-	short, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	got, err := l.Transition(short, ledger.Transition{RecordingID: rec.ID, From: rec.State, To: ledger.StateEligible, Reason: "test"})
 	if err == nil || !strings.Contains(err.Error(), "read again") || got.ID != uuid.Nil {
