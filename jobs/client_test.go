@@ -5,5 +5,10 @@ import (
 	"github.com/callscribe/callscribe/outbox"
 )
 
-// commitThrough commits validated recordings through ob.
-func commitThrough(ob *outbox.Outbox) jobs.CommitFunc { return ob.CommitStep }
+// commitThrough sets deps to commit validated recordings through ob, as
+// callscribe does: queued with group commit (QueueCommit), step by step
+// when its group rolls back or the set's version was committed first
+// (Commit).
+func commitThrough(deps *jobs.Deps, ob *outbox.Outbox) {
+	deps.Commit, deps.QueueCommit = ob.CommitStep, ob.QueueCommitStep
+}

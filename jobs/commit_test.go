@@ -99,7 +99,9 @@ func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Conf
 		t.Fatal(err)
 	}
 	cfg.Tenants, cfg.PollInterval = map[string]jobs.TenantConfig{"t1": tenant}, 50*time.Millisecond
-	p, err := jobs.New(pool, l, cfg, jobs.Deps{Store: store, Commit: commitThrough(ob)})
+	deps := jobs.Deps{Store: store}
+	commitThrough(&deps, ob)
+	p, err := jobs.New(pool, l, cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

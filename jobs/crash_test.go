@@ -126,7 +126,7 @@ func runWorkerProcess() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		deps.Commit = commitThrough(ob)
+		commitThrough(&deps, ob)
 		dispatcher = ob
 	}
 	p, err := jobs.New(pool, l, cfg, deps)

@@ -34,6 +34,7 @@ type Pipeline struct {
 	db            *pgxpool.Pool
 	log           *slog.Logger
 	commitActions CommitFunc
+	queueCommit   QueueCommitFunc
 	extractor     crm.Extractor
 	slots         Slots
 	slotWait      time.Duration
@@ -104,6 +105,17 @@ func (noMetrics) AdmissionRechecked(string, bool)              {}
 type CommitFunc func(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action,
 	pendingValidations int) (step ledger.Transition, duplicate bool, err error)
 
+// QueueCommitFunc is a CommitFunc as a queued step's statements
+// (ledger.Committer.CommitQueued): it queues on q what writes the action
+// set (its delivery job may go to the group's tail) and returns the
+// finish that gives the validated → committed transition once q's batch
+// is read. A case it does not handle (a version committed first) is an
+// error from finish: the group is then written step by step, and the
+// CommitFunc handles it. In callscribe it is
+// outbox.Outbox.QueueCommitStep.
+type QueueCommitFunc func(q *ledger.Queue, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action,
+	pendingValidations int) func(ctx context.Context, tx pgx.Tx, batchErr error) (ledger.Transition, error)
+
 // Deps is what a pipeline works with besides its configuration.
 type Deps struct {
 	// Store reads the recordings. Required.
@@ -115,6 +127,11 @@ type Deps struct {
 	// Commit commits validated recordings. Default nil: recordings stop at
 	// validated.
 	Commit CommitFunc
+	// QueueCommit is Commit's queued form, used with group commit (the
+	// set's statements travel with the group's other steps' in a round
+	// trip or two). Default nil: Commit, step by step. It is used only
+	// with Commit.
+	QueueCommit QueueCommitFunc
 	// Extractor finds a transcript's actions before Commit. Default nil:
 	// extract.RuleExtractor.
 	Extractor crm.Extractor
@@ -156,7 +173,7 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline
 		return nil, err
 	}
 	p := &Pipeline{cfg: cfg, db: pool, ledger: l, audio: deps.Store, providers: map[string]stt.Provider{}, log: cfg.Logger,
-		commitActions: deps.Commit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait,
+		commitActions: deps.Commit, queueCommit: deps.QueueCommit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait,
 		window: deps.Window, planLimitOf: deps.PlanLimit, rollout: rolloutModes{log: cfg.Logger}, metrics: deps.Metrics}
 	if p.metrics == nil {
 		p.metrics = noMetrics{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,52 +52,75 @@ func (p *Pipeline) finish(ctx context.Context, s *stepCtx, fresh *freshTranscrip
 			return fmt.Errorf("committing %s: %w", rec.CallID, err)
 		}
 	}
+	steps, validations, doCommit := finishSteps(rec, fresh, check, commit && extractErr == nil)
+	validated := rec
+	validated.State = ledger.StateValidated
 	var committed, duplicate bool
 	// One transaction, shared with other recordings' steps (group
 	// commit); it may run twice (its group rolled back, then alone), so
-	// it sets what it reports by assignment.
-	err = p.ledger.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	// it sets what it reports by assignment. Step by step: the set's
+	// statements, then the recording's move (one statement: one event per
+	// step, one row update in all).
+	alone := func(ctx context.Context, tx pgx.Tx) error {
 		committed, duplicate = false, false
-		// The step's moves of the recording, applied in one statement at
-		// the end: one event each, one row update in all.
-		var steps []ledger.Transition
-		state := rec.State
-		if fresh != nil {
-			steps = append(steps, ledger.Transition{From: ledger.StateSubmitted, To: ledger.StateTranscribed,
-				Reason: "transcript received", ResponseClass: fresh.responseClass, ProviderID: nonEmpty(fresh.ProviderID), Detail: fresh.detail})
-			state = ledger.StateTranscribed
-		}
-		validations := 0
-		if state == ledger.StateTranscribed {
-			if check.err != nil {
-				steps = append(steps, ledger.Transition{From: state, To: ledger.StateFailed,
-					Reason: check.err.Error(), ResponseClass: check.class, Detail: check.detail})
-				return p.advance(ctx, tx, rec, steps, fresh)
+		moves := steps
+		if doCommit {
+			step, dup, err := p.commitActions(ctx, tx, client, validated, actions, validations)
+			if err != nil {
+				return err
 			}
-			steps = append(steps, ledger.Transition{From: state, To: ledger.StateValidated, Reason: "transcript valid", Detail: check.detail})
-			state, validations = ledger.StateValidated, 1
+			if duplicate = dup; !dup {
+				moves = append(slices.Clip(steps), step)
+			}
 		}
-		if !commit || extractErr != nil {
-			return p.advance(ctx, tx, rec, steps, fresh)
-		}
-		validated := rec
-		validated.State = state
-		step, dup, err := p.commitActions(ctx, tx, client, validated, actions, validations)
-		if err != nil {
+		if err := p.advance(ctx, tx, rec, moves, fresh); err != nil {
 			return err
 		}
-		if duplicate = dup; !dup {
-			steps = append(steps, step)
-		}
-		if err := p.advance(ctx, tx, rec, steps, fresh); err != nil {
-			return err
-		}
-		committed = true
-		if fresh != nil {
+		committed = doCommit
+		if doCommit && fresh != nil {
 			faultPoint("before_transcript_commit")
 		}
 		return nil
-	})
+	}
+	switch {
+	case !doCommit:
+		// Without a commit the step is the move alone: one statement,
+		// queued with the group's others.
+		err = p.ledger.Committer().CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
+			return p.queueAdvance(q, rec, steps, fresh, false)
+		}, alone)
+	case p.queueCommit == nil:
+		err = p.ledger.Commit(ctx, alone)
+	default:
+		// Queued: the set with its outbox row in the group's first round
+		// trip, the move that names it in the second, the delivery job in
+		// the group's one insert of them. A version committed first goes
+		// back to alone, which converges.
+		err = p.ledger.Committer().CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
+			committed, duplicate = false, false
+			set := p.queueCommit(q, client, validated, actions, validations)
+			return func(ctx context.Context, tx pgx.Tx, batchErr error) error {
+				step, err := set(ctx, tx, batchErr)
+				if err != nil {
+					return err
+				}
+				q.Then(func(q *ledger.Queue) ledger.FinishFunc {
+					move := p.queueAdvance(q, rec, append(slices.Clip(steps), step), fresh, true)
+					return func(ctx context.Context, tx pgx.Tx, batchErr error) error {
+						if err := move(ctx, tx, batchErr); err != nil {
+							return err
+						}
+						committed = true
+						if fresh != nil {
+							faultPoint("before_transcript_commit")
+						}
+						return nil
+					}
+				})
+				return nil
+			}
+		}, alone)
+	}
 	if err != nil {
 		return err
 	}
@@ -120,6 +144,53 @@ func (p *Pipeline) finish(ctx context.Context, s *stepCtx, fresh *freshTranscrip
 	}
 	faultPoint("between_commit_and_delivery")
 	return nil
+}
+
+// finishSteps are the moves of rec that a finish applies before its
+// commit (none, or submitted → transcribed and on to validated or
+// failed), how many validations they append (0 or 1), and whether the
+// step commits the actions (commit, and the transcript valid).
+func finishSteps(rec ledger.Recording, fresh *freshTranscript, check validation, commit bool) ([]ledger.Transition, int, bool) {
+	var steps []ledger.Transition
+	state := rec.State
+	if fresh != nil {
+		steps = append(steps, ledger.Transition{From: ledger.StateSubmitted, To: ledger.StateTranscribed,
+			Reason: "transcript received", ResponseClass: fresh.responseClass, ProviderID: nonEmpty(fresh.ProviderID), Detail: fresh.detail})
+		state = ledger.StateTranscribed
+	}
+	validations := 0
+	if state == ledger.StateTranscribed {
+		if check.err != nil {
+			steps = append(steps, ledger.Transition{From: state, To: ledger.StateFailed,
+				Reason: check.err.Error(), ResponseClass: check.class, Detail: check.detail})
+			return steps, 0, false
+		}
+		steps = append(steps, ledger.Transition{From: state, To: ledger.StateValidated, Reason: "transcript valid", Detail: check.detail})
+		validations = 1
+	}
+	return steps, validations, commit
+}
+
+// queueAdvance is advance as a queued step's statement: its finish
+// reports what the move did. A move that lost its compare-and-set wrote
+// nothing, unless wrote says the step wrote before it (its action set):
+// then the step's group is written again alone.
+func (p *Pipeline) queueAdvance(q *ledger.Queue, rec ledger.Recording, steps []ledger.Transition, fresh *freshTranscript, wrote bool) ledger.FinishFunc {
+	if len(steps) == 0 {
+		return func(context.Context, pgx.Tx, error) error { return nil }
+	}
+	a := ledger.Advance{RecordingID: rec.ID, Steps: steps}
+	if fresh != nil {
+		a.Transcript = &fresh.Transcript
+	}
+	move := p.ledger.QueueAdvance(q, a)
+	return func(ctx context.Context, tx pgx.Tx, batchErr error) error {
+		_, err := move(ctx, tx, batchErr)
+		if wrote {
+			return err
+		}
+		return ledger.KeptUsable(tx, err)
+	}
 }
 
 // advance applies steps (none: nothing to do) to rec in tx, storing

@@ -43,11 +43,39 @@ func (l *Ledger) AdvanceTx(ctx context.Context, tx pgx.Tx, a Advance) (Recording
 	if err != nil {
 		return Recording{}, err
 	}
-	first, last := a.Steps[0], a.Steps[len(a.Steps)-1]
 	rec, err := l.queries.RecordingAdvance(ctx, tx, p)
+	return l.advanceResult(ctx, tx, a, rec, err)
+}
+
+// QueueAdvance is AdvanceTx as a queued step's statement (Committer.
+// CommitQueued): it queues a's move on q and returns the function that,
+// once the batch's results are read, says what it did: the moved
+// recording, a *StateConflictError (the compare-and-set lost; reading
+// why costs one more statement), or why the move was refused before or
+// by the database.
+func (l *Ledger) QueueAdvance(q *Queue, a Advance) func(ctx context.Context, tx pgx.Tx, batchErr error) (Recording, error) {
+	p, err := l.advanceParams(a)
+	if err != nil {
+		return func(context.Context, pgx.Tx, error) (Recording, error) { return Recording{}, err }
+	}
+	var row dbsqlc.RecordingAdvanceRow
+	var qerr error
+	dbsqlc.QueueRecordingAdvance(q.Batch, p, func(r dbsqlc.RecordingAdvanceRow, err error) { row, qerr = r, err })
+	return func(ctx context.Context, tx pgx.Tx, batchErr error) (Recording, error) {
+		if qerr == nil && batchErr != nil {
+			qerr = batchErr // the statement's answer never came
+		}
+		return l.advanceResult(ctx, tx, a, row, qerr)
+	}
+}
+
+// advanceResult is what a's statement answered (rec, err) as AdvanceTx
+// returns it.
+func (l *Ledger) advanceResult(ctx context.Context, tx pgx.Tx, a Advance, rec dbsqlc.RecordingAdvanceRow, err error) (Recording, error) {
 	if err == nil {
 		return recordingFrom(dbsqlc.Recording(rec)), nil
 	}
+	first, last := a.Steps[0], a.Steps[len(a.Steps)-1]
 	if err = translate(err); !errors.Is(err, ErrNotFound) {
 		return Recording{}, fmt.Errorf("recording %s %s -> %s: %w", a.RecordingID, first.From, last.To, err)
 	}

@@ -85,15 +85,122 @@ func (c CommitConfig) Validate() error {
 type CommitFunc func(ctx context.Context, tx pgx.Tx) error
 
 // QueueFunc is a step whose statements need no answer from one another:
-// it queues them on b and returns the step's finish, run once b's
-// results have been read (batchErr is the batch's: a statement the
-// database refused, or the connection). The finish decides the step's
-// outcome as a CommitFunc does (nil, a WroteNothing error, or an error)
-// and may run more statements on tx. A group sends every queued step's
+// it queues them on q.Batch and returns the step's finish, run once the
+// batch's results have been read. A group sends every queued step's
 // statements in one round trip (a pgx.Batch on its transaction) after its
-// other steps. Like a CommitFunc it may run twice, and only the last run
-// counts.
-type QueueFunc func(b *pgx.Batch) (finish func(ctx context.Context, tx pgx.Tx, batchErr error) error)
+// other steps. A step whose later statements need the answers of its
+// earlier ones queues them from its finish with q.Then: they travel in
+// the group's next round trip, with the other steps' second statements.
+// Work the steps of a group share (the delivery jobs of every step,
+// inserted with one statement) goes to q.Tail, run once after the last
+// round. Like a CommitFunc a queued step may run twice, and only the last
+// run counts.
+type QueueFunc func(q *Queue) FinishFunc
+
+// FinishFunc reads a queued step's answers (batchErr is the batch's: a
+// statement the database refused, or the connection) and decides the
+// step's outcome as a CommitFunc does: nil, a WroteNothing error, or an
+// error. It may run more statements on tx. The outcome of a step that
+// queued a next round (Queue.Then) is that round's.
+type FinishFunc func(ctx context.Context, tx pgx.Tx, batchErr error) error
+
+// Queue is where a queued step puts its statements: Batch, sent with the
+// other queued steps' of the group in one round trip.
+type Queue struct {
+	Batch *pgx.Batch
+	run   *queueRun
+	then  QueueFunc
+}
+
+// Then queues next for the group's next round trip, after every finish
+// of this one: the statements of a step that need this round's answers
+// (the recording's move that names the action set just inserted). Called
+// from the step's finish, at most once per round.
+func (q *Queue) Then(next QueueFunc) { q.then = next }
+
+// A Tail is work many queued steps of one group share, run once in the
+// group's transaction after the steps' last round trip: every delivery
+// job the group's steps enqueue, inserted with one statement. An error
+// from Run rolls the group back, and each step is written again alone
+// (with a tail of its own).
+type Tail interface {
+	Run(ctx context.Context, tx pgx.Tx) error
+}
+
+// Tail returns the group's tail under key, made by mk the first time a
+// step of the group asks for it. Tails run in the order they were made.
+func (q *Queue) Tail(key any, mk func() Tail) Tail {
+	if t, ok := q.run.tails[key]; ok {
+		return t
+	}
+	t := mk()
+	if q.run.tails == nil {
+		q.run.tails = map[any]Tail{}
+	}
+	q.run.tails[key] = t
+	q.run.order = append(q.run.order, t)
+	return t
+}
+
+// queueRun is the queued steps of one transaction (a group, or one step
+// written alone): their tails.
+type queueRun struct {
+	tails map[any]Tail
+	order []Tail
+}
+
+// runQueued writes the queued steps qs in tx, round trip by round trip,
+// then their tails. outcome records step i's result and says whether the
+// transaction can still commit with it; runQueued stops at the first
+// step it cannot (errStep). A batch the database refused is errStep too
+// when grouped (each step alone says whose it was); alone, the step's
+// finish gets it.
+func runQueued(ctx context.Context, tx pgx.Tx, qs []QueueFunc, idx []int, alone bool, outcome func(i int, err error) bool) error {
+	run := &queueRun{}
+	type pending struct {
+		i  int
+		qf QueueFunc
+	}
+	todo := make([]pending, len(qs))
+	for k, qf := range qs {
+		todo[k] = pending{idx[k], qf}
+	}
+	for len(todo) > 0 {
+		b := &pgx.Batch{}
+		queues := make([]*Queue, len(todo))
+		finish := make([]FinishFunc, len(todo))
+		for k, p := range todo {
+			queues[k] = &Queue{Batch: b, run: run}
+			finish[k] = p.qf(queues[k])
+		}
+		var batchErr error
+		if b.Len() > 0 {
+			batchErr = tx.SendBatch(ctx, b).Close()
+		}
+		if batchErr != nil && !alone {
+			return errStep // a statement refused: each step alone says whose
+		}
+		var next []pending
+		for k, p := range todo {
+			if !outcome(p.i, finish[k](ctx, tx, batchErr)) {
+				return errStep
+			}
+			if then := queues[k].then; then != nil {
+				next = append(next, pending{p.i, then})
+			}
+		}
+		todo = next
+	}
+	for _, t := range run.order {
+		if err := t.Run(ctx, tx); err != nil {
+			if alone {
+				outcome(idx[0], err)
+			}
+			return errStep
+		}
+	}
+	return nil
+}
 
 // WroteNothing marks a step's error as one that left the group's
 // transaction as it found it: every statement of the step succeeded and
@@ -212,17 +319,37 @@ func (c *Committer) await(ctx context.Context, it *commitItem) error {
 }
 
 // CommitQueued is Commit for a step given as a QueueFunc: in a group, its
-// statements travel with the other queued steps' in one round trip.
-func (c *Committer) CommitQueued(ctx context.Context, queue QueueFunc) error {
-	alone := func(ctx context.Context, tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		finish := queue(b)
-		return finish(ctx, tx, tx.SendBatch(ctx, b).Close())
+// statements travel with the other queued steps' in one round trip per
+// round. alone, when set, is the same step as a CommitFunc, written when
+// the step commits on its own (group commit off, or its group rolled
+// back): a step whose queued form cannot handle every case (finish
+// returns an error for the rare one) handles it there. Without alone,
+// the queued form runs in a transaction of its own.
+func (c *Committer) CommitQueued(ctx context.Context, queue QueueFunc, alone CommitFunc) error {
+	if alone == nil {
+		alone = queuedAlone(queue)
 	}
 	if !c.Grouping() {
 		return c.Commit(ctx, alone)
 	}
 	return c.await(ctx, &commitItem{ctx: ctx, fn: alone, queue: queue, done: make(chan error, 1)})
+}
+
+// queuedAlone is queue as a CommitFunc: its rounds and tails in the
+// caller's transaction.
+func queuedAlone(queue QueueFunc) CommitFunc {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		var res error
+		err := runQueued(ctx, tx, []QueueFunc{queue}, []int{0}, true, func(_ int, err error) bool {
+			res = err
+			var wn wroteNothing
+			return err == nil || errors.As(err, &wn)
+		})
+		if err != nil && res == nil {
+			return err
+		}
+		return res
+	}
 }
 
 // Stats reports what c did since it was made (zero when it does not
@@ -342,34 +469,23 @@ func (c *Committer) write(group []*commitItem) {
 			return err == nil
 		}
 		// The steps that need answers between their statements, one
-		// after the other; then every queued step's statements in one
-		// batch, in the group's order.
-		b := &pgx.Batch{}
-		finish := make([]func(context.Context, pgx.Tx, error) error, len(group))
+		// after the other; then every queued step's statements, round
+		// trip by round trip, in the group's order.
+		var qs []QueueFunc
+		var idx []int
 		for i, it := range group {
 			if it.ctx.Err() != nil {
 				return errStep // its caller is gone: write the others without it
 			}
 			if it.queue != nil {
-				finish[i] = it.queue(b)
+				qs, idx = append(qs, it.queue), append(idx, i)
 				continue
 			}
 			if !outcome(i, it.fn(ctx, tx)) {
 				return errStep
 			}
 		}
-		if b.Len() == 0 {
-			return nil
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return errStep // a statement refused: each step alone says whose
-		}
-		for i, f := range finish {
-			if f != nil && !outcome(i, f(ctx, tx, nil)) {
-				return errStep
-			}
-		}
-		return nil
+		return runQueued(ctx, tx, qs, idx, false, outcome)
 	}()
 	if err != nil {
 		_ = tx.Rollback(ctx)

@@ -225,10 +225,11 @@ func TestGroupCommitCallerGoneWhileWritten(t *testing.T) {
 	slow := make(chan error, 1)
 	go func() {
 		time.Sleep(10 * time.Millisecond) // after the move, in its group
-		slow <- l.Committer().CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+		slow <- l.Committer().CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
+			b := q.Batch
 			b.Queue(`SELECT pg_sleep(3)`).Exec(func(pgconn.CommandTag) error { return nil })
 			return func(_ context.Context, _ pgx.Tx, batchErr error) error { return batchErr }
-		})
+		}, nil)
 	}()
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -263,15 +264,25 @@ func TestGroupCommitProperty(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"ok", "fail", "nothing", "qok", "qnothing", "qrefused"}), 1, 30).Draw(rt, "steps")
+		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"ok", "fail", "nothing", "qok", "qnothing", "qrefused", "q2", "q2fail", "q2alone", "qtailfail"}), 1, 30).Draw(rt, "steps")
 		boom := errors.New("boom")
 		errs := make([]error, len(kinds))
 		var wg sync.WaitGroup
 		for i, kind := range kinds {
 			k := fmt.Sprintf("%d-%d", round, i)
 			wg.Go(func() {
+				switch kind {
+				case "q2alone":
+					errs[i] = l.Committer().CommitQueued(ctx, roundsProbe(kind, k, boom), insertProbe(k+"/alone"))
+					return
+				case "q2", "q2fail", "qtailfail":
+					// Alone (its group rolled back), the same rounds and a
+					// tail of its own.
+					errs[i] = l.Committer().CommitQueued(ctx, roundsProbe(kind, k, boom), nil)
+					return
+				}
 				if kind[0] == 'q' {
-					errs[i] = l.Committer().CommitQueued(ctx, queuedProbe(kind, k))
+					errs[i] = l.Committer().CommitQueued(ctx, queuedProbe(kind, k), nil)
 					return
 				}
 				errs[i] = l.Commit(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -292,18 +303,24 @@ func TestGroupCommitProperty(t *testing.T) {
 		keys := probeKeys(t, b)
 		for i, kind := range kinds {
 			k := fmt.Sprintf("%d-%d", round, i)
-			want := map[string]error{"ok": nil, "fail": boom, "nothing": ledger.ErrStateConflict, "qok": nil, "qnothing": pgx.ErrNoRows}[kind]
+			want := map[string]error{"ok": nil, "fail": boom, "nothing": ledger.ErrStateConflict, "qok": nil, "qnothing": pgx.ErrNoRows,
+				"q2": nil, "q2fail": boom, "q2alone": nil}[kind]
 			var pgErr *pgconn.PgError
 			switch {
-			case kind == "qrefused":
+			case kind == "qrefused" || kind == "qtailfail":
 				if !errors.As(errs[i], &pgErr) || pgErr.Code != "23505" {
 					rt.Fatalf("step %d (%s): err %v, want the unique violation", i, kind, errs[i])
 				}
 			case !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil):
 				rt.Fatalf("step %d (%s): err %v", i, kind, errs[i])
 			}
-			if keys[k] != (kind == "ok" || kind == "qok") {
+			if keys[k] != (kind == "ok" || kind == "qok" || kind == "q2") {
 				rt.Fatalf("step %d (%s): written %v", i, kind, keys[k])
+			}
+			// A step of rounds is written whole or not at all: its second
+			// round and its share of the tail with its first.
+			if keys[k+"/2"] != (kind == "q2") || keys["tail:"+k] != (kind == "q2") || keys[k+"/alone"] != (kind == "q2alone") {
+				rt.Fatalf("step %d (%s): second round %v, tail %v, alone %v", i, kind, keys[k+"/2"], keys["tail:"+k], keys[k+"/alone"])
 			}
 		}
 	})
@@ -314,7 +331,8 @@ func TestGroupCommitProperty(t *testing.T) {
 // nothing written), "qrefused" inserts k and then a key the database
 // refuses as a duplicate (the statement's error, nothing written).
 func queuedProbe(kind, k string) ledger.QueueFunc {
-	return func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+	return func(q *ledger.Queue) ledger.FinishFunc {
+		b := q.Batch
 		var qerr error
 		scan := func(row pgx.Row) error {
 			var got string
@@ -338,6 +356,52 @@ func queuedProbe(kind, k string) ledger.QueueFunc {
 			return ledger.KeptUsable(tx, qerr)
 		}
 	}
+}
+
+// roundsProbe is a step of two round trips and a share of the group's
+// tail: its first round inserts k; its finish ("q2alone") says the case
+// is its CommitFunc's (the step is written alone, by that), or queues a
+// second round that inserts k/2 and fails ("q2fail") or succeeds; the
+// group's tail inserts tail:k of every step in one statement, which the
+// database refuses when a step ("qtailfail") gave it a duplicate key.
+func roundsProbe(kind, k string, boom error) ledger.QueueFunc {
+	return func(q *ledger.Queue) ledger.FinishFunc {
+		var qerr error
+		q.Batch.Queue(`INSERT INTO commit_probe (k) VALUES ($1)`, k).Exec(func(_ pgconn.CommandTag) error { return nil })
+		tail := q.Tail(probeTailKey{}, func() ledger.Tail { return &probeTail{} }).(*probeTail)
+		return func(_ context.Context, _ pgx.Tx, batchErr error) error {
+			if batchErr != nil {
+				return batchErr
+			}
+			if kind == "q2alone" {
+				return errors.New("for the step's CommitFunc")
+			}
+			q.Then(func(q *ledger.Queue) ledger.FinishFunc {
+				q.Batch.Queue(`INSERT INTO commit_probe (k) VALUES ($1)`, k+"/2").Exec(func(_ pgconn.CommandTag) error { return nil })
+				return func(_ context.Context, _ pgx.Tx, batchErr error) error {
+					tail.keys = append(tail.keys, "tail:"+k)
+					if kind == "qtailfail" {
+						tail.keys = append(tail.keys, "dup-tail", "dup-tail")
+					}
+					if qerr = batchErr; qerr == nil && kind == "q2fail" {
+						qerr = boom
+					}
+					return qerr
+				}
+			})
+			return nil
+		}
+	}
+}
+
+type probeTailKey struct{}
+
+// probeTail inserts the keys its steps gave it in one statement.
+type probeTail struct{ keys []string }
+
+func (t *probeTail) Run(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `INSERT INTO commit_probe (k) SELECT unnest($1::text[])`, t.keys)
+	return err
 }
 
 func TestCommitConfigValidate(t *testing.T) {

@@ -64,7 +64,8 @@ func (l *Ledger) Transition(ctx context.Context, t Transition) (Recording, error
 		return Recording{}, err
 	}
 	var rec Recording
-	err = l.commit.CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+	err = l.commit.CommitQueued(ctx, func(q *Queue) FinishFunc {
+		b := q.Batch
 		var row dbsqlc.RecordingTransitionRow
 		var qerr error
 		dbsqlc.QueueRecordingTransition(b, p, func(r dbsqlc.RecordingTransitionRow, err error) { row, qerr = r, err })
@@ -76,7 +77,7 @@ func (l *Ledger) Transition(ctx context.Context, t Transition) (Recording, error
 			rec, err = l.transitionResult(ctx, tx, t, row, qerr)
 			return KeptUsable(tx, err)
 		}
-	})
+	}, nil)
 	if err != nil {
 		return Recording{}, err // rec is the step's until it returned nil (see Commit)
 	}

@@ -231,7 +231,8 @@ func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, re
 		// with the group's other queued ones. A settlement with the CRM's
 		// gauges commits alone: it locks the shared counter rows, which a
 		// group would hold across its other steps.
-		err = o.commit.CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+		err = o.commit.CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
+			b := q.Batch
 			var qerr error
 			dbsqlc.QueueOutboxSettle(b, p, func(_ int64, err error) { qerr = err })
 			return func(_ context.Context, tx pgx.Tx, batchErr error) error {
@@ -240,7 +241,7 @@ func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, re
 				}
 				return ledger.KeptUsable(tx, qerr)
 			}
-		})
+		}, nil)
 	} else {
 		_, err = o.queries.OutboxSettle(ctx, o.pool, p)
 	}

@@ -451,6 +451,85 @@ func (o *Outbox) CommitStep(ctx context.Context, tx pgx.Tx, client *river.Client
 	return res.Step, res.Duplicate, err
 }
 
+// ErrCommitFirst is what a queued commit's finish returns when the set's
+// version was committed first (by another worker, or by another of the
+// call's recordings): the step's group is written again, step by step,
+// and the pipeline's commit then converges through CommitStep.
+var ErrCommitFirst = errors.New("the action set's version was committed first; converging step by step")
+
+// QueueCommitStep is CommitStep as a queued step's statements
+// (ledger.Committer.CommitQueued): the set is numbered, stored and given
+// its outbox row in one statement queued on q; its delivery job goes to
+// the group's tail, inserted with every other delivery job of the group
+// in one InsertManyTx. The returned finish gives the validated ->
+// committed transition to apply (with the step's other moves, queued in
+// the group's next round); ErrCommitFirst when the version was committed
+// first (nothing of the step is kept: the caller's CommitFunc handles
+// that case).
+func (o *Outbox) QueueCommitStep(q *ledger.Queue, client *river.Client[pgx.Tx], rec ledger.Recording, actions []crm.Action,
+	pendingValidations int) func(ctx context.Context, tx pgx.Tx, batchErr error) (ledger.Transition, error) {
+	now := pgtime.Write(o.cfg.Clock.Now())
+	body, err := json.Marshal(actions)
+	if err != nil {
+		return func(context.Context, pgx.Tx, error) (ledger.Transition, error) {
+			return ledger.Transition{}, fmt.Errorf("storing action set: %w", err)
+		}
+	}
+	p := dbsqlc.ActionSetCommitParams{RecordingID: rec.ID, TenantID: rec.TenantID, CallID: rec.CallID,
+		PendingValidations: int32(pendingValidations), RecordingSha256: rec.AudioSHA256, Actions: body, CommittedAt: now,
+		ReceivedAt: receivedAt(rec)}
+	dest, withDest := o.cfg.Destinations[rec.TenantID]
+	if withDest {
+		p.Target, p.Scope, p.Deadline = &dest.Name, &dest.Scope, now.Add(dest.DeliveryDeadline)
+	}
+	var row dbsqlc.ActionSetCommitRow
+	var qerr error
+	dbsqlc.QueueActionSetCommit(q.Batch, p, func(r dbsqlc.ActionSetCommitRow, err error) { row, qerr = r, err })
+	jobs := q.Tail(deliverTailKey{client}, func() ledger.Tail { return &deliverTail{client: client} }).(*deliverTail)
+	return func(_ context.Context, _ pgx.Tx, batchErr error) (ledger.Transition, error) {
+		if qerr == nil && batchErr != nil {
+			qerr = batchErr // the statement's answer never came
+		}
+		if qerr = translate(qerr); errors.Is(qerr, ErrNotFound) {
+			return ledger.Transition{}, ErrCommitFirst
+		}
+		if qerr != nil {
+			return ledger.Transition{}, fmt.Errorf("storing action set: %w", qerr)
+		}
+		if withDest != (row.OutboxID != nil) {
+			return ledger.Transition{}, fmt.Errorf("storing action set %d: outbox row %v for destination %v", row.ID, row.OutboxID, withDest)
+		}
+		if row.OutboxID != nil {
+			jobs.params = append(jobs.params, river.InsertManyParams{Args: DeliverArgs{OutboxID: *row.OutboxID, Scope: dest.Scope}})
+		}
+		version := int(row.ActionVersion)
+		return ledger.Transition{RecordingID: rec.ID, From: ledger.StateValidated, To: ledger.StateCommitted,
+			Reason: fmt.Sprintf("action set v%d committed (%d actions)", version, len(actions)),
+			Detail: map[string]any{"action_version": version, "action_set_id": row.ID}}, nil
+	}
+}
+
+// deliverTailKey keys a group's deliverTail by the client that inserts
+// its jobs.
+type deliverTailKey struct{ client *river.Client[pgx.Tx] }
+
+// deliverTail is the delivery jobs of a group's queued commits, inserted
+// with one statement after the group's last round.
+type deliverTail struct {
+	client *river.Client[pgx.Tx]
+	params []river.InsertManyParams
+}
+
+func (t *deliverTail) Run(ctx context.Context, tx pgx.Tx) error {
+	if len(t.params) == 0 {
+		return nil
+	}
+	if _, err := t.client.InsertManyTx(ctx, tx, t.params); err != nil {
+		return fmt.Errorf("enqueueing %d deliveries: %w", len(t.params), err)
+	}
+	return nil
+}
+
 // nextVersion numbers a recording's next action set: one version per
 // validation of the recording, after the versions the call's other
 // recordings (other audio digests) committed.

@@ -93,7 +93,8 @@ func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) 
 	// Durable before the CRM is called: Commit returns once the try's
 	// group has committed.
 	var tries int32
-	err := st.o.commit.CommitQueued(ctx, func(b *pgx.Batch) func(context.Context, pgx.Tx, error) error {
+	err := st.o.commit.CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
+		b := q.Batch
 		var qerr error
 		dbsqlc.QueueOutboxTry(b, dbsqlc.OutboxTryParams{ID: st.s.ID, At: pgtime.Write(now)}, func(n int32, err error) { tries, qerr = n, err })
 		return func(_ context.Context, tx pgx.Tx, batchErr error) error {
@@ -102,7 +103,7 @@ func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) 
 			}
 			return ledger.KeptUsable(tx, qerr)
 		}
-	})
+	}, nil)
 	if err != nil {
 		return 0, translate(err)
 	}

@@ -50,3 +50,20 @@ func refused(err error) error {
 	}
 	return err
 }
+
+// QueueRecordingAdvance queues RecordingAdvance on b; fn receives its row
+// (pgx.ErrNoRows: the compare-and-set matched no row) when b's results
+// are read. A statement the database refused makes the batch's Close
+// return its error.
+func QueueRecordingAdvance(b *pgx.Batch, arg RecordingAdvanceParams, fn func(RecordingAdvanceRow, error)) {
+	b.Queue(recordingAdvance, arg.AttemptBacks, arg.SeqBacks, arg.ToState, arg.AttemptInc, arg.At, arg.PriorStates, arg.ProviderID,
+		arg.ID, arg.FromState, arg.NewStates, arg.Reasons, arg.ResponseClasses, arg.Details, arg.TrProvider, arg.TrVendorID,
+		arg.TrText, arg.TrLanguage, arg.TrConfidence, arg.TrDurationSeconds, arg.TrSegments, arg.WithTranscript).QueryRow(func(row pgx.Row) error {
+		var i RecordingAdvanceRow
+		err := row.Scan(&i.ID, &i.TenantID, &i.CallID, &i.AudioSha256, &i.BusinessKey, &i.State, &i.Attempt, &i.Lane, &i.AudioUri,
+			&i.AudioBytes, &i.Deadline, &i.CreatedAt, &i.UpdatedAt, &i.LastEventSeq, &i.Provider, &i.ProviderID, &i.Model,
+			&i.Language, &i.NotBefore, &i.StartedAt, &i.AudioDurationMs)
+		fn(i, err)
+		return refused(err)
+	})
+}

@@ -2,7 +2,9 @@ package dbsqlc
 
 import (
 	"errors"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -53,4 +55,68 @@ func refused(err error) error {
 		return nil
 	}
 	return err
+}
+
+// actionSetCommit numbers, stores and queues a recording's next action
+// set in one statement: its version is the versions the call's other
+// recordings committed (ActionSetCountOtherRecordings) plus the
+// recording's validations (the ledger's RecordingEventCountValidations,
+// whose rule it repeats: sqlc generates only statements on the outbox's
+// own tables, hence this one is written here) plus the pending ones;
+// with a destination ($8 not NULL) its outbox row goes in with it, keyed
+// as crm.ActionSet.IdempotencyKey keys it (tenant:call:version). No row:
+// another worker committed that version first (ON CONFLICT DO NOTHING).
+const actionSetCommit = `WITH v AS (
+    SELECT (SELECT count(*) FROM action_sets
+            WHERE tenant_id = $2 AND call_id = $3 AND recording_id <> $1)
+         + (SELECT count(*) FROM recording_events
+            WHERE recording_id = $1 AND new_state = 'validated' AND prior_state <> 'validated')
+         + $4::integer AS version
+), s AS (
+    INSERT INTO action_sets (recording_id, tenant_id, call_id, action_version, recording_sha256, actions, committed_at)
+    SELECT $1, $2, $3, v.version, $5, $6, $7 FROM v
+    ON CONFLICT ON CONSTRAINT action_sets_version DO NOTHING
+    RETURNING id, action_version
+), o AS (
+    INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at, deadline, received_at)
+    SELECT s.id, $8::text, $9::text, $2::text || ':' || $3::text || ':' || s.action_version, $7, $7, $10, $11::timestamptz
+    FROM s WHERE $8::text IS NOT NULL
+    RETURNING id
+)
+SELECT s.id, s.action_version, (SELECT o.id FROM o) FROM s`
+
+// ActionSetCommitParams are actionSetCommit's arguments: Target nil
+// stores the set without an outbox row.
+type ActionSetCommitParams struct {
+	RecordingID        uuid.UUID
+	TenantID, CallID   string
+	PendingValidations int32
+	RecordingSha256    string
+	Actions            []byte
+	CommittedAt        time.Time
+	Target, Scope      *string
+	Deadline           time.Time
+	ReceivedAt         *time.Time
+}
+
+// ActionSetCommitRow is what actionSetCommit stored: the set's id and
+// version, and its outbox row's id (nil: no destination).
+type ActionSetCommitRow struct {
+	ID            int64
+	ActionVersion int32
+	OutboxID      *int64
+}
+
+// QueueActionSetCommit queues actionSetCommit on b; fn receives its row
+// (pgx.ErrNoRows: the version was committed first) when b's results are
+// read. A statement the database refused makes the batch's Close return
+// its error.
+func QueueActionSetCommit(b *pgx.Batch, arg ActionSetCommitParams, fn func(ActionSetCommitRow, error)) {
+	b.Queue(actionSetCommit, arg.RecordingID, arg.TenantID, arg.CallID, arg.PendingValidations, arg.RecordingSha256, arg.Actions,
+		arg.CommittedAt, arg.Target, arg.Scope, arg.Deadline, arg.ReceivedAt).QueryRow(func(row pgx.Row) error {
+		var i ActionSetCommitRow
+		err := row.Scan(&i.ID, &i.ActionVersion, &i.OutboxID)
+		fn(i, err)
+		return refused(err)
+	})
 }
