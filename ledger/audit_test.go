@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +160,81 @@ func TestRetentionPurgeRemovesOnlyOldTerminalHistories(t *testing.T) {
 	})
 	if sqlState(err) != "CS002" {
 		t.Fatalf("hand-flagged delete of an open history: %v, want CS002", err)
+	}
+}
+
+// A new recording's guards check its whole statement (migration 00019): a
+// row without its history, a row born in a later state, or one bad event
+// among many refuses the statement, and nothing it wrote is kept.
+func TestDatabaseRefusesNewRecordingsWithoutTheirHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	insert := `INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, lane, created_at, updated_at, last_event_seq)
+		VALUES ($1, 't', $2, $3, $4, 'batch', now(), now(), $5)`
+	withEvents := func(events string) string {
+		return `WITH r AS (` + insert + ` RETURNING id) INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at) ` + events
+	}
+	cases := []struct {
+		name, sql, want string
+		state           string
+		seq             int
+	}{
+		{"a row alone", insert, "without a matching event", "received", 1},
+		{"born eligible with only its received event",
+			withEvents(`SELECT id, 1, NULL, 'received', 0, now() FROM r`), "without a matching event", "eligible", 2},
+		{"born eligible, its second event entering another state",
+			withEvents(`SELECT id, 1, NULL, 'received', 0, now() FROM r UNION ALL SELECT id, 2, 'received', 'expired', 0, now() FROM r`),
+			"without a matching event", "eligible", 2},
+		{"born received, its first event entering eligible",
+			withEvents(`SELECT id, 1, NULL, 'eligible', 0, now() FROM r`), "without a matching event", "received", 1},
+		{"born submitted", insert, "must start in state received", "submitted", 1},
+		{"born at attempt 1", `INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, lane, created_at, updated_at, last_event_seq, attempt)
+			VALUES ($1, 't', $2, $3, $4, 'batch', now(), now(), $5, 1)`, "must start in state received", "received", 1},
+	}
+	for i, c := range cases {
+		id := fmt.Sprintf("0190c0de-0000-7000-8000-%012d", i)
+		call := fmt.Sprintf("case-%d", i)
+		_, err := b.pool.Exec(ctx, c.sql, id, call, digest(call), c.state, c.seq)
+		if sqlState(err) != "CS001" || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want CS001 %q", c.name, err, c.want)
+		}
+	}
+	var n int
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM recordings WHERE tenant_id = 't'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d recordings kept after the refused statements (%v), want 0", n, err)
+	}
+
+	// Fifty recordings born eligible with their histories in one statement
+	// are taken.
+	if _, err := b.pool.Exec(ctx, `WITH r AS (
+			INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, lane, created_at, updated_at, last_event_seq)
+			SELECT gen_random_uuid(), 't', 'many-' || g, encode(sha256(g::text::bytea), 'hex'), 'eligible', 'batch', now(), now(), 2
+			FROM generate_series(1, 50) g RETURNING id)
+		INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
+		SELECT id, 1, NULL, 'received', 0, now() FROM r UNION ALL
+		SELECT id, 2, 'received', 'eligible', 0, now() FROM r`); err != nil {
+		t.Fatalf("50 recordings born eligible with their histories: %v", err)
+	}
+	// Their next events in one statement, one of them illegal, one a note
+	// of no state, one a first event: each refuses the statement whole.
+	for _, bad := range []struct{ event, want string }{
+		{`'eligible', 'committed'`, "illegal transition eligible -> committed"},
+		{`'eligible', 'bogus'`, "illegal transition eligible -> bogus"},
+		{`'bogus', 'bogus'`, "names no state: bogus"},
+		{`NULL, 'received'`, "must enter received"},
+	} {
+		_, err := b.pool.Exec(ctx, `INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
+			SELECT r.id, 3, x.prior_state, x.new_state, 0, now()
+			FROM recordings r CROSS JOIN LATERAL (
+				SELECT * FROM (VALUES (`+bad.event+`)) AS v (prior_state, new_state) WHERE r.call_id = 'many-37'
+				UNION ALL SELECT 'eligible', 'submitted' WHERE r.call_id <> 'many-37') x
+			WHERE r.tenant_id = 't'`)
+		if sqlState(err) != "CS001" || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("50 events, one of them %s: %v, want CS001 %q", bad.event, err, bad.want)
+		}
+	}
+	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM recording_events e JOIN recordings r ON r.id = e.recording_id WHERE r.tenant_id = 't'").Scan(&n); err != nil || n != 100 {
+		t.Fatalf("%d events of the 50 recordings (%v), want their 100 alone", n, err)
 	}
 }
