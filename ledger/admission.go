@@ -97,21 +97,21 @@ func (l *Ledger) ScopeAdmit(ctx context.Context, scope string, jobID int64, prob
 }
 
 // readForAdmission reads scope's deferral as an admission does, with the
-// database's clock. One statement when the scope has its row (every scope
-// after its first admission): FOR SHARE waits for an extension being
-// written. A scope without one may have its first extension being
-// inserted, which FOR SHARE cannot wait for: ensure the row (that insert
-// waits for it) and read again.
+// database's clock: the scope's key shared, then the row, in one round
+// trip and one implicit transaction (readScope), so that the read waits
+// for an extension being written. A scope without a row may have its first
+// extension being inserted, whose statement takes the key only at its end:
+// ensure the row (that insert waits for it) and read again.
 func (l *Ledger) readForAdmission(ctx context.Context, scope string) (ScopeRead, error) {
 	read := ScopeRead{Scope: scope, Deferral: Deferral{Scope: scope}, ReadAt: l.config.Clock.Now()}
 	before := l.localNow()
-	row, err := l.queries.ScopeDeferralGetForAdmission(ctx, l.pool, scope)
+	row, err := l.readScope(ctx, scope)
 	if err = translate(err); errors.Is(err, ErrNotFound) {
 		if err := l.queries.ScopeDeferralEnsure(ctx, l.pool, dbsqlc.ScopeDeferralEnsureParams{Scope: scope, At: l.now()}); err != nil {
 			return ScopeRead{}, fmt.Errorf("reading scope deferral %s: %w", scope, translate(err))
 		}
 		before = l.localNow()
-		row, err = l.queries.ScopeDeferralGetForAdmission(ctx, l.pool, scope)
+		row, err = l.readScope(ctx, scope)
 		err = translate(err)
 	}
 	switch {
@@ -122,6 +122,20 @@ func (l *Ledger) readForAdmission(ctx context.Context, scope string) (ScopeRead,
 		return ScopeRead{}, fmt.Errorf("reading scope deferral %s: %w", scope, err)
 	}
 	return read, nil
+}
+
+// readScope sends ScopeDeferralReadLock and ScopeDeferralGetForAdmission
+// in one batch: one round trip, one implicit transaction, no row lock.
+func (l *Ledger) readScope(ctx context.Context, scope string) (dbsqlc.ScopeDeferralGetForAdmissionRow, error) {
+	var row dbsqlc.ScopeDeferralGetForAdmissionRow
+	var rerr error
+	b := &pgx.Batch{}
+	dbsqlc.QueueScopeDeferralReadLock(b, scope)
+	dbsqlc.QueueScopeDeferralGetForAdmission(b, scope, func(r dbsqlc.ScopeDeferralGetForAdmissionRow, err error) { row, rerr = r, err })
+	if err := l.pool.SendBatch(ctx, b).Close(); err != nil {
+		return row, err
+	}
+	return row, rerr
 }
 
 // localNow is the local clock under the database's (zero for a ledger
@@ -231,14 +245,22 @@ type ScopeRead struct {
 	ReadAt time.Time
 }
 
-// RecordingWithScope reads recording id and, in the same statement (one
-// round trip, one transaction), scope's deferral the way an admission
-// check reads it (FOR SHARE: it waits for an extension being written).
+// RecordingWithScope reads recording id and, in the same round trip and
+// transaction, scope's deferral the way an admission check reads it (the
+// scope's key shared first: it waits for an extension being written).
 // A job's step reads both at once so that admitting it costs no second
-// statement. It returns ErrNotFound when the recording does not exist.
+// round trip. It returns ErrNotFound when the recording does not exist.
 func (l *Ledger) RecordingWithScope(ctx context.Context, id uuid.UUID, scope string) (Recording, ScopeRead, error) {
 	readAt, before := l.config.Clock.Now(), l.localNow()
-	row, err := l.queries.RecordingGetWithScope(ctx, l.pool, dbsqlc.RecordingGetWithScopeParams{ID: id, Scope: scope})
+	var row dbsqlc.RecordingGetWithScopeRow
+	var err error
+	b := &pgx.Batch{}
+	dbsqlc.QueueScopeDeferralReadLock(b, scope)
+	dbsqlc.QueueRecordingGetWithScope(b, dbsqlc.RecordingGetWithScopeParams{ID: id, Scope: scope},
+		func(r dbsqlc.RecordingGetWithScopeRow, rerr error) { row, err = r, rerr })
+	if berr := l.pool.SendBatch(ctx, b).Close(); berr != nil {
+		err = berr
+	}
 	if err != nil {
 		return Recording{}, ScopeRead{}, fmt.Errorf("reading recording %s: %w", id, translate(err))
 	}
@@ -253,8 +275,8 @@ func (l *Ledger) RecordingWithScope(ctx context.Context, id uuid.UUID, scope str
 }
 
 // QueueScopeRead queues on b the read of scope's deferral that an
-// admission check makes (FOR SHARE: it waits for an extension being
-// written), for ScopeAdmitWaitFrom. A caller sends it with its own
+// admission check makes (the scope's key shared, then the row: it waits
+// for an extension being written), for ScopeAdmitWaitFrom. A caller sends it with its own
 // statements in one round trip; outside a transaction, pgx sends a batch
 // as one implicit transaction, so the read costs no commit of its own. The
 // ScopeRead returned is filled in when b's results have been read; a read
@@ -262,6 +284,7 @@ func (l *Ledger) RecordingWithScope(ctx context.Context, id uuid.UUID, scope str
 // reads again.
 func (l *Ledger) QueueScopeRead(b *pgx.Batch, scope string) *ScopeRead {
 	read := &ScopeRead{Scope: scope, ReadAt: l.config.Clock.Now()}
+	dbsqlc.QueueScopeDeferralReadLock(b, scope)
 	dbsqlc.QueueScopeDeferralGetForAdmission(b, scope, func(row dbsqlc.ScopeDeferralGetForAdmissionRow, err error) {
 		if err == nil {
 			read.Found, read.Deferral, read.DBNow = true, deferralFrom(row.ScopeDeferral), row.DbNow.UTC()

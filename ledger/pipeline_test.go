@@ -191,8 +191,9 @@ func TestScopeAdmitSeesAConcurrentFirstDeferral(t *testing.T) {
 
 // A step's combined read (RecordingWithScope) and the admission decided
 // from it see a deferral being written when the read began, whether the
-// scope already had its row (the read itself waits) or not (the read finds
-// no row and the admission reads again, waiting for the insert).
+// scope already had its row or not: the statement that wrote it holds the
+// scope's key until its transaction commits, and the read waits for the
+// key, then finds the row.
 func TestAdmitFromCombinedReadSeesAConcurrentDeferral(t *testing.T) {
 	t.Parallel()
 	for _, existing := range []bool{true, false} {
@@ -246,8 +247,8 @@ func TestAdmitFromCombinedReadSeesAConcurrentDeferral(t *testing.T) {
 			if r.rec.ID != rec.ID || r.rec.State != rec.State {
 				t.Fatalf("recording read as %s in %s, want %s in %s", r.rec.ID, r.rec.State, rec.ID, rec.State)
 			}
-			if r.read.Found != existing {
-				t.Fatalf("scope row found = %v, want %v", r.read.Found, existing)
+			if !r.read.Found {
+				t.Fatalf("scope row not found after the deferral committed")
 			}
 			if r.a.Verdict != ledger.VerdictDeferred || !r.a.Until.Equal(until) || r.a.Wait <= 0 {
 				t.Fatalf("admission %+v, want deferred until %s with a wait", r.a, until)
@@ -321,5 +322,64 @@ func TestQueuedScopeReadSeesAConcurrentDeferralInTheBatchTransaction(t *testing.
 	a, err := b.ledger.ScopeAdmitWaitFrom(ctx, *r.read, 2, ledger.AdmitPolicy{ProbeTimeout: time.Minute, ProbeWait: time.Second})
 	if err != nil || a.Verdict != ledger.VerdictDeferred || !a.Until.Equal(until) {
 		t.Fatalf("admission %+v, %v; want deferred until %s", a, err, until)
+	}
+}
+
+// Every write of a scope's row makes an admission's read wait for its
+// commit, whatever statement writes it (migration 00020's trigger, not the
+// ledger's queries, takes the scope's key): here a raw UPDATE pausing the
+// scope. And the read locks no row: a transaction holding the row FOR
+// UPDATE without writing it does not hold the read back.
+func TestAdmissionReadWaitsForEveryWriteOfTheScope(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rec := b.ingest(t)
+	const scope = "raw-write"
+	if a, err := b.ledger.ScopeAdmit(ctx, scope, 1, time.Minute, time.Second); err != nil || a.Verdict != ledger.VerdictAdmit {
+		t.Fatalf("first admission: %+v, %v", a, err)
+	}
+
+	locker, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, "SELECT 1 FROM scope_deferrals WHERE scope = $1 FOR UPDATE", scope); err != nil {
+		t.Fatal(err)
+	}
+	readCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, read, err := b.ledger.RecordingWithScope(readCtx, rec.ID, scope)
+	cancel()
+	if err != nil || !read.Found || read.Deferral.Paused {
+		t.Fatalf("read beside a row held FOR UPDATE: %+v, %v; want the row, unpaused, without waiting", read, err)
+	}
+	_ = locker.Rollback(ctx)
+
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "UPDATE scope_deferrals SET paused = true, paused_reason = 'raw', paused_at = now() WHERE scope = $1", scope); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan ledger.ScopeRead, 1)
+	go func() {
+		_, read, err := b.ledger.RecordingWithScope(ctx, rec.ID, scope)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- read
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("the read answered (paused=%v) before the raw write committed", r.Deferral.Paused)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; !r.Found || !r.Deferral.Paused {
+		t.Fatalf("read after the raw write committed: %+v, want the scope paused", r)
 	}
 }

@@ -111,8 +111,9 @@ func (c *commitCounter) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, data pgx
 }
 
 // readWithScope labels a try's first round trip: the row with its action
-// set, and the scope's deferral, in one implicit transaction.
-const readWithScope = "OutboxDeliveryGet+ScopeDeferralGetForAdmission"
+// set, and the scope's deferral after its key (shared), in one implicit
+// transaction.
+const readWithScope = "OutboxDeliveryGet+ScopeDeferralReadLock+ScopeDeferralGetForAdmission"
 
 // take returns the commits counted since the last take and starts again.
 func (c *commitCounter) take() map[string]int {

@@ -10,6 +10,31 @@ import (
 // pgx.Batch, so that another package's statement and one of the ledger's
 // travel in one round trip and run in one implicit transaction.
 
+// QueueScopeDeferralReadLock queues ScopeDeferralReadLock on b, to go
+// before a read of the scope's deferral in the same batch (one implicit
+// transaction, or the caller's): the read then waits for an extension being
+// written. Its error, if any, is b's Close's.
+func QueueScopeDeferralReadLock(b *pgx.Batch, scope string) {
+	b.Queue(scopeDeferralReadLock, scope)
+}
+
+// QueueRecordingGetWithScope queues RecordingGetWithScope on b; fn
+// receives its row (pgx.ErrNoRows: no such recording) when b's results are
+// read.
+func QueueRecordingGetWithScope(b *pgx.Batch, arg RecordingGetWithScopeParams, fn func(RecordingGetWithScopeRow, error)) {
+	b.Queue(recordingGetWithScope, arg.Scope, arg.ID).QueryRow(func(row pgx.Row) error {
+		var i RecordingGetWithScopeRow
+		r := &i.Recording
+		err := row.Scan(&r.ID, &r.TenantID, &r.CallID, &r.AudioSha256, &r.BusinessKey, &r.State, &r.Attempt, &r.Lane, &r.AudioUri,
+			&r.AudioBytes, &r.Deadline, &r.CreatedAt, &r.UpdatedAt, &r.LastEventSeq, &r.Provider, &r.ProviderID, &r.Model,
+			&r.Language, &r.NotBefore, &r.StartedAt, &r.AudioDurationMs,
+			&i.DScope, &i.DNotBefore, &i.DUpdatedAt, &i.DNeedsProbe, &i.DProbeJobID, &i.DProbeClaimedAt, &i.DPaused,
+			&i.DPausedReason, &i.DPausedAt, &i.DSeq, &i.DbNow)
+		fn(i, err)
+		return nil
+	})
+}
+
 // QueueScopeDeferralGetForAdmission queues ScopeDeferralGetForAdmission on
 // b; fn receives its row (pgx.ErrNoRows: the scope has no row) when b's
 // results are read.

@@ -48,18 +48,27 @@ SELECT * FROM scope_deferrals WHERE scope = @scope;
 
 -- name: ScopeDeferralEnsure :exec
 -- Waits for a concurrent first extension of the scope (an uncommitted
--- INSERT) to commit; FOR SHARE alone would not see it. A scope that has
+-- INSERT) to commit: the key of ScopeDeferralReadLock is taken at the end
+-- of that INSERT's statement, so a read in between would miss it. A scope that has
 -- none gets a row that defers nothing (not_before at the epoch).
 INSERT INTO scope_deferrals (scope, not_before, updated_at)
 VALUES (@scope, 'epoch', @at)
 ON CONFLICT (scope) DO NOTHING;
 
+-- name: ScopeDeferralReadLock :exec
+-- An admission's wait for an extension being written (migration 00020):
+-- the scope's key shared, sent just before the read in the same
+-- transaction. Every write of scope_deferrals holds the key exclusive until
+-- it commits, so the read that follows, with a snapshot of its own, sees
+-- every extension that began before it.
+SELECT pg_advisory_xact_lock_shared(scope_deferral_lock_key(@scope::text));
+
 -- name: ScopeDeferralGetForAdmission :one
--- FOR SHARE waits for an extension being written to commit, so an admission
--- check that starts after an extension began sees it. db_now is the
--- database's clock at the read: admission compares the deadline to it.
+-- The read of an admission check, after ScopeDeferralReadLock in the same
+-- transaction. db_now is the database's clock at the read: admission
+-- compares the deadline to it.
 SELECT sqlc.embed(d), clock_timestamp()::timestamptz AS db_now
-FROM scope_deferrals d WHERE d.scope = @scope FOR SHARE;
+FROM scope_deferrals d WHERE d.scope = @scope;
 
 -- name: ScopeDeferralList :many
 SELECT * FROM scope_deferrals ORDER BY scope;
@@ -112,8 +121,9 @@ RETURNING scope;
 
 -- name: RecordingGetWithScope :one
 -- A step's one read: the recording and, when the scope has its row, the
--- scope's deferral FOR SHARE (as ScopeDeferralGetForAdmission: it waits
--- for an extension being written to commit), with the database's clock.
+-- scope's deferral, with the database's clock; after ScopeDeferralReadLock
+-- in the same transaction (as ScopeDeferralGetForAdmission: so it waits
+-- for an extension being written to commit).
 -- d_scope is '' when the scope has no row.
 SELECT sqlc.embed(r),
        coalesce(d.scope, '')::text AS d_scope, coalesce(d.not_before, 'epoch')::timestamptz AS d_not_before,
@@ -122,7 +132,7 @@ SELECT sqlc.embed(r),
        coalesce(d.paused_reason, '')::text AS d_paused_reason, d.paused_at AS d_paused_at,
        coalesce(d.seq, 0)::bigint AS d_seq, clock_timestamp()::timestamptz AS db_now
 FROM recordings r
-LEFT JOIN LATERAL (SELECT * FROM scope_deferrals s WHERE s.scope = @scope FOR SHARE) d ON true
+LEFT JOIN LATERAL (SELECT * FROM scope_deferrals s WHERE s.scope = @scope) d ON true
 WHERE r.id = @id;
 
 -- name: DatabaseNow :one

@@ -32,7 +32,7 @@ SELECT r.id, r.tenant_id, r.call_id, r.audio_sha256, r.business_key, r.state, r.
        coalesce(d.paused_reason, '')::text AS d_paused_reason, d.paused_at AS d_paused_at,
        coalesce(d.seq, 0)::bigint AS d_seq, clock_timestamp()::timestamptz AS db_now
 FROM recordings r
-LEFT JOIN LATERAL (SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at, seq FROM scope_deferrals s WHERE s.scope = $1 FOR SHARE) d ON true
+LEFT JOIN LATERAL (SELECT scope, not_before, updated_at, needs_probe, probe_job_id, probe_claimed_at, paused, paused_reason, paused_at, seq FROM scope_deferrals s WHERE s.scope = $1) d ON true
 WHERE r.id = $2
 `
 
@@ -57,8 +57,9 @@ type RecordingGetWithScopeRow struct {
 }
 
 // A step's one read: the recording and, when the scope has its row, the
-// scope's deferral FOR SHARE (as ScopeDeferralGetForAdmission: it waits
-// for an extension being written to commit), with the database's clock.
+// scope's deferral, with the database's clock; after ScopeDeferralReadLock
+// in the same transaction (as ScopeDeferralGetForAdmission: so it waits
+// for an extension being written to commit).
 // d_scope is ” when the scope has no row.
 func (q *Queries) RecordingGetWithScope(ctx context.Context, db DBTX, arg RecordingGetWithScopeParams) (RecordingGetWithScopeRow, error) {
 	row := db.QueryRow(ctx, recordingGetWithScope, arg.Scope, arg.ID)
@@ -158,7 +159,8 @@ type ScopeDeferralEnsureParams struct {
 }
 
 // Waits for a concurrent first extension of the scope (an uncommitted
-// INSERT) to commit; FOR SHARE alone would not see it. A scope that has
+// INSERT) to commit: the key of ScopeDeferralReadLock is taken at the end
+// of that INSERT's statement, so a read in between would miss it. A scope that has
 // none gets a row that defers nothing (not_before at the epoch).
 func (q *Queries) ScopeDeferralEnsure(ctx context.Context, db DBTX, arg ScopeDeferralEnsureParams) error {
 	_, err := db.Exec(ctx, scopeDeferralEnsure, arg.Scope, arg.At)
@@ -301,7 +303,7 @@ func (q *Queries) ScopeDeferralGet(ctx context.Context, db DBTX, scope string) (
 
 const scopeDeferralGetForAdmission = `-- name: ScopeDeferralGetForAdmission :one
 SELECT d.scope, d.not_before, d.updated_at, d.needs_probe, d.probe_job_id, d.probe_claimed_at, d.paused, d.paused_reason, d.paused_at, d.seq, clock_timestamp()::timestamptz AS db_now
-FROM scope_deferrals d WHERE d.scope = $1 FOR SHARE
+FROM scope_deferrals d WHERE d.scope = $1
 `
 
 type ScopeDeferralGetForAdmissionRow struct {
@@ -309,9 +311,9 @@ type ScopeDeferralGetForAdmissionRow struct {
 	DbNow         time.Time
 }
 
-// FOR SHARE waits for an extension being written to commit, so an admission
-// check that starts after an extension began sees it. db_now is the
-// database's clock at the read: admission compares the deadline to it.
+// The read of an admission check, after ScopeDeferralReadLock in the same
+// transaction. db_now is the database's clock at the read: admission
+// compares the deadline to it.
 func (q *Queries) ScopeDeferralGetForAdmission(ctx context.Context, db DBTX, scope string) (ScopeDeferralGetForAdmissionRow, error) {
 	row := db.QueryRow(ctx, scopeDeferralGetForAdmission, scope)
 	var i ScopeDeferralGetForAdmissionRow
@@ -407,6 +409,20 @@ func (q *Queries) ScopeDeferralObserve(ctx context.Context, db DBTX, arg ScopeDe
 		arg.At,
 		arg.Scope,
 	)
+	return err
+}
+
+const scopeDeferralReadLock = `-- name: ScopeDeferralReadLock :exec
+SELECT pg_advisory_xact_lock_shared(scope_deferral_lock_key($1::text))
+`
+
+// An admission's wait for an extension being written (migration 00020):
+// the scope's key shared, sent just before the read in the same
+// transaction. Every write of scope_deferrals holds the key exclusive until
+// it commits, so the read that follows, with a snapshot of its own, sees
+// every extension that began before it.
+func (q *Queries) ScopeDeferralReadLock(ctx context.Context, db DBTX, scope string) error {
+	_, err := db.Exec(ctx, scopeDeferralReadLock, scope)
 	return err
 }
 
