@@ -134,12 +134,14 @@ func (p *Pipeline) PrepareIngest(ctx context.Context, reqs []IngestRequest) *Ing
 	}
 	c := &IngestChunk{reqs: reqs, news: make([]ledger.NewRecording, len(reqs)), out: make([]IngestItemResult, len(reqs))}
 	now := p.cfg.Clock.Now()
+	files := p.audio.Session() // each tenant's directory opened once for the chunk
+	defer func() { _ = files.Close() }()
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(IngestInspectors, len(reqs)) {
 		wg.Go(func() {
 			for i := range next {
-				c.news[i], c.out[i].Err = p.prepare(ctx, reqs[i], now)
+				c.news[i], c.out[i].Err = p.prepare(ctx, files, reqs[i], now)
 			}
 		})
 	}
@@ -235,7 +237,7 @@ func (p *Pipeline) CommitIngest(ctx context.Context, client *river.Client[pgx.Tx
 
 // prepare checks req as Ingest does and reads its audio: the ledger's
 // NewRecording, or why req is refused.
-func (p *Pipeline) prepare(ctx context.Context, req IngestRequest, now time.Time) (ledger.NewRecording, error) {
+func (p *Pipeline) prepare(ctx context.Context, files *audio.Session, req IngestRequest, now time.Time) (ledger.NewRecording, error) {
 	if err := req.validate(); err != nil {
 		return ledger.NewRecording{}, err
 	}
@@ -248,7 +250,7 @@ func (p *Pipeline) prepare(ctx context.Context, req IngestRequest, now time.Time
 		sort.Strings(known)
 		return ledger.NewRecording{}, fmt.Errorf("%w %q (configured: %s)", ErrUnknownTenant, req.TenantID, strings.Join(known, ", "))
 	}
-	key, err := p.audio.Key(req.Audio)
+	key, err := files.Key(req.Audio)
 	if err != nil {
 		return ledger.NewRecording{}, err
 	}
@@ -258,7 +260,7 @@ func (p *Pipeline) prepare(ctx context.Context, req IngestRequest, now time.Time
 			Detail: fmt.Sprintf("%q is outside the tenant's part of the recordings root (%s/...)", key, req.TenantID)}
 	}
 	var info audio.Info
-	if info, err = p.audio.Inspect(ctx, key); err != nil {
+	if info, err = files.Inspect(ctx, key); err != nil {
 		return ledger.NewRecording{}, err
 	}
 	route := p.cfg.route(req, p.providers[req.TenantID], now)

@@ -44,10 +44,16 @@ func scopeOf(key string) string {
 // rest of the key, to use with it; release closes it. A missing directory is
 // an error matching fs.ErrNotExist; a directory that is a symbolic link, or
 // a path that escapes, is a *KeyError.
-func (s *Store) within(key string) (r *os.Root, rest string, release func(), err error) {
+//
+// With a cache (a Session's), the directory is opened and checked once and
+// kept open until the cache is closed, and release does nothing.
+func (s *Store) within(key string, c *rootCache) (r *os.Root, rest string, release func(), err error) {
 	dir, rest := confinement(key)
 	if dir == "" {
 		return s.fsRoot, rest, func() {}, nil
+	}
+	if r := c.get(dir); r != nil {
+		return r, rest, func() {}, nil
 	}
 	tr, err := s.fsRoot.OpenRoot(dir)
 	if err != nil {
@@ -66,6 +72,11 @@ func (s *Store) within(key string) (r *os.Root, rest string, release func(), err
 		_ = tr.Close()
 		return nil, "", nil, &KeyError{Path: key, Root: s.root, Reason: KeyOutsideRoot,
 			Detail: fmt.Sprintf("%s is a symbolic link, not a directory of its own", scopeOf(key))}
+	}
+	if c != nil {
+		if r, kept := c.put(dir, tr); kept {
+			return r, rest, func() {}, nil
+		}
 	}
 	return tr, rest, func() { _ = tr.Close() }, nil
 }
@@ -109,8 +120,8 @@ func (s *Store) confineError(key string, err error) error {
 // part of it that exists must not lead outside through a symbolic link, and
 // a link at its end must lead somewhere. A key that does not exist yet,
 // wholly or in part, passes: nothing of it can lead elsewhere.
-func (s *Store) checkConfined(key string) error {
-	r, rest, release, err := s.within(key)
+func (s *Store) checkConfined(key string, c *rootCache) error {
+	r, rest, release, err := s.within(key, c)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil // no such directory yet
@@ -160,7 +171,7 @@ func (s *Store) keyRefusal(key string, err error) error {
 // statFile stats the file at key (following links inside its confinement
 // directory) for a directory root.
 func (s *Store) statFile(key string) (fs.FileInfo, error) {
-	r, rest, release, err := s.within(key)
+	r, rest, release, err := s.within(key, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +188,7 @@ func (s *Store) statFile(key string) (fs.FileInfo, error) {
 // an object it wrote. A symbolic link at the key is removed itself, never
 // what it names; a directory, FIFO, socket or device is refused.
 func (s *Store) removeFile(key string) error {
-	r, rest, release, err := s.within(key)
+	r, rest, release, err := s.within(key, nil)
 	if err != nil {
 		return err
 	}

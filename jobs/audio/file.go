@@ -18,8 +18,11 @@ import (
 // with stat before it is opened, so a device is never opened; it is then
 // opened with O_NONBLOCK, so that a FIFO put there after the check cannot
 // block the open, and the opened file is checked again.
-func (s *Store) openFile(_ context.Context, key string) (io.ReadCloser, int64, error) {
-	r, rest, release, err := s.within(key)
+//
+// A Session's reads (ctx carries its cache) open each confinement directory
+// once.
+func (s *Store) openFile(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	r, rest, release, err := s.within(key, cacheOf(ctx))
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, 0, err

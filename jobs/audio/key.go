@@ -29,7 +29,10 @@ import (
 // or whose link has an absolute target; the walk is os.Root's, and a path
 // that does not exist yet is checked as far as it exists. Key does not
 // check that the recording exists.
-func (s *Store) Key(userPath string) (string, error) {
+func (s *Store) Key(userPath string) (string, error) { return s.key(userPath, nil) }
+
+// key is Key, walking with c (nil: without a cache).
+func (s *Store) key(userPath string, c *rootCache) (string, error) {
 	refuse := func(reason KeyReason, format string, args ...any) (string, error) {
 		return "", &KeyError{Path: userPath, Root: s.root, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -74,7 +77,7 @@ func (s *Store) Key(userPath string) (string, error) {
 		key = path.Clean(filepath.ToSlash(userPath))
 	}
 
-	if err := s.checkKey(key); err != nil {
+	if err := s.checkKey(key, c); err != nil {
 		var ke *KeyError
 		if errors.As(err, &ke) {
 			ke.Path = userPath
@@ -110,11 +113,11 @@ func under(dir, p string) (string, bool) {
 // relative, slash-separated path that stays under the root and, for a
 // directory root, inside its confinement directory (its first element; see
 // checkConfined), also through symbolic links.
-func (s *Store) checkKey(key string) error {
+func (s *Store) checkKey(key string, c *rootCache) error {
 	if err := s.checkKeyText(key); err != nil || s.dir == "" {
 		return err
 	}
-	return s.checkConfined(key)
+	return s.checkConfined(key, c)
 }
 
 // checkKeyText is checkKey without the walk of the file system: the rules

@@ -216,7 +216,7 @@ func (s *Store) readError(key string, err error) error {
 // after ttl, which must be positive. A missing recording is ErrNotFound.
 // The returned URL may carry credentials: do not log it.
 func (s *Store) URL(ctx context.Context, key string, ttl time.Duration) (string, error) {
-	if err := s.checkKey(key); err != nil {
+	if err := s.checkKey(key, nil); err != nil {
 		return "", err
 	}
 	if ttl <= 0 {
@@ -272,7 +272,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // it remove another tenant's file; a symbolic link inside the directory is
 // removed itself, not what it names.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	if err := s.checkKey(key); err != nil {
+	if err := s.checkKey(key, nil); err != nil {
 		return err
 	}
 	if s.dir != "" {
