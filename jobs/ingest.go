@@ -111,7 +111,13 @@ func checkID(id string, optional bool) string {
 // IngestResult says what Ingest did.
 type IngestResult struct {
 	ledger.IngestResult
-	// JobID of the transcribe job; 0 when an active one already existed.
+	// Enqueued is true when a transcribe job was enqueued for it (false
+	// when an active one already existed, the recording is terminal, or
+	// the batch lane's manifests take it).
+	Enqueued bool
+	// JobID of the transcribe job enqueued; 0 when none was, or when
+	// IngestMany copied the jobs of a chunk of new recordings in
+	// (IngestCopyJobs), which returns no ids.
 	JobID int64
 	// Route is how a new recording's lane was chosen (recorded in its
 	// first event); nil when the recording was already known.

@@ -26,6 +26,12 @@ const MaxIngestChunk = 1000
 // compute their digest, size and duration.
 const IngestInspectors = 8
 
+// IngestCopyJobs is how many new recordings a chunk must hold for their
+// transcribe jobs to be copied in (River's InsertManyFastTx, COPY) rather
+// than inserted one statement with a unique check each: COPY returns no
+// job ids, so those items are Enqueued with JobID 0.
+const IngestCopyJobs = 64
+
 // ReadyForAdmission is the reason of a new recording's second event,
 // received → eligible, written by the ingest's own transaction.
 const ReadyForAdmission = ledger.EligibleReasonDefault
@@ -63,9 +69,11 @@ func (e *ChunkError) Unwrap() error { return e.Err }
 // recordings is written in one transaction: every new row with its two
 // events (received, then received → eligible "ready for admission") in a
 // fixed number of statements, and every transcribe job in one River
-// InsertManyTx. It converges on the business key as Ingest does, within
-// reqs too: the second of two equal requests gets the first's recording,
-// Created false and JobID 0. A recording already terminal gets no job.
+// InsertManyTx (the jobs of IngestCopyJobs or more new recordings by COPY,
+// InsertManyFastTx: Enqueued, JobID 0). It converges on the business key
+// as Ingest does, within reqs too: the second of two equal requests gets
+// the first's recording, Created and Enqueued false, JobID 0. A recording
+// already terminal gets no job.
 //
 // The error is a *ChunkError when a chunk's transaction failed: the
 // chunks before it are written, that one and those after it are not (their
@@ -178,8 +186,12 @@ func (p *Pipeline) CommitIngest(ctx context.Context, client *river.Client[pgx.Tx
 			return err
 		}
 		// One job per recording still to be driven, the first item naming
-		// it holding the job's id.
-		var params []river.InsertManyParams
+		// it holding the job's id. A recording this transaction created
+		// cannot have a job yet, so theirs are copied in (COPY, no unique
+		// check to lose) when there are many; a known recording's goes
+		// through River's unique insert, which skips an active one.
+		var fresh, known []river.InsertManyParams
+		var freshItems []int
 		first := map[uuid.UUID]int{}
 		for k, ir := range irs {
 			results[k] = IngestItemResult{IngestResult: IngestResult{IngestResult: ir.IngestResult}, Err: ir.Err}
@@ -201,14 +213,28 @@ func (p *Pipeline) CommitIngest(ctx context.Context, client *river.Client[pgx.Tx
 			if ir.Created && batch[k].Route != nil && batch[k].Route.OneByOne {
 				args.Priority = PriorityOneByOne
 			}
-			params = append(params, river.InsertManyParams{Args: args})
+			if ir.Created {
+				fresh, freshItems = append(fresh, river.InsertManyParams{Args: args}), append(freshItems, k)
+			} else {
+				known = append(known, river.InsertManyParams{Args: args})
+			}
 		}
-		if len(params) == 0 {
+		if len(fresh) >= IngestCopyJobs {
+			if _, err := client.InsertManyFastTx(ctx, tx, fresh); err != nil {
+				return fmt.Errorf("enqueueing %d transcriptions of new recordings: %w", len(fresh), err)
+			}
+			for _, k := range freshItems {
+				results[k].Enqueued = true
+			}
+		} else {
+			known = append(known, fresh...)
+		}
+		if len(known) == 0 {
 			return nil
 		}
-		jrs, err := client.InsertManyTx(ctx, tx, params)
+		jrs, err := client.InsertManyTx(ctx, tx, known)
 		if err != nil {
-			return fmt.Errorf("enqueueing %d transcriptions: %w", len(params), err)
+			return fmt.Errorf("enqueueing %d transcriptions: %w", len(known), err)
 		}
 		for _, jr := range jrs {
 			if jr.UniqueSkippedAsDuplicate {
@@ -222,7 +248,7 @@ func (p *Pipeline) CommitIngest(ctx context.Context, client *river.Client[pgx.Tx
 			if !ok {
 				return fmt.Errorf("transcribe job %d names recording %s, not of this chunk", jr.Job.ID, args.RecordingID)
 			}
-			results[k].JobID = jr.Job.ID
+			results[k].JobID, results[k].Enqueued = jr.Job.ID, true
 		}
 		return nil
 	})
