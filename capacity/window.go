@@ -230,7 +230,7 @@ type WindowGrant struct {
 func (w *Windows) keys(scope string) []string {
 	tag := "win/" + scope
 	k := func(part string) string { return w.kit.Key(tag, part) }
-	return []string{k("state"), k("inflight"), k("meta"), k("wait"), k("due"), k("wexp"), k("events"), k("wjob")}
+	return []string{k("state"), k("inflight"), k("meta"), k("wait"), k("due"), k("wexp"), k("events"), k("wjob"), k("duei")}
 }
 
 func (w *Windows) registryKey() string { return w.kit.Key("win", "scopes") }

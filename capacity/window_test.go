@@ -332,3 +332,66 @@ func TestWindowConcurrentProcesses(t *testing.T) {
 		t.Fatalf("peak %d in flight (want ≤ 3), %d granted (want %d)", peak.Load(), granted.Load(), 3*8*15)
 	}
 }
+
+// A window written before the immediate waiters had their own due set
+// (no duei key, no duei field in its state) counts them all the same: the
+// first script to load it builds the set from the waiters' due times, so a
+// batch request still yields to an immediate one waiting.
+func TestWindowBuildsTheImmediateDueSetOfAnOlderWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newLeaseClock()
+	rdb := testredis.Client(t)
+	prefix := testredis.Prefix(t, rdb, "window")
+	w, err := capacity.NewWindows(captest.OnRedis(t, rdb, prefix),
+		capacity.WithWindowTestNow(capacity.WindowConfig{Initial: 4, StartTarget: 4, ImmediateShare: 0.25}, millis(clk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fill(t, w, "b", lane.Batch, 0); got != 3 {
+		t.Fatalf("batch took %d slots of 4, want 3", got)
+	}
+	if !winAcquire(t, w, "i0", lane.Immediate, 0).Granted {
+		t.Fatal("the immediate lane's slot was taken")
+	}
+	if winAcquire(t, w, "i1", lane.Immediate, 0).Granted {
+		t.Fatal("i1 granted in a full window")
+	}
+	// Make it an older version's window.
+	var dueis, states []string
+	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		switch k := iter.Val(); {
+		case strings.HasSuffix(k, "duei"):
+			dueis = append(dueis, k)
+		case strings.HasSuffix(k, "state"):
+			states = append(states, k)
+		}
+	}
+	if err := iter.Err(); err != nil || len(dueis) != 1 || len(states) != 1 {
+		t.Fatalf("window keys: duei %v, state %v (%v); want one of each", dueis, states, err)
+	}
+	if n, err := rdb.ZCard(ctx, dueis[0]).Result(); err != nil || n != 1 {
+		t.Fatalf("the immediate due set holds %d (%v), want i1", n, err)
+	}
+	if err := rdb.Del(ctx, dueis[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HDel(ctx, states[0], "duei").Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	w.Release(ctx, winScope, "b0", capacity.Success, "", 0)
+	if g := winAcquire(t, w, "b3", lane.Batch, 0); g.Granted {
+		t.Fatalf("b3 (batch) took the slot while an immediate recording waited: %+v", g)
+	}
+	if n, err := rdb.ZCard(ctx, dueis[0]).Result(); err != nil || n != 1 {
+		t.Fatalf("after the first script, the immediate due set holds %d (%v), want i1 again", n, err)
+	}
+	if !winAcquire(t, w, "i1", lane.Immediate, 0).Granted {
+		t.Fatal("i1 refused a free slot")
+	}
+	if n, err := rdb.ZCard(ctx, dueis[0]).Result(); err != nil || n != 0 {
+		t.Fatalf("i1 granted, the immediate due set holds %d (%v), want none", n, err)
+	}
+}
