@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/callscribe/callscribe/capacity/internal/rediskit"
@@ -152,7 +153,18 @@ type Windows struct {
 	kit  rediskit.Kit
 	fail *rediskit.FailOpen
 	args string
+	// registered: scope → when this process last added it to the
+	// registry of windows (Scopes), so that an acquire pays that round
+	// trip at most once per windowRegisterEvery and scope.
+	registered sync.Map
 }
+
+// windowRegisterEvery is how often a process adds a scope it acquires in
+// to the registry of windows again: the registry is only ever added to,
+// so once is enough while Redis keeps it; a Redis that lost it (restarted
+// with nothing on disk, flushed) lists the scope again within this long
+// of its next acquire.
+const windowRegisterEvery = time.Minute
 
 // NewWindows returns Windows kept in r for cfg after filling defaults.
 func NewWindows(r *Redis, cfg WindowConfig) (*Windows, error) {
@@ -284,10 +296,21 @@ func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
 		Wait: time.Duration(res[4]) * time.Millisecond, Target: int(res[5]), Wake: res[6:]}
 }
 
+// register adds scope to the registry of windows (Scopes) unless this
+// process did so less than windowRegisterEvery ago.
 func (w *Windows) register(ctx context.Context, scope string) {
+	now := time.Now()
+	if w.cfg.testNow != nil {
+		now = time.UnixMilli(w.cfg.testNow())
+	}
+	if at, ok := w.registered.Load(scope); ok && now.Sub(at.(time.Time)) < windowRegisterEvery {
+		return
+	}
 	if err := w.kit.Client.SAdd(ctx, w.registryKey(), scope).Err(); err != nil {
 		w.fail.Note("window register "+scope, err)
+		return
 	}
+	w.registered.Store(scope, now)
 }
 
 // WindowRelease is what Release did.

@@ -395,3 +395,56 @@ func TestWindowBuildsTheImmediateDueSetOfAnOlderWindow(t *testing.T) {
 		t.Fatalf("i1 granted, the immediate due set holds %d (%v), want none", n, err)
 	}
 }
+
+// TestWindowRegistersAScopeOncePerInterval: an acquire adds its scope to
+// the registry of windows (Scopes) at most once a minute per process, not
+// on every request; a registry Redis lost is written again by the first
+// acquire a minute later.
+func TestWindowRegistersAScopeOncePerInterval(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := newLeaseClock()
+	rdb := testredis.Client(t)
+	prefix := testredis.Prefix(t, rdb, "window")
+	r := captest.OnRedis(t, rdb, prefix)
+	w, err := capacity.NewWindows(r, capacity.WithWindowTestNow(capacity.WindowConfig{Initial: 4, StartTarget: 4}, millis(clk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func() bool {
+		t.Helper()
+		scopes, err := w.Scopes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(scopes) == 1 && scopes[0] == winScope
+	}
+	cycle := func(holder string) {
+		t.Helper()
+		if !winAcquire(t, w, holder, lane.Immediate, 0).Granted {
+			t.Fatalf("%s refused", holder)
+		}
+		w.Release(ctx, winScope, holder, capacity.Success, "", 0)
+	}
+	cycle("a")
+	if !listed() {
+		t.Fatal("the scope is not listed after its first acquire")
+	}
+	registry, err := rdb.Keys(ctx, prefix+"*scopes*").Result()
+	if err != nil || len(registry) != 1 {
+		t.Fatalf("registry keys %v, %v", registry, err)
+	}
+	if err := rdb.Del(ctx, registry[0]).Err(); err != nil { // as a restarted Redis would
+		t.Fatal(err)
+	}
+	clk.Advance(59 * time.Second)
+	cycle("b")
+	if listed() {
+		t.Fatal("an acquire within a minute of the last registration wrote the registry again")
+	}
+	clk.Advance(2 * time.Second)
+	cycle("c")
+	if !listed() {
+		t.Fatal("the scope is not listed again after the interval")
+	}
+}
