@@ -9,6 +9,7 @@ import (
 
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/capacity/internal/captest"
+	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
 
@@ -78,4 +79,23 @@ func BenchmarkLeaseVsEvalsha(b *testing.B) {
 	b.ReportMetric(float64(bareTime)/float64(leaseTime), "ratio")
 	b.ReportMetric(float64(leaseTime.Nanoseconds())/float64(b.N), "lease-ns/op")
 	b.ReportMetric(float64(bareTime.Nanoseconds())/float64(2*b.N), "evalsha-ns/op")
+}
+
+// BenchmarkWindowAcquireRelease is one window Acquire and one Release of
+// a scope with room: the two scripts a windowed request costs. Compare
+// with BenchmarkEvalshaTrivial (two of them are the round trips' floor).
+func BenchmarkWindowAcquireRelease(b *testing.B) {
+	ctx := context.Background()
+	rdb := testredis.Client(b)
+	w, err := capacity.NewWindows(captest.OnRedis(b, rdb, testredis.Prefix(b, rdb, "window")), capacity.WindowConfig{Initial: 32, StartTarget: 32})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := capacity.WindowRequest{Scope: "bench:window", Holder: "bench", Lane: lane.Immediate, Max: 32}
+	for b.Loop() {
+		if g := w.Acquire(ctx, req); !g.Granted || g.Uncounted {
+			b.Fatalf("grant %+v", g)
+		}
+		w.Release(ctx, req.Scope, req.Holder, capacity.Success, "", req.Max)
+	}
 }

@@ -84,18 +84,35 @@ if #gone > 0 then
   redis.call('ZREMRANGEBYSCORE', WEXP, '-inf', now)
 end
 
+-- save writes the state's fields that differ from the hash (st, kept in
+-- step), and updated_at.
 local function save()
-  redis.call('HSET', S, 'size', size, 'target', target, 'ceiling', ceiling, 'ceiling_at', ceiling_at,
-    'proven', proven, 'acks', acks, 'epoch', epoch, 'hold', hold, 'phase', phase, 'updated_at', now,
-    'retry', retry, 'strikes', strikes, 'strike_n', strike_n)
+  local f = {'size', size, 'target', target, 'ceiling', ceiling, 'ceiling_at', ceiling_at,
+    'proven', proven, 'acks', acks, 'epoch', epoch, 'hold', hold, 'phase', phase,
+    'retry', retry, 'strikes', strikes, 'strike_n', strike_n}
+  local out = {'updated_at', now}
+  for i = 1, #f, 2 do
+    local v = tostring(f[i + 1])
+    if st[f[i]] ~= v then
+      out[#out + 1], out[#out + 2], st[f[i]] = f[i], v, v
+    end
+  end
+  redis.call('HSET', S, unpack(out))
 end
 -- wake calls the first free waiters that are asleep (due later): they are
 -- due now, and their River jobs are returned for the caller to wake.
 local function wake(free)
   local out = {}
   if free <= 0 then return out end
-  for _, m in ipairs(redis.call('ZRANGE', WAIT, 0, free - 1)) do
-    local d = tonumber(redis.call('ZSCORE', DUE, m))
+  local ms = redis.call('ZRANGE', WAIT, 0, free - 1)
+  -- their due times in one call (ZMSCORE), a thousand at a time
+  local ds = {}
+  for i = 1, #ms, 1000 do
+    local part = redis.call('ZMSCORE', DUE, unpack(ms, i, math.min(i + 999, #ms)))
+    for k = 1, #part do ds[i + k - 1] = part[k] end
+  end
+  for i, m in ipairs(ms) do
+    local d = tonumber(ds[i])
     if d and d > now + c_late then
       redis.call('ZADD', DUE, now, m)
       redis.call('ZADD', DUEI, 'XX', now, m)
@@ -133,23 +150,32 @@ if redis.call('ZSCORE', INF, holder) then
   save()
   return {1, n, size, 0, 0, target}
 end
-redis.call('ZADD', WAIT, order, holder)
-if order >= 10000000000000 then redis.call('ZREM', DUEI, holder) end -- asked as immediate before, maybe
-local r = redis.call('ZRANK', WAIT, holder)
+local cap = lanecap(lane)
+local free = cap - n
+-- A probe, or an immediate request with a free slot, is granted whatever
+-- the line (its place in it would change nothing): it leaves the line if
+-- it was in it (a waiter is in the due, expiry and job sets only while it
+-- is in the line).
+local granted = probe or (lane ~= 1 and nb <= now and free > 0)
+if not granted then
+  redis.call('ZADD', WAIT, order, holder)
+  if order >= 10000000000000 then redis.call('ZREM', DUEI, holder) end -- asked as immediate before, maybe
+end
+local r = 0
+if not granted then r = redis.call('ZRANK', WAIT, holder) end
 local present = 0
 if r > 0 and lane == 1 then
   -- Every waiter has its due time (written with it below), so the
   -- immediate ones present are those due within the lateness allowed.
   present = redis.call('ZCOUNT', DUEI, now - c_late * 8, now + c_late)
 end
-local cap = lanecap(lane)
-local free = cap - n
-if probe or (nb <= now and free > 0 and present < free) then
-  redis.call('ZREM', WAIT, holder)
-  redis.call('ZREM', DUE, holder)
-  redis.call('ZREM', DUEI, holder)
-  redis.call('ZREM', WEXP, holder)
-  redis.call('HDEL', WJOB, holder)
+if granted or (nb <= now and free > 0 and present < free) then
+  if redis.call('ZREM', WAIT, holder) == 1 then
+    redis.call('ZREM', DUE, holder)
+    redis.call('ZREM', DUEI, holder)
+    redis.call('ZREM', WEXP, holder)
+    redis.call('HDEL', WJOB, holder)
+  end
   redis.call('ZADD', INF, now + c_lease, holder)
   redis.call('HSET', META, holder, cjson.encode({lane = lane, n = n + 1, at = now, epoch = epoch}))
   save()
