@@ -157,12 +157,12 @@ local free = cap - n
 -- it was in it (a waiter is in the due, expiry and job sets only while it
 -- is in the line).
 local granted = probe or (lane ~= 1 and nb <= now and free > 0)
+local r = 0
 if not granted then
   redis.call('ZADD', WAIT, order, holder)
   if order >= 10000000000000 then redis.call('ZREM', DUEI, holder) end -- asked as immediate before, maybe
+  r = redis.call('ZRANK', WAIT, holder)
 end
-local r = 0
-if not granted then r = redis.call('ZRANK', WAIT, holder) end
 local present = 0
 if r > 0 and lane == 1 then
   -- Every waiter has its due time (written with it below), so the
