@@ -31,6 +31,8 @@ import (
 // scope's cooldown and the capacity chart's bars.
 func TestStatusPageInBrowser(t *testing.T) {
 	t.Parallel()
+	genericHTTPSlots.Lock() // its worker counts generic-http/stt slots in the shared Redis
+	t.Cleanup(genericHTTPSlots.Unlock)
 	if _, err := headless.Path(); err != nil {
 		t.Fatal(err) // not skipped: the browser test must run
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,11 +104,20 @@ func TestWorkerCommandDrivesIngestedRecordings(t *testing.T) {
 	}
 }
 
+// genericHTTPSlots is held by each test of this package that runs a
+// worker counting generic-http/stt slots in the shared Redis under the
+// default key prefix (TestWorkerSharesVendorSlotsThroughRedis,
+// TestStatusPageInBrowser): those counters are one for the whole server,
+// so such tests run one at a time, or one would read the other's slots.
+var genericHTTPSlots sync.Mutex
+
 // The worker takes its vendor slots from the shared Redis counters: with a
 // limit of 2 and 1 kept for live calls, never more than one submission is
 // in flight, and every slot is given back.
 func TestWorkerSharesVendorSlotsThroughRedis(t *testing.T) {
 	t.Parallel()
+	genericHTTPSlots.Lock()
+	t.Cleanup(genericHTTPSlots.Unlock)
 	ctx := context.Background()
 	pool := testdb.New(t)
 	redisURL := testredis.URL()
@@ -115,8 +125,8 @@ func TestWorkerSharesVendorSlotsThroughRedis(t *testing.T) {
 	stt := httptest.NewServer(sim.Handler())
 	defer stt.Close()
 	rdb := testredis.Client(t)
-	// This is the only test that counts generic-http slots in the shared
-	// Redis: start and end clean.
+	// No other test counts generic-http slots in the shared Redis while
+	// this one runs (genericHTTPSlots): start and end clean.
 	clean := func() { testredis.DeleteMatching(rdb, "callscribe:cap:{generic-http/*") }
 	clean()
 	t.Cleanup(clean)
