@@ -77,7 +77,9 @@ type Config struct {
 	// It never appears in a Result, an error, String or LogValue.
 	Token string `yaml:"token"`
 	// HTTPClient sends the requests. Default (nil): a client on
-	// http.DefaultTransport. The target uses a copy that never follows
+	// vendorhttp.Transport (http.DefaultTransport's settings, keeping an
+	// idle connection per delivery once in flight for the next ones; the
+	// same transport for a client without a Transport). The target uses a copy that never follows
 	// redirects (a redirect is ClassUnexpectedRedirect): a redirected POST
 	// would lose its body or carry the token elsewhere.
 	HTTPClient *http.Client `yaml:"-"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/callscribe/callscribe/crm"
+	"github.com/callscribe/callscribe/internal/vendorhttp/conntest"
 )
 
 // TestWebhookRequest checks the request side: method, path under a base
@@ -313,5 +315,27 @@ func TestInvalidDelivery(t *testing.T) {
 		if n := len(f.requests()); n != 0 {
 			t.Errorf("%s: %d requests sent for invalid deliveries", kind, n)
 		}
+	}
+}
+
+// TestWebhookKeepsConnectionsAlive: a target without an HTTPClient keeps
+// a connection per concurrent delivery for the next ones (a process's CRM
+// workers deliver to one host at once); http.DefaultTransport would keep 2
+// and open 18 new ones for each wave of 20.
+func TestWebhookKeepsConnectionsAlive(t *testing.T) {
+	t.Parallel()
+	const width, waves = 20, 10
+	srv := conntest.Start(t, width, answer(201, fixture(t, "webhook", "created.json")))
+	tg, err := New(Config{Kind: KindWebhook, BaseURL: srv.URL, Token: testToken})
+	mustNoErr(t, err)
+	got := srv.Waves(t, waves, func(ctx context.Context, _ int) error {
+		res, err := tg.Deliver(ctx, delivery())
+		if err == nil && res.Outcome != OutcomeApplied {
+			err = fmt.Errorf("outcome %s (%s), want applied", res.Outcome, res.Class)
+		}
+		return err
+	})
+	if got > 3*width || srv.ShortWaves() > 0 {
+		t.Errorf("%d waves of %d concurrent deliveries opened %d connections, want at most %d (%v)", waves, width, got, 3*width, srv)
 	}
 }

@@ -3,11 +3,14 @@ package vendorhttp
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp/conntest"
 )
 
 func TestCheckPlainHTTP(t *testing.T) {
@@ -68,5 +71,46 @@ func TestNoRedirects(t *testing.T) {
 	}
 	if c := NoRedirects(nil); c.CheckRedirect == nil || c.Timeout != time.Duration(0) {
 		t.Errorf("NoRedirects(nil) = %+v", c)
+	}
+}
+
+// TestNoRedirectsKeepsConnectionsAlive: a client without a transport of
+// its own keeps a connection per concurrent request for the next ones.
+// With http.DefaultTransport's two idle connections per host, each wave of
+// 20 concurrent requests would open 18 new ones; the same waves through a
+// transport that keeps 2 show the count tells the two apart.
+func TestNoRedirectsKeepsConnectionsAlive(t *testing.T) {
+	t.Parallel()
+	const width, waves = 20, 20
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }
+	get := func(c *http.Client, url string) func(ctx context.Context, _ int) error {
+		return func(ctx context.Context, _ int) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			return errors.Join(err, resp.Body.Close())
+		}
+	}
+
+	srv := conntest.Start(t, width, ok)
+	if got := srv.Waves(t, waves, get(NoRedirects(nil), srv.URL)); got > 3*width || srv.ShortWaves() > 0 {
+		t.Errorf("%d waves of %d concurrent requests opened %d connections, want at most %d (%v)", waves, width, got, 3*width, srv)
+	}
+	if got := srv.Waves(t, waves, get(NoRedirects(&http.Client{Timeout: time.Minute}), srv.URL)); got > 3*width {
+		t.Errorf("a client without a transport: %d waves opened %d connections, want at most %d (%v)", waves, got, 3*width, srv)
+	}
+
+	two := http.DefaultTransport.(*http.Transport).Clone()
+	two.MaxIdleConnsPerHost = 2
+	t.Cleanup(two.CloseIdleConnections)
+	other := conntest.Start(t, width, ok)
+	if got := other.Waves(t, waves, get(&http.Client{Transport: two}, other.URL)); got <= 3*width || other.ShortWaves() > 0 {
+		t.Errorf("through a transport keeping 2 idle connections, %d waves opened %d connections, want more than %d (%v)", waves, got, 3*width, other)
 	}
 }

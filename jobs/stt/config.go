@@ -71,7 +71,10 @@ type Config struct {
 	// AssemblyAIModelDefault (none: the vendor's default).
 	Model string
 	// HTTPClient sends the requests. Default (nil): a client on
-	// http.DefaultTransport with no client timeout. A client's own Timeout
+	// vendorhttp.Transport (http.DefaultTransport's settings, keeping an
+	// idle connection per request once in flight for the next ones; the
+	// same transport for a client without a Transport) with no client
+	// timeout. A client's own Timeout
 	// applies on top of Timeout. The adapter uses a copy that never
 	// follows redirects (a 3xx is a permanent ClassUnexpectedRedirect): a
 	// redirected POST would lose its body or carry the key elsewhere.

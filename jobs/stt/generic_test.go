@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/callscribe/callscribe/internal/vendorhttp/conntest"
 )
 
 // genericRequest is a submission as the worker makes it.
@@ -539,5 +542,28 @@ func TestGenericBoundsWhatTheVendorSends(t *testing.T) {
 	checkOutcome(t, got, OutcomePermanent, ClassInvalidRequest, 400)
 	if strings.ContainsFunc(got.Message, unicode.IsControl) || !strings.Contains(got.Message, "bad [2J]0;ownedaudio") {
 		t.Errorf("Message = %q, want the text without its control characters", got.Message)
+	}
+}
+
+// TestGenericKeepsConnectionsAlive: an adapter without an HTTPClient keeps
+// a connection per concurrent submission for the next ones (a worker's
+// transcription workers submit to one vendor at once);
+// http.DefaultTransport would keep 2 and open 18 new ones for each wave of
+// 20.
+func TestGenericKeepsConnectionsAlive(t *testing.T) {
+	t.Parallel()
+	const width, waves = 20, 10
+	srv := conntest.Start(t, width, answer(200, fixture(t, "generic", "completed.json")))
+	g, err := NewGenericHTTP(Config{BaseURL: srv.URL, APIKey: testKey})
+	mustNoErr(t, err)
+	got := srv.Waves(t, waves, func(ctx context.Context, _ int) error {
+		res, err := g.Submit(ctx, genericRequest())
+		if err == nil && res.Outcome != OutcomeCompleted {
+			err = fmt.Errorf("outcome %s (%s), want completed", res.Outcome, res.Class)
+		}
+		return err
+	})
+	if got > 3*width || srv.ShortWaves() > 0 {
+		t.Errorf("%d waves of %d concurrent submissions opened %d connections, want at most %d (%v)", waves, width, got, 3*width, srv)
 	}
 }
