@@ -168,19 +168,22 @@ func (s *Store) keyRefusal(key string, err error) error {
 	return &KeyError{Path: key, Root: s.root, Reason: KeyInvalid, Detail: "cannot be resolved: " + err.Error()}
 }
 
-// statFile stats the file at key (following links inside its confinement
-// directory) for a directory root.
-func (s *Store) statFile(key string) (fs.FileInfo, error) {
+// statConfined is checkConfined for a key that must exist: one walk of
+// key through its confinement directory, with checkConfined's refusals,
+// and ErrNotFound when the file (or its directory) does not exist.
+func (s *Store) statConfined(key string) error {
 	r, rest, release, err := s.within(key, nil)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return s.keyRefusal(key, err)
 	}
 	defer release()
-	fi, err := r.Stat(rest)
-	if err != nil {
-		return nil, s.confineError(key, err)
+	if _, err = r.Stat(rest); err != nil {
+		return s.statRefusal(r, key, rest, err)
 	}
-	return fi, nil
+	return nil
 }
 
 // removeFile removes the file at key for a directory root, through its

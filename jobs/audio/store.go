@@ -216,15 +216,16 @@ func (s *Store) readError(key string, err error) error {
 // after ttl, which must be positive. A missing recording is ErrNotFound.
 // The returned URL may carry credentials: do not log it.
 func (s *Store) URL(ctx context.Context, key string, ttl time.Duration) (string, error) {
-	if err := s.checkKey(key, nil); err != nil {
+	if err := s.checkKeyText(key); err != nil {
 		return "", err
 	}
 	if ttl <= 0 {
 		return "", fmt.Errorf("audio: URL for recording %q: ttl is %v, must be positive", key, ttl)
 	}
 	if s.dir != "" {
-		// Through the key's confinement directory, as every read is.
-		if _, err := s.statFile(key); err != nil {
+		// Through the key's confinement directory, as every read is, with
+		// checkKey's refusals, in one walk.
+		if err := s.statConfined(key); err != nil {
 			return "", s.readError(key, err)
 		}
 		u := url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(s.dir, filepath.FromSlash(key)))}

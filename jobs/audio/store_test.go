@@ -414,6 +414,18 @@ func TestURLFileRoot(t *testing.T) {
 	if _, err := b.store.URL(b.ctx, "harbor/missing.wav", time.Minute); !errors.Is(err, ErrNotFound) {
 		t.Errorf("URL(missing) error = %v, want ErrNotFound", err)
 	}
+	if _, err := b.store.URL(b.ctx, "nowhere/missing.wav", time.Minute); !errors.Is(err, ErrNotFound) {
+		t.Errorf("URL(missing directory) error = %v, want ErrNotFound", err)
+	}
+	// A link at the key's end is refused as Key refuses it, in the same walk.
+	mustSymlink(t, "missing-target.wav", filepath.Join(b.dir, "harbor", "dangling.wav"))
+	mustSymlink(t, filepath.Join(b.dir, "harbor", "missing-target.wav"), filepath.Join(b.dir, "harbor", "abs-dangling.wav"))
+	for key, reason := range map[string]KeyReason{"harbor/dangling.wav": KeyInvalid, "harbor/abs-dangling.wav": KeyOutsideRoot} {
+		var ke *KeyError
+		if _, err := b.store.URL(b.ctx, key, time.Minute); !errors.As(err, &ke) || ke.Reason != reason {
+			t.Errorf("URL(%q) error = %v, want a KeyError with reason %s", key, err, reason)
+		}
+	}
 	if _, err := b.store.URL(b.ctx, "harbor/call 2001#1.wav", 0); err == nil {
 		t.Error("URL(ttl 0) succeeded")
 	}
