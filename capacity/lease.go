@@ -362,21 +362,31 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 // returned: the lease then lapses at its expiry. Like Acquire it ignores
 // ctx's cancellation, so a call's cancelled context still releases.
 func (l *Leases) Release(ctx context.Context, lease Lease) {
+	if c := l.releasing(lease); c != nil {
+		l.removeLease(ctx, c, lease.ID)
+	}
+}
+
+// removeLease removes lease id from c's leases in Redis.
+func (l *Leases) removeLease(ctx context.Context, c *counter, id string) {
+	octx, cancel := l.kit.Detached(ctx)
+	defer cancel()
+	if err := l.kit.Client.ZRem(octx, c.leasesKey, id).Err(); err != nil {
+		l.fail.Note("release "+c.tag, err)
+	}
+}
+
+// releasing drops a counted lease from the held set and returns its
+// counter, whose leases key Release removes it from; nil for a lease not
+// counted in Redis (nothing to remove).
+func (l *Leases) releasing(lease Lease) *counter {
 	if !lease.counted {
-		return
+		return nil
 	}
 	l.mu.Lock()
 	delete(l.held, lease.ID)
 	l.mu.Unlock()
-	c := l.counterOf(lease.Provider, lease.Kind)
-	if c == nil { // not configured here, so never counted in Redis by this process
-		return
-	}
-	octx, cancel := l.kit.Detached(ctx)
-	defer cancel()
-	if err := l.kit.Client.ZRem(octx, c.leasesKey, lease.ID).Err(); err != nil {
-		l.fail.Note("release "+c.tag, err)
-	}
+	return l.counterOf(lease.Provider, lease.Kind) // nil: not configured here, so never counted in Redis by this process
 }
 
 // Held returns the counted leases this process holds, in no order.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/callscribe/callscribe/capacity/internal/rediskit"
 )
 
@@ -332,6 +334,47 @@ func (w *Windows) Release(ctx context.Context, scope, holder string, o Outcome, 
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
 	res, err := windowReleaseScript.Run(octx, w.kit.Client, w.keys(scope), w.nowArg(), w.args, max, holder, int(o), reason).Int64Slice()
+	return w.released(scope, res, err)
+}
+
+// ReleaseWithLease is Release and leases.Release(lease) in one round trip
+// to Redis: a submission gives back its window slot and its vendor slot
+// together when the vendor answers. With leases nil, a lease not counted,
+// or leases on another Redis client than w, it is Release, then the
+// lease's own Release.
+func (w *Windows) ReleaseWithLease(ctx context.Context, scope, holder string, o Outcome, reason string, max int,
+	leases *Leases, lease Lease) WindowRelease {
+	var c *counter
+	if leases != nil {
+		c = leases.releasing(lease)
+	}
+	if c == nil || leases.kit.Client != w.kit.Client {
+		r := w.Release(ctx, scope, holder, o, reason, max)
+		if c != nil {
+			leases.removeLease(ctx, c, lease.ID)
+		}
+		return r
+	}
+	octx, cancel := w.kit.Detached(ctx)
+	defer cancel()
+	args := []any{w.nowArg(), w.args, max, holder, int(o), reason}
+	pipe := w.kit.Client.Pipeline()
+	rel := windowReleaseScript.EvalSha(octx, pipe, w.keys(scope), args...)
+	zrem := pipe.ZRem(octx, c.leasesKey, lease.ID)
+	_, _ = pipe.Exec(octx) // each command's own error is read below
+	if err := zrem.Err(); err != nil {
+		leases.fail.Note("release "+c.tag, err)
+	}
+	res, err := rel.Int64Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Redis lost its scripts (a restart, SCRIPT FLUSH): Run loads it.
+		res, err = windowReleaseScript.Run(octx, w.kit.Client, w.keys(scope), args...).Int64Slice()
+	}
+	return w.released(scope, res, err)
+}
+
+// released reads the release script's answer.
+func (w *Windows) released(scope string, res []int64, err error) WindowRelease {
 	if err != nil {
 		w.fail.Note("window release "+scope, err)
 		return WindowRelease{}

@@ -448,3 +448,72 @@ func TestWindowRegistersAScopeOncePerInterval(t *testing.T) {
 		t.Fatal("the scope is not listed again after the interval")
 	}
 }
+
+// TestWindowReleaseWithLease: a window slot and a vendor lease given back
+// in one round trip are both given back: when Redis has the release
+// script, when it lost it (SCRIPT FLUSH: the pipelined EVALSHA meets
+// NOSCRIPT), for a lease not counted, and for leases on another client.
+func TestWindowReleaseWithLease(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Client(t)
+	r := captest.OnRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
+	w, err := capacity.NewWindows(r, capacity.WindowConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newLeases := func(r *capacity.Redis) *capacity.Leases {
+		l, err := capacity.New(r, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	leases := newLeases(r)
+	// The same prefix on a client of its own: the release takes two round
+	// trips, with the same outcome.
+	otherClient := testredis.Client(t)
+	elsewhere := newLeases(captest.OnRedis(t, otherClient, r.Kit().Prefix))
+
+	check := func(name string, l *capacity.Leases, flush, counted bool) {
+		t.Helper()
+		holder := "rec-" + name
+		if g := winAcquire(t, w, holder, lane.Batch, 4); !g.Granted {
+			t.Fatalf("%s: window slot refused: %+v", name, g)
+		}
+		lease, g := l.Acquire(ctx, capacity.Request{Provider: "acme", Kind: capacity.KindSTT, Holder: holder, ID: "pipeline:" + holder})
+		if !g.Granted || !lease.Counted() {
+			t.Fatalf("%s: lease refused: %+v %+v", name, lease, g)
+		}
+		if !counted {
+			lease = capacity.Lease{}
+		}
+		if flush {
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rel := w.ReleaseWithLease(ctx, winScope, holder, capacity.Success, "", 4, l, lease)
+		if !rel.Released {
+			t.Errorf("%s: the window slot was not released: %+v", name, rel)
+		}
+		if st := winState(t, w); st.InFlight != 0 {
+			t.Errorf("%s: %d requests in flight after the release, want 0", name, st.InFlight)
+		}
+		again, g := l.Acquire(ctx, capacity.Request{Provider: "acme", Kind: capacity.KindSTT, Holder: "next", ID: "pipeline:next"})
+		if g.Granted == !counted {
+			t.Errorf("%s: the plan's only vendor slot granted %v after the release (lease counted %v)", name, g.Granted, counted)
+		}
+		l.Release(ctx, again)
+		if !counted {
+			l.Release(ctx, l.Restore(capacity.Lease{ID: "pipeline:" + holder, Provider: "acme", Kind: capacity.KindSTT, Holder: holder}, true))
+		}
+		if got := w.Uncounted() + l.Uncounted(); got != 0 {
+			t.Errorf("%s: %d operations went ahead without Redis", name, got)
+		}
+	}
+	check("pipelined", leases, false, true)
+	check("noscript", leases, true, true)
+	check("uncounted", leases, false, false)
+	check("other-client", elsewhere, false, true)
+	check("other-client-noscript", elsewhere, true, true)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/callscribe/callscribe/capacity"
 )
 
 // CapacityWaitDefault is Deps.SlotWait's default: how long a job waits
@@ -32,6 +34,17 @@ type Slots interface {
 	// concurrency limit while inUse slots were held (capacity lowers its
 	// learned limit when inUse is below it).
 	ReportRefusal(ctx context.Context, provider string, inUse int)
+}
+
+// LeaseSlots is Slots whose slots are capacity leases: the pipeline gives
+// a slot back with the recording's window slot in one round trip to Redis
+// (capacity.Windows.ReleaseWithLease) instead of calling Release.
+type LeaseSlots interface {
+	Slots
+	// Lease is holder's slot of provider as Release would give it back,
+	// with the leases it belongs to; nil leases: the provider's slots are
+	// not counted.
+	Lease(provider, holder string) (*capacity.Leases, capacity.Lease)
 }
 
 // takeSlot asks for a slot; without one the job snoozes (no River attempt

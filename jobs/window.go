@@ -154,11 +154,18 @@ func (p *Pipeline) settle(ctx context.Context, s *stepCtx, a answer) {
 
 // release gives back the recording's window slot (with what the answer
 // said) and its vendor slot.
+// With slots that are capacity leases (LeaseSlots) both go back in one
+// round trip to Redis.
 func (p *Pipeline) release(ctx context.Context, s *stepCtx, o capacity.Outcome, reason string) {
 	ctx = context.WithoutCancel(ctx)
-	p.releaseWindow(ctx, s, o, reason)
-	if p.slots != nil && s.prov != nil {
-		p.slots.Release(ctx, s.prov.Name(), s.rec.ID.String())
+	if ls, ok := p.slots.(LeaseSlots); ok && s.prov != nil && p.windowed(s) {
+		leases, lease := ls.Lease(s.prov.Name(), s.rec.ID.String())
+		p.releaseWindowWith(ctx, s, o, reason, leases, lease)
+	} else {
+		p.releaseWindow(ctx, s, o, reason)
+		if p.slots != nil && s.prov != nil {
+			p.slots.Release(ctx, s.prov.Name(), s.rec.ID.String())
+		}
 	}
 	s.held = held{settled: true}
 }
@@ -166,10 +173,16 @@ func (p *Pipeline) release(ctx context.Context, s *stepCtx, o capacity.Outcome, 
 // releaseWindow gives back the holder's window slot, with what the answer
 // said.
 func (p *Pipeline) releaseWindow(ctx context.Context, s *stepCtx, o capacity.Outcome, reason string) {
+	p.releaseWindowWith(ctx, s, o, reason, nil, capacity.Lease{})
+}
+
+// releaseWindowWith is releaseWindow that also gives back lease of leases
+// (nil: none), in the same round trip.
+func (p *Pipeline) releaseWindowWith(ctx context.Context, s *stepCtx, o capacity.Outcome, reason string, leases *capacity.Leases, lease capacity.Lease) {
 	ctx = context.WithoutCancel(ctx)
 	holder := s.rec.ID.String()
 	if p.windowed(s) {
-		r := p.window.Release(ctx, s.tenant.Scope, holder, o, reason, p.planLimit(s))
+		r := p.window.ReleaseWithLease(ctx, s.tenant.Scope, holder, o, reason, p.planLimit(s), leases, lease)
 		p.wake(ctx, r.Wake)
 		if r.Released && r.After != r.Before {
 			s.log.Info("scope window changed", slog.Int("from", r.Before), slog.Int("to", r.After),

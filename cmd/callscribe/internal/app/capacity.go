@@ -11,6 +11,7 @@ import (
 	"github.com/callscribe/callscribe/capacity"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/internal/lane"
+	"github.com/callscribe/callscribe/jobs"
 )
 
 // InstallRedisLog routes go-redis's own messages (a line per failed dial
@@ -115,6 +116,8 @@ type leaseSlots struct {
 	limits map[string]config.CapacityLimit
 }
 
+var _ jobs.LeaseSlots = leaseSlots{}
+
 func pipelineLeaseID(holder string) string { return "pipeline:" + holder }
 
 func (s leaseSlots) counted(provider string) bool {
@@ -132,10 +135,18 @@ func (s leaseSlots) AcquireBatch(ctx context.Context, provider, holder string) (
 }
 
 func (s leaseSlots) Release(ctx context.Context, provider, holder string) {
-	if !s.counted(provider) {
-		return
+	if leases, lease := s.Lease(provider, holder); leases != nil {
+		leases.Release(ctx, lease)
 	}
-	s.leases.Release(ctx, s.leases.Restore(capacity.Lease{ID: pipelineLeaseID(holder), Provider: provider, Kind: capacity.KindSTT, Holder: holder}, true))
+}
+
+// Lease is holder's lease of provider (jobs.LeaseSlots), given back with
+// the recording's window slot in one round trip.
+func (s leaseSlots) Lease(provider, holder string) (*capacity.Leases, capacity.Lease) {
+	if !s.counted(provider) {
+		return nil, capacity.Lease{}
+	}
+	return s.leases, s.leases.Restore(capacity.Lease{ID: pipelineLeaseID(holder), Provider: provider, Kind: capacity.KindSTT, Holder: holder}, true)
 }
 
 func (s leaseSlots) Extend(ctx context.Context, provider, holder string, d time.Duration) {
