@@ -121,22 +121,10 @@ func (s *Store) confineError(key string, err error) error {
 // a link at its end must lead somewhere. A key that does not exist yet,
 // wholly or in part, passes: nothing of it can lead elsewhere.
 func (s *Store) checkConfined(key string, c *rootCache) error {
-	r, rest, release, err := s.within(key, c)
-	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil // no such directory yet
-		}
-		return s.keyRefusal(key, err)
+	if err := s.statConfined(key, c); !errors.Is(err, ErrNotFound) {
+		return err
 	}
-	defer release()
-	_, err = r.Stat(rest)
-	if err == nil {
-		return nil
-	}
-	if err = s.statRefusal(r, key, rest, err); errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	return err
+	return nil // no such file or directory yet
 }
 
 // statRefusal is the error of r.Stat(rest) for key, as checkConfined
@@ -169,10 +157,11 @@ func (s *Store) keyRefusal(key string, err error) error {
 }
 
 // statConfined is checkConfined for a key that must exist: one walk of
-// key through its confinement directory, with checkConfined's refusals,
-// and ErrNotFound when the file (or its directory) does not exist.
-func (s *Store) statConfined(key string) error {
-	r, rest, release, err := s.within(key, nil)
+// key through its confinement directory (with c's directories, when
+// given), with checkConfined's refusals, and ErrNotFound when the file (or
+// its directory) does not exist.
+func (s *Store) statConfined(key string, c *rootCache) error {
+	r, rest, release, err := s.within(key, c)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return err

@@ -225,7 +225,7 @@ func (s *Store) URL(ctx context.Context, key string, ttl time.Duration) (string,
 	if s.dir != "" {
 		// Through the key's confinement directory, as every read is, with
 		// checkKey's refusals, in one walk.
-		if err := s.statConfined(key); err != nil {
+		if err := s.statConfined(key, nil); err != nil {
 			return "", s.readError(key, err)
 		}
 		u := url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(s.dir, filepath.FromSlash(key)))}
