@@ -10,5 +10,5 @@ import (
 // when its group rolls back or the set's version was committed first
 // (Commit).
 func commitThrough(deps *jobs.Deps, ob *outbox.Outbox) {
-	deps.Commit, deps.QueueCommit = ob.CommitStep, ob.QueueCommitStep
+	deps.Commit, deps.QueueCommit, deps.Drain = ob.CommitStep, ob.QueueCommitStep, ob.Drain
 }

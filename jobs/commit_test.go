@@ -41,6 +41,15 @@ type crmEnv struct {
 	changes <-chan struct{}
 }
 
+// envOpts change runToDeliveredWith's outbox and what it does before the
+// workers start.
+type envOpts struct {
+	outbox func(*outbox.Config)
+	before func(ctx context.Context, l *ledger.Ledger, scope string)
+}
+
+type envOption func(*envOpts)
+
 // runToDelivered ingests n recordings of tenant t1 (a webhook CRM behind
 // crmsim with crmCfg) and runs the workers until every action set is
 // delivered.
@@ -52,8 +61,12 @@ func runToDelivered(t *testing.T, n int, crmCfg crmsim.Config) *crmEnv {
 // runToDeliveredWith is runToDelivered with the speech vendor's trouble
 // (its transcriber is runToDelivered's) and the pipeline's configuration
 // (its tenants and poll interval are runToDelivered's).
-func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Config, crmCfg crmsim.Config) *crmEnv {
+func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Config, crmCfg crmsim.Config, opts ...envOption) *crmEnv {
 	t.Helper()
+	var o envOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
 	ctx := context.Background()
 	pool := testdb.New(t)
 	changes := testwait.Changes(t, pool, jobstest.LedgerTables...)
@@ -93,10 +106,17 @@ func runToDeliveredWith(t *testing.T, n int, sttCfg sttsim.Config, cfg jobs.Conf
 		t.Fatal(err)
 	}
 	scope := "crm:t1:webhook" // the default scope of t1's CRM
-	ob, err := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{"t1": {Name: "webhook", Scope: scope, Target: tgt}},
-		ProbeWait: 50 * time.Millisecond, Logger: cfg.Logger}, pool, l)
+	obCfg := outbox.Config{Destinations: map[string]outbox.Destination{"t1": {Name: "webhook", Scope: scope, Target: tgt}},
+		ProbeWait: 50 * time.Millisecond, Logger: cfg.Logger}
+	if o.outbox != nil {
+		o.outbox(&obCfg)
+	}
+	ob, err := outbox.New(obCfg, pool, l)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.before != nil {
+		o.before(ctx, l, scope)
 	}
 	cfg.Tenants, cfg.PollInterval = map[string]jobs.TenantConfig{"t1": tenant}, 50*time.Millisecond
 	deps := jobs.Deps{Store: store}

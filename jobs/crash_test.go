@@ -121,7 +121,10 @@ func runWorkerProcess() int {
 			return 1
 		}
 		ob, err := outbox.New(outbox.Config{Destinations: map[string]outbox.Destination{
-			"t1": {Name: "webhook", Scope: "crm:t1:webhook", Target: tgt}}, ProbeWait: 50 * time.Millisecond}, pool, l)
+			"t1": {Name: "webhook", Scope: "crm:t1:webhook", Target: tgt}}, ProbeWait: 50 * time.Millisecond,
+			// A prompt try cut short by a kill leaves its row without a
+			// job: the next worker's sweep gives it one soon.
+			SweepInterval: 200 * time.Millisecond, OrphanAfter: time.Second}, pool, l)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -138,6 +141,9 @@ func runWorkerProcess() int {
 		p.CapJobTimeouts(500 * time.Millisecond)
 	}
 	client, err := jobstest.NewClient(pool, p, dispatcher, func(c *river.Config) {
+		if ob, ok := dispatcher.(*outbox.Outbox); ok {
+			c.PeriodicJobs = append(c.PeriodicJobs, ob.PeriodicJobs()...)
+		}
 		if os.Getenv("CALLSCRIBE_TEST_RESCUE_FAST") != "" {
 			c.JobTimeout = 500 * time.Millisecond
 			c.RescueStuckJobsAfter = time.Second // the killed worker's job is stuck: take it over now

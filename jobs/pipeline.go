@@ -35,6 +35,7 @@ type Pipeline struct {
 	log           *slog.Logger
 	commitActions CommitFunc
 	queueCommit   QueueCommitFunc
+	drainDeps     func(context.Context) error
 	extractor     crm.Extractor
 	slots         Slots
 	slotWait      time.Duration
@@ -120,6 +121,11 @@ type QueueCommitFunc func(q *ledger.Queue, client *river.Client[pgx.Tx], rec led
 type Deps struct {
 	// Store reads the recordings. Required.
 	Store *audio.Store
+	// Drain waits for the work Commit's side runs outside River (the
+	// outbox's prompt delivery tries: outbox.Outbox.Drain) until ctx ends,
+	// then cancels it. Stop calls it once the River client stopped.
+	// Default nil: nothing to wait for.
+	Drain func(ctx context.Context) error
 	// Providers overrides the speech vendor of a tenant (tests point
 	// tenants at a simulator this way). Default nil: every tenant gets an
 	// adapter built from its configuration.
@@ -173,7 +179,7 @@ func New(pool *pgxpool.Pool, l *ledger.Ledger, cfg Config, deps Deps) (*Pipeline
 		return nil, err
 	}
 	p := &Pipeline{cfg: cfg, db: pool, ledger: l, audio: deps.Store, providers: map[string]stt.Provider{}, log: cfg.Logger,
-		commitActions: deps.Commit, queueCommit: deps.QueueCommit, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait,
+		commitActions: deps.Commit, queueCommit: deps.QueueCommit, drainDeps: deps.Drain, extractor: deps.Extractor, slots: deps.Slots, slotWait: deps.SlotWait,
 		window: deps.Window, planLimitOf: deps.PlanLimit, rollout: rolloutModes{log: cfg.Logger}, metrics: deps.Metrics}
 	if p.metrics == nil {
 		p.metrics = noMetrics{}
@@ -250,7 +256,7 @@ func (p *Pipeline) Stop(ctx context.Context, c *river.Client[pgx.Tx]) error {
 	defer cancel()
 	err := c.Stop(soft)
 	if err == nil {
-		return nil
+		return p.drain(soft)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		return err
@@ -258,7 +264,18 @@ func (p *Pipeline) Stop(ctx context.Context, c *river.Client[pgx.Tx]) error {
 	p.log.Warn("running steps did not finish within the shutdown grace; cancelling them", slog.Duration("grace", p.cfg.ShutdownGrace))
 	hard, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel2()
-	return c.StopAndCancel(hard)
+	return errors.Join(c.StopAndCancel(hard), p.drain(hard))
+}
+
+// drain waits for Deps.Drain within ctx.
+func (p *Pipeline) drain(ctx context.Context) error {
+	if p.drainDeps == nil {
+		return nil
+	}
+	if err := p.drainDeps(ctx); err != nil {
+		p.log.Warn("prompt deliveries did not finish within the shutdown grace; cancelled (the outbox sweep gives their rows a job)", slog.String("error", err.Error()))
+	}
+	return nil
 }
 
 type transcribeWorker struct {

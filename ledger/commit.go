@@ -147,6 +147,35 @@ func (q *Queue) Tail(key any, mk func() Tail) Tail {
 type queueRun struct {
 	tails map[any]Tail
 	order []Tail
+	told  bool // a group's: its tails that are OutcomeTails are told how it ended
+}
+
+// An OutcomeTail is a Tail told how its group's transaction ended:
+// Committed once the commit succeeded, Abandoned when it rolled back or
+// its outcome is unknown (the connection failed during the commit). Only
+// the tails of a group are told (Queue.Told); those of a step written
+// alone are not.
+type OutcomeTail interface {
+	Tail
+	Committed()
+	Abandoned()
+}
+
+// Told reports whether q's tails that are OutcomeTails will be told how
+// its transaction ended.
+func (q *Queue) Told() bool { return q.run.told }
+
+// tell tells run's OutcomeTails how their transaction ended.
+func (run *queueRun) tell(committed bool) {
+	for _, t := range run.order {
+		if ot, ok := t.(OutcomeTail); ok {
+			if committed {
+				ot.Committed()
+			} else {
+				ot.Abandoned()
+			}
+		}
+	}
 }
 
 // runQueued writes the queued steps qs in tx, round trip by round trip,
@@ -155,8 +184,7 @@ type queueRun struct {
 // step it cannot (errStep). A batch the database refused is errStep too
 // when grouped (each step alone says whose it was); alone, the step's
 // finish gets it.
-func runQueued(ctx context.Context, tx pgx.Tx, qs []QueueFunc, idx []int, alone bool, outcome func(i int, err error) bool) error {
-	run := &queueRun{}
+func runQueued(ctx context.Context, tx pgx.Tx, run *queueRun, qs []QueueFunc, idx []int, alone bool, outcome func(i int, err error) bool) error {
 	type pending struct {
 		i  int
 		qf QueueFunc
@@ -340,7 +368,7 @@ func (c *Committer) CommitQueued(ctx context.Context, queue QueueFunc, alone Com
 func queuedAlone(queue QueueFunc) CommitFunc {
 	return func(ctx context.Context, tx pgx.Tx) error {
 		var res error
-		err := runQueued(ctx, tx, []QueueFunc{queue}, []int{0}, true, func(_ int, err error) bool {
+		err := runQueued(ctx, tx, &queueRun{}, []QueueFunc{queue}, []int{0}, true, func(_ int, err error) bool {
 			res = err
 			var wn wroteNothing
 			return err == nil || errors.As(err, &wn)
@@ -450,6 +478,7 @@ func (c *Committer) write(group []*commitItem) {
 	ctx, cancel := context.WithTimeout(context.Background(), commitGroupTimeout)
 	defer cancel()
 	results := make([]error, len(group))
+	run := &queueRun{told: true}
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
 		for _, it := range group {
@@ -485,7 +514,7 @@ func (c *Committer) write(group []*commitItem) {
 				return errStep
 			}
 		}
-		return runQueued(ctx, tx, qs, idx, false, outcome)
+		return runQueued(ctx, tx, run, qs, idx, false, outcome)
 	}()
 	if err != nil {
 		_ = tx.Rollback(ctx)
@@ -493,10 +522,14 @@ func (c *Committer) write(group []*commitItem) {
 		faultPoint("group_commit_before_commit")
 		err = tx.Commit(ctx)
 	}
+	if err != nil {
+		run.tell(false)
+	}
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
 		faultPoint("group_commit_after_commit")
+		run.tell(true)
 		c.groups.Add(1)
 		c.items.Add(int64(len(group)))
 		processCommits.groups.Add(1)

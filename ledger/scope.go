@@ -38,6 +38,10 @@ type Deferral struct {
 	Seq int64 `json:"seq"`
 }
 
+// Open reports whether the scope admits any request at now: not paused,
+// not deferred, no probe needed.
+func (d Deferral) Open(now time.Time) bool { return !d.Paused && !d.NeedsProbe && !d.Active(now) }
+
 // Active reports whether the scope is still deferred at now.
 func (d Deferral) Active(now time.Time) bool { return now.Before(d.NotBefore) }
 

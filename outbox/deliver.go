@@ -296,6 +296,11 @@ func (o *Outbox) settled(ctx context.Context, r Row, state string) {
 // action set and, with scope (the job's DeliverArgs.Scope) set, its
 // scope's deferral in one round trip (deliveryByID).
 func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) error {
+	return o.deliverAs(ctx, jobID, id, scope, false)
+}
+
+// deliverAs is deliver, as a prompt try (subject.prompt) when prompt.
+func (o *Outbox) deliverAs(ctx context.Context, jobID, id int64, scope string, prompt bool) error {
 	r, stored, read, err := o.deliveryByID(ctx, id, scope)
 	if errors.Is(err, ErrNotFound) {
 		return river.JobCancel(err)
@@ -303,7 +308,7 @@ func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) err
 	if err != nil {
 		return err
 	}
-	s := &subject{Row: r, set: stored, holder: holderOf(r.ID), lane: lane.Immediate, logAttr: slog.Int64("outbox", r.ID)}
+	s := &subject{Row: r, set: stored, holder: holderOf(r.ID), lane: lane.Immediate, logAttr: slog.Int64("outbox", r.ID), prompt: prompt}
 	s.store = &rowStore{o: o, s: s}
 	if dest, ok := o.cfg.Destinations[r.TenantID]; ok && dest.Target != nil {
 		s.target = dest.Target
@@ -343,6 +348,12 @@ func (o *Outbox) try(ctx context.Context, jobID int64, s *subject, read *ledger.
 	if s.target == nil {
 		return s.store.settle(ctx, StateDead, "", connector.Result{Outcome: connector.OutcomeDead, Class: "config"}, nil, s.noTarget)
 	}
+	// A prompt try goes on only in a scope that is open: not paused,
+	// deferred or waiting for its probe (a scope without its row yet has
+	// never been deferred). Any of those is a wait, a River job's.
+	if s.prompt && (read == nil || (read.Found && !read.Deferral.Open(now))) {
+		return errNeedsJob
+	}
 	var err error
 	policy := ledger.AdmitPolicy{ProbeTimeout: o.cfg.ProbeTimeout, ProbeWait: o.cfg.ProbeWait, Clock: o.cfg.Clock}
 	var adm ledger.Admission
@@ -353,6 +364,11 @@ func (o *Outbox) try(ctx context.Context, jobID int64, s *subject, read *ledger.
 	}
 	if err != nil {
 		return err
+	}
+	if s.prompt && adm.Verdict != ledger.VerdictAdmit {
+		// Deferred since the read, or (a scope read without its row) made
+		// the probe: a River job waits, or probes, in its place.
+		return errNeedsJob
 	}
 	if !adm.Admitted() {
 		return river.JobSnooze(untilDeadline(r, now, o.waitInLine(ctx, s, jobID, adm)))

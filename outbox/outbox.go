@@ -36,6 +36,10 @@ const Queue = "crm"
 const (
 	MaxAttemptsDefault = 25
 	WorkersDefault     = 10
+	// PromptDefault is Config.Prompt when left zero.
+	PromptDefault = 10
+	// OrphanAfterDefault is Config.OrphanAfter when left zero.
+	OrphanAfterDefault = time.Minute
 	// DeliveryDeadlineDefault is Destination.DeliveryDeadline when left
 	// zero: a delivery still pending a day after its commit is dead.
 	DeliveryDeadlineDefault = 24 * time.Hour
@@ -75,6 +79,19 @@ type Config struct {
 	MaxAttempts int
 	// Workers: River MaxWorkers of the crm queue. Default 10.
 	Workers int
+	// Prompt: how many deliveries this process tries at once right after
+	// their commit, in the process and outside River (a group commit's
+	// rows, each on a place taken in the commit; the rest get their River
+	// job there). A prompt try that meets a wait (the scope not open, a
+	// full CRM window, a throttle, an error) hands the row to a River job.
+	// Default 10; -1: none, every delivery is a River job's.
+	Prompt int
+	// OrphanAfter: a pending row untouched this long with no active River
+	// job is given one by the deadline sweep (a prompt try cut short by a
+	// crash or a stop). It must be longer than a try takes (the CRM
+	// call's timeout); a try that outlasts it may be tried twice at once,
+	// which the idempotency key makes harmless. Default 1m.
+	OrphanAfter time.Duration
 	// SweepInterval: how often the deadline sweep (PeriodicJobs) moves
 	// pending rows past their deadline to dead. Default 1m.
 	SweepInterval time.Duration
@@ -163,6 +180,8 @@ func (noMetrics) CRMSettled(string, string, time.Duration) {}
 func (c Config) WithDefaults() Config {
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.Prompt = cmp.Or(c.Prompt, PromptDefault)
+	c.OrphanAfter = cmp.Or(c.OrphanAfter, OrphanAfterDefault)
 	c.SweepInterval = cmp.Or(c.SweepInterval, SweepIntervalDefault)
 	c.SweepGrace = cmp.Or(c.SweepGrace, SweepGraceDefault)
 	if c.Destinations != nil {
@@ -215,7 +234,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"SweepInterval", c.SweepInterval}, {"SweepGrace", c.SweepGrace}, {"ProbeTimeout", c.ProbeTimeout}, {"ProbeWait", c.ProbeWait}, {"AdmissionMaxAge", c.AdmissionMaxAge}} {
+	}{{"SweepInterval", c.SweepInterval}, {"SweepGrace", c.SweepGrace}, {"ProbeTimeout", c.ProbeTimeout}, {"ProbeWait", c.ProbeWait}, {"AdmissionMaxAge", c.AdmissionMaxAge}, {"OrphanAfter", c.OrphanAfter}} {
 		if f.d < 0 {
 			errs = append(errs, fielderr.Errorf(f.name, "%s must not be negative", f.d))
 		}
@@ -227,6 +246,9 @@ func (c Config) Validate() error {
 		if f.n < 0 {
 			errs = append(errs, fielderr.Errorf(f.name, "%d must be positive", f.n))
 		}
+	}
+	if c.Prompt < -1 {
+		errs = append(errs, fielderr.Errorf("Prompt", "%d: want a count, or -1 for none", c.Prompt))
 	}
 	errs = append(errs, fielderr.In(c.RetryAfter.Validate(), "RetryAfter"))
 	return errors.Join(errs...)
@@ -240,6 +262,7 @@ type Outbox struct {
 	queries *dbsqlc.Queries
 	metrics Metrics
 	commit  *ledger.Committer
+	prompt  *prompter // nil: every delivery goes to a River job
 }
 
 // New returns an Outbox. Its dispatcher, queue and deadline sweep are
@@ -256,6 +279,9 @@ func New(cfg Config, pool *pgxpool.Pool, l *ledger.Ledger) (*Outbox, error) {
 		return nil, fmt.Errorf("outbox config: %w", err)
 	}
 	o := &Outbox{cfg: cfg, pool: pool, ledger: l, queries: dbsqlc.New(), metrics: cmp.Or[Metrics](cfg.Metrics, noMetrics{}), commit: cfg.Committer}
+	if cfg.Prompt > 0 {
+		o.prompt = newPrompter(o, cfg.Prompt)
+	}
 	if o.commit == nil {
 		var err error
 		if o.commit, err = ledger.NewCommitter(pool, ledger.CommitConfig{}); err != nil {
@@ -485,7 +511,7 @@ func (o *Outbox) QueueCommitStep(q *ledger.Queue, client *river.Client[pgx.Tx], 
 	var row dbsqlc.ActionSetCommitRow
 	var qerr error
 	dbsqlc.QueueActionSetCommit(q.Batch, p, func(r dbsqlc.ActionSetCommitRow, err error) { row, qerr = r, err })
-	jobs := q.Tail(deliverTailKey{client}, func() ledger.Tail { return &deliverTail{client: client} }).(*deliverTail)
+	jobs := q.Tail(deliverTailKey{client}, func() ledger.Tail { return &deliverTail{client: client, o: o, told: q.Told()} }).(*deliverTail)
 	return func(_ context.Context, _ pgx.Tx, batchErr error) (ledger.Transition, error) {
 		if qerr == nil && batchErr != nil {
 			qerr = batchErr // the statement's answer never came
@@ -500,7 +526,7 @@ func (o *Outbox) QueueCommitStep(q *ledger.Queue, client *river.Client[pgx.Tx], 
 			return ledger.Transition{}, fmt.Errorf("storing action set %d: outbox row %v for destination %v", row.ID, row.OutboxID, withDest)
 		}
 		if row.OutboxID != nil {
-			jobs.params = append(jobs.params, river.InsertManyParams{Args: DeliverArgs{OutboxID: *row.OutboxID, Scope: dest.Scope}})
+			jobs.rows = append(jobs.rows, DeliverArgs{OutboxID: *row.OutboxID, Scope: dest.Scope})
 		}
 		version := int(row.ActionVersion)
 		return ledger.Transition{RecordingID: rec.ID, From: ledger.StateValidated, To: ledger.StateCommitted,
@@ -517,17 +543,45 @@ type deliverTailKey struct{ client *river.Client[pgx.Tx] }
 // with one statement after the group's last round.
 type deliverTail struct {
 	client *river.Client[pgx.Tx]
-	params []river.InsertManyParams
+	o      *Outbox
+	told   bool // the group tells it how it ended (ledger.OutcomeTail)
+	rows   []DeliverArgs
+	prompt []DeliverArgs // tried once the group committed, each on a reserved place
 }
 
 func (t *deliverTail) Run(ctx context.Context, tx pgx.Tx) error {
-	if len(t.params) == 0 {
+	var params []river.InsertManyParams
+	for _, a := range t.rows {
+		if t.told && t.o.prompt != nil && t.o.prompt.reserve() {
+			t.prompt = append(t.prompt, a)
+			continue
+		}
+		params = append(params, river.InsertManyParams{Args: a})
+	}
+	if len(params) == 0 {
 		return nil
 	}
-	if _, err := t.client.InsertManyTx(ctx, tx, t.params); err != nil {
-		return fmt.Errorf("enqueueing %d deliveries: %w", len(t.params), err)
+	if _, err := t.client.InsertManyTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("enqueueing %d deliveries: %w", len(params), err)
 	}
 	return nil
+}
+
+// Committed starts the prompt tries of the group's rows.
+func (t *deliverTail) Committed() {
+	for _, a := range t.prompt {
+		t.o.prompt.start(t.client, a.OutboxID, a.Scope)
+	}
+	t.prompt = nil
+}
+
+// Abandoned gives back the places of the prompt tries: the rows were not
+// committed (or may not have been: then the orphan sweep takes them).
+func (t *deliverTail) Abandoned() {
+	for range t.prompt {
+		t.o.prompt.unreserve()
+	}
+	t.prompt = nil
 }
 
 // nextVersion numbers a recording's next action set: one version per

@@ -38,6 +38,10 @@ type subject struct {
 	// recording_id, tenant, call_id, scope and River's job_id (withLog).
 	log   *slog.Logger
 	store tryStore
+	// prompt: a try right after the row's commit, outside River
+	// (prompter): it goes on only while the scope is plainly open, and
+	// leaves every wait to a River job.
+	prompt bool
 }
 
 // logger is s.log, or, before a try set it, base with the delivery's name.
@@ -52,8 +56,12 @@ func (s *subject) logger(base *slog.Logger) *slog.Logger {
 // recording can be followed through the log by its id as through `jobs
 // show`.
 func (s *subject) withLog(base *slog.Logger, jobID int64) {
+	job := slog.Int64("job_id", jobID)
+	if s.prompt {
+		job = slog.Bool("prompt", true) // tried right after its commit, by no River job
+	}
 	s.log = base.With(s.logAttr, slog.String("recording_id", s.set.RecordingID.String()), slog.String("tenant", s.TenantID),
-		slog.String("call_id", s.CallID), slog.String("scope", s.Scope), slog.Int64("job_id", jobID))
+		slog.String("call_id", s.CallID), slog.String("scope", s.Scope), job)
 }
 
 // tryStore records a subject's tries and outcomes.

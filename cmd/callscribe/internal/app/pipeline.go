@@ -140,7 +140,7 @@ func (a *App) PipelineOn(ctx context.Context, pool *pgxpool.Pool, caps Caps) (*P
 	if e.Outbox, err = outbox.New(obCfg, pool, e.Ledger); err != nil {
 		return nil, err
 	}
-	deps.Commit, deps.QueueCommit = e.Outbox.CommitStep, e.Outbox.QueueCommitStep
+	deps.Commit, deps.QueueCommit, deps.Drain = e.Outbox.CommitStep, e.Outbox.QueueCommitStep, e.Outbox.Drain
 	e.Jobs, err = jobs.New(pool, e.Ledger, cfg, deps)
 	if err != nil {
 		return nil, config.Named(err, "Pipeline")
