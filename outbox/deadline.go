@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/callscribe/callscribe/crm/connector"
@@ -60,9 +59,6 @@ func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return Swee
 
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	if _, err := w.o.Sweep(ctx); err != nil {
-		return err
-	}
-	if _, err := w.o.AdoptOrphans(ctx, river.ClientFromContext[pgx.Tx](ctx)); err != nil {
 		return err
 	}
 	_, err := w.o.SweepReplays(ctx)

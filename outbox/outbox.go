@@ -299,6 +299,7 @@ func (o *Outbox) Config() Config { return o.cfg }
 func (o *Outbox) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &deliverWorker{o: o})
 	river.AddWorker(w, &sweepWorker{o: o})
+	river.AddWorker(w, &adoptWorker{o: o})
 	river.AddWorker(w, &replayRecordingWorker{o: o})
 	river.AddWorker(w, &replayDeliverWorker{o: o})
 }
@@ -310,12 +311,16 @@ func (o *Outbox) Queues() map[string]river.QueueConfig {
 	return map[string]river.QueueConfig{Queue: {MaxWorkers: o.cfg.Workers}, ReplayQueue: {MaxWorkers: o.cfg.ReplayWorkers}}
 }
 
-// PeriodicJobs are the outbox's periodic jobs: the deadline sweep every
-// SweepInterval, also on start.
+// PeriodicJobs are the outbox's periodic jobs: the deadline sweep and the
+// adoption of rows without a job (AdoptArgs), each every SweepInterval,
+// also on start.
 func (o *Outbox) PeriodicJobs() []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(o.cfg.SweepInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(o.cfg.SweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return AdoptArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/callscribe/callscribe/internal/pgtime"
+	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -130,11 +131,44 @@ WHERE o.state = 'pending' AND o.updated_at <= $1
 ORDER BY o.updated_at, o.id
 LIMIT $2`
 
+// AdoptTimeout bounds a run of the adoption (AdoptArgs): one read of at
+// most sweepBatch rows and one insert. It is short on purpose: River
+// rescues a job whose process died only after the longer of its timeout
+// and RescueStuckJobsAfter, and a crash is what leaves rows to adopt, so
+// the run the crash cut short must come back soon (the deadline sweep's
+// five minutes would hold adoption back that long).
+const AdoptTimeout = 30 * time.Second
+
+// AdoptArgs gives pending rows left without a delivery job one
+// (AdoptOrphans), every SweepInterval and on start (PeriodicJobs).
+type AdoptArgs struct{}
+
+// Kind is the River job kind.
+func (AdoptArgs) Kind() string { return "crm_orphan_sweep" }
+
+// InsertOpts: on the crm queue, one at a time.
+func (AdoptArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: Queue, UniqueOpts: riverunique.ByArgs()}
+}
+
+type adoptWorker struct {
+	river.WorkerDefaults[AdoptArgs]
+	o *Outbox
+}
+
+// Timeout bounds a run of the adoption (AdoptTimeout).
+func (w *adoptWorker) Timeout(*river.Job[AdoptArgs]) time.Duration { return AdoptTimeout }
+
+func (w *adoptWorker) Work(ctx context.Context, _ *river.Job[AdoptArgs]) error {
+	_, err := w.o.AdoptOrphans(ctx, river.ClientFromContext[pgx.Tx](ctx))
+	return err
+}
+
 // AdoptOrphans gives a River job to every pending row left without one,
 // untouched for OrphanAfter: a row whose prompt try was cut short (its
 // process killed or stopped between the commit and the try's outcome),
-// or whose job River discarded. It returns how many it enqueued. The
-// deadline sweep runs it.
+// or whose job River discarded. It returns how many it enqueued. Its
+// periodic job (AdoptArgs) runs it.
 func (o *Outbox) AdoptOrphans(ctx context.Context, client *river.Client[pgx.Tx]) (int, error) {
 	cutoff := pgtime.Write(o.cfg.Clock.Now().Add(-o.cfg.OrphanAfter))
 	rows, err := o.pool.Query(ctx, orphansSQL, cutoff, sweepBatch)

@@ -305,6 +305,7 @@ func (a *commands) followReplay(ctx context.Context, out io.Writer, e *app.Pipel
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.Jobs.Config().ShutdownGrace)
 			defer cancel()
 			_ = e.Client.Stop(stopCtx)
+			_ = e.Outbox.Drain(stopCtx) // the prompt deliveries of recordings it re-ran
 		}()
 	}
 	var bar progress.Reporter

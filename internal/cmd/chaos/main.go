@@ -777,8 +777,12 @@ func (c *chaos) settle(ctx context.Context) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not settled within --settle-timeout %s: %d/%d committed, %d/%d delivered (%d outbox rows, %d failed or expired, %d dead; %w)",
-				c.o.settleTimeout, p.committed, c.o.recordings, p.delivered, c.o.recordings, p.outbox, p.terminalBad, p.dead, err)
+			why := fmt.Errorf("not settled within --settle-timeout %s: %d/%d committed, %d/%d delivered (%d outbox rows, %d failed or expired, %d dead)",
+				c.o.settleTimeout, p.committed, c.o.recordings, p.delivered, c.o.recordings, p.outbox, p.terminalBad, p.dead)
+			if err != nil {
+				why = fmt.Errorf("%w; the last progress read failed: %w", why, err)
+			}
+			return why
 		}
 		if time.Since(lastSay) >= 5*time.Second {
 			say("settling: committed %d/%d, delivered %d, %s", p.committed, c.o.recordings, p.delivered, time.Since(t0).Round(100*time.Millisecond))
