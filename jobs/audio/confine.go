@@ -81,6 +81,50 @@ func (s *Store) within(key string, c *rootCache) (r *os.Root, rest string, relea
 	return tr, rest, func() { _ = tr.Close() }, nil
 }
 
+// below is the directory rest (a key's part under its confinement
+// directory, open as r: within's answer) is in, opened once under r and
+// kept in c (the "003/" of "northline/003/call.wav"), with the file's name
+// in it; ok is false without a cache, for a file right under r, and for a
+// directory that cannot be opened. A Session then reaches each file of a
+// directory with one system call instead of a walk of its path. A try
+// that fails there is made again from r (at): a link in that directory
+// may lead to another directory of the confinement directory, which the
+// walk from r follows and the directory's own *os.Root would refuse, and
+// every refusal must be the walk's.
+func (c *rootCache) below(key string, r *os.Root, rest string) (sr *os.Root, name string, ok bool) {
+	i := strings.LastIndexByte(rest, '/')
+	if c == nil || i < 0 {
+		return nil, "", false
+	}
+	dir, _ := confinement(key)
+	sub := dir + "/" + rest[:i]
+	if sr := c.get(sub); sr != nil {
+		return sr, rest[i+1:], true
+	}
+	sr, err := r.OpenRoot(rest[:i])
+	if err != nil {
+		return nil, "", false
+	}
+	kept, ok := c.put(sub, sr)
+	if !ok {
+		_ = sr.Close() // the cache is closed
+		return nil, "", false
+	}
+	return kept, rest[i+1:], true
+}
+
+// at runs op on rest under r, first in rest's own directory kept in c
+// (below) when it can, and again from r when that fails: its result, or
+// the walk's.
+func at[T any](c *rootCache, key string, r *os.Root, rest string, op func(r *os.Root, rest string) (T, error)) (T, error) {
+	if sr, name, ok := c.below(key, r, rest); ok {
+		if v, err := op(sr, name); err == nil {
+			return v, nil
+		}
+	}
+	return op(r, rest)
+}
+
 // escapes reports whether err is os.Root's refusal of a path that leaves it
 // (through "..", an absolute symbolic link, or a link whose target is
 // outside). The os package does not export that error, so it is matched by
@@ -169,10 +213,13 @@ func (s *Store) statConfined(key string, c *rootCache) error {
 		return s.keyRefusal(key, err)
 	}
 	defer release()
-	if _, err = r.Stat(rest); err != nil {
-		return s.statRefusal(r, key, rest, err)
-	}
-	return nil
+	_, err = at(c, key, r, rest, func(r *os.Root, rest string) (struct{}, error) {
+		if _, err := r.Stat(rest); err != nil {
+			return struct{}{}, s.statRefusal(r, key, rest, err)
+		}
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // removeFile removes the file at key for a directory root, through its

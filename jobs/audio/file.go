@@ -30,26 +30,36 @@ func (s *Store) openFile(ctx context.Context, key string) (io.ReadCloser, int64,
 		return nil, 0, s.keyRefusal(key, err)
 	}
 	defer release() // the open file outlives the directory's *os.Root
-	fi, err := r.Stat(rest)
-	if err != nil {
-		return nil, 0, s.statRefusal(r, key, rest, err)
+	type opened struct {
+		f    *os.File
+		size int64
 	}
-	if err := s.checkRegular(key, fi.Mode()); err != nil {
+	o, err := at(cacheOf(ctx), key, r, rest, func(r *os.Root, rest string) (opened, error) {
+		fi, err := r.Stat(rest)
+		if err != nil {
+			return opened{}, s.statRefusal(r, key, rest, err)
+		}
+		if err := s.checkRegular(key, fi.Mode()); err != nil {
+			return opened{}, err
+		}
+		f, err := r.OpenFile(rest, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return opened{}, s.confineError(key, err)
+		}
+		fi, err = f.Stat()
+		if err == nil {
+			err = s.checkRegular(key, fi.Mode())
+		}
+		if err != nil {
+			_ = f.Close()
+			return opened{}, err
+		}
+		return opened{f, fi.Size()}, nil
+	})
+	if err != nil {
 		return nil, 0, err
 	}
-	f, err := r.OpenFile(rest, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, 0, s.confineError(key, err)
-	}
-	fi, err = f.Stat()
-	if err == nil {
-		err = s.checkRegular(key, fi.Mode())
-	}
-	if err != nil {
-		_ = f.Close()
-		return nil, 0, err
-	}
-	return f, fi.Size(), nil
+	return o.f, o.size, nil
 }
 
 // checkRegular refuses a mode that is not a regular file's.

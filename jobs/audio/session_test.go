@@ -27,7 +27,10 @@ func TestSessionAnswersAsTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSymlink(t, "../t0/000/call-0.wav", filepath.Join(b.dir, "t3", "theirs.wav"))
-	keys = append(keys, "t0/big.wav", "t1/notes.wav", "t2/dir.wav", "t3/theirs.wav",
+	// A link to another directory of its tenant's: the session reaches
+	// files through their own directory, yet answers as the walk does.
+	mustSymlink(t, "../000/call-4.wav", filepath.Join(b.dir, "t0", "001", "sibling.wav"))
+	keys = append(keys, "t0/big.wav", "t1/notes.wav", "t2/dir.wav", "t3/theirs.wav", "t0/001/sibling.wav",
 		"t0/missing.wav", "nobody/call.wav", "t0/../t1/notes.wav", "top.wav")
 
 	type answer struct {
@@ -65,8 +68,8 @@ func TestSessionAnswersAsTheStore(t *testing.T) {
 			t.Errorf("%s: the session answered %+v, the store %+v", keys[i], got[i], want[i])
 		}
 	}
-	if n := len(session.c.m); n != 4 {
-		t.Errorf("the session keeps %d directories open, want the 4 tenants' once each", n)
+	if n := len(session.c.m); n != 4+16 {
+		t.Errorf("the session keeps %d directories open, want the 4 tenants' and their 16 directories of recordings once each", n)
 	}
 	if err := session.Close(); err != nil {
 		t.Fatalf("Close() error = %v", err)
