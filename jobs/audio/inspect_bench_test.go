@@ -37,3 +37,40 @@ func BenchmarkInspect(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSessionKeyInspect is what ingest does for each recording of a
+// chunk: the manifest's path checked into a key and the WAV file read
+// (digest, size, duration) through one Session, whose directories stay
+// open across the chunk.
+func BenchmarkSessionKeyInspect(b *testing.B) {
+	dir := b.TempDir()
+	const files = 100
+	paths := make([]string, files)
+	body := wav(pcm(8000, 1, 16).chunk(), data(4000))
+	if err := os.MkdirAll(filepath.Join(dir, "acme", "2026"), 0o750); err != nil {
+		b.Fatal(err)
+	}
+	for i := range paths {
+		paths[i] = fmt.Sprintf("acme/2026/call-%d.wav", i)
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(paths[i])), body, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s, err := Open(context.Background(), Config{URL: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	ss := s.Session()
+	defer func() { _ = ss.Close() }()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		k, err := ss.Key(paths[i%files])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ss.Inspect(context.Background(), k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -131,8 +131,9 @@ func (s *Store) Inspect(ctx context.Context, key string) (Info, error) {
 	return info, nil
 }
 
-// digestBuffer is how much of a recording digest reads at a time.
-const digestBuffer = 64 << 10
+// digestBuffer is digest's read buffer: a WAV header fits it, and the
+// reads after it are as large as the copy's (bufio passes them through).
+const digestBuffer = 4 << 10
 
 // digest reads r to its end, computing Info for key.
 func (s *Store) digest(ctx context.Context, key string, r io.Reader) (Info, error) {
