@@ -23,6 +23,20 @@ func crmDeliverJobs(t *testing.T, e *crmEnv) int {
 	return n
 }
 
+// appliedOnceEach fails t unless the CRM holds n action sets, each applied
+// once.
+func appliedOnceEach(t *testing.T, st crmsim.Stats, n int) {
+	t.Helper()
+	if st.Applied != n {
+		t.Fatalf("the CRM holds %d action sets, want %d", st.Applied, n)
+	}
+	for key, k := range st.ApplyCount {
+		if k != 1 {
+			t.Fatalf("%s applied %d times", key, k)
+		}
+	}
+}
+
 // openScope gives the CRM scope its row before the workers start, as
 // every scope has after its first delivery: a prompt try goes on only in
 // a scope known to be open.
@@ -41,15 +55,7 @@ func TestPromptDeliveriesTakeNoJob(t *testing.T) {
 	t.Parallel()
 	const n = 8 // fewer than outbox.PromptDefault: a place is always free
 	e := runToDeliveredWith(t, n, sttsim.Config{}, jobs.Config{}, crmsim.Config{}, openScope)
-	st := e.crm.Stats()
-	if st.Applied != n {
-		t.Fatalf("the CRM holds %d action sets, want %d", st.Applied, n)
-	}
-	for key, k := range st.ApplyCount {
-		if k != 1 {
-			t.Fatalf("%s applied %d times", key, k)
-		}
-	}
+	appliedOnceEach(t, e.crm.Stats(), n)
 	if jobs := crmDeliverJobs(t, e); jobs != 0 {
 		t.Fatalf("%d delivery jobs for %d prompt deliveries, want 0", jobs, n)
 	}
@@ -62,9 +68,7 @@ func TestNoPromptDeliveriesAreJobs(t *testing.T) {
 	const n = 8
 	e := runToDeliveredWith(t, n, sttsim.Config{}, jobs.Config{}, crmsim.Config{}, openScope,
 		func(o *envOpts) { o.outbox = func(c *outbox.Config) { c.Prompt = -1 } })
-	if st := e.crm.Stats(); st.Applied != n {
-		t.Fatalf("the CRM holds %d action sets, want %d", st.Applied, n)
-	}
+	appliedOnceEach(t, e.crm.Stats(), n)
 	if jobs := crmDeliverJobs(t, e); jobs != n {
 		t.Fatalf("%d delivery jobs for %d rows, want one each", jobs, n)
 	}
@@ -78,14 +82,7 @@ func TestPromptDeliveriesInAThrottledScopeGoToJobs(t *testing.T) {
 	const n = 10
 	e := runToDeliveredWith(t, n, sttsim.Config{}, jobs.Config{}, crmsim.Config{RateLimitShare: 0.5, Cooldown: 300 * time.Millisecond}, openScope)
 	st := e.crm.Stats()
-	if st.Applied != n {
-		t.Fatalf("the CRM holds %d action sets, want %d", st.Applied, n)
-	}
-	for key, k := range st.ApplyCount {
-		if k != 1 {
-			t.Fatalf("%s applied %d times", key, k)
-		}
-	}
+	appliedOnceEach(t, st, n)
 	if st.RateLimited == 0 {
 		t.Fatal("the CRM never throttled: the test proves less than it claims")
 	}
