@@ -32,6 +32,8 @@ type prompter struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool // Drain began: no more tries start
 }
 
 func newPrompter(o *Outbox, n int) *prompter {
@@ -40,8 +42,15 @@ func newPrompter(o *Outbox, n int) *prompter {
 }
 
 // reserve takes a place for one prompt try, or reports that all are
-// taken (the delivery then goes to a River job in its commit).
+// taken or that Drain began (the delivery then goes to a River job in its
+// commit).
 func (p *prompter) reserve() bool {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return false // drained: every row gets its job, as with Prompt -1
+	}
 	select {
 	case p.sem <- struct{}{}:
 		return true
@@ -56,6 +65,14 @@ func (p *prompter) unreserve() { <-p.sem }
 // start tries outbox row id of scope in a goroutine of its own, on a
 // place reserve took.
 func (p *prompter) start(client *river.Client[pgx.Tx], id int64, scope string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		// A group that committed after the stop (its caller cancelled):
+		// the row waits for the adoption job, as after a crash.
+		p.unreserve()
+		return
+	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -104,6 +121,9 @@ func (o *Outbox) Drain(ctx context.Context) error {
 }
 
 func (p *prompter) close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
 	select {
