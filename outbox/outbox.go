@@ -87,8 +87,8 @@ type Config struct {
 	// Default 10; -1: none, every delivery is a River job's.
 	Prompt int
 	// OrphanAfter: a pending row untouched this long with no active River
-	// job is given one by the deadline sweep (a prompt try cut short by a
-	// crash or a stop). It must be longer than a try takes (the CRM
+	// job is given one by the adoption job (AdoptArgs; a prompt try cut
+	// short by a crash or a stop). It must be longer than a try takes (the CRM
 	// call's timeout); a try that outlasts it may be tried twice at once,
 	// which the idempotency key makes harmless. Default 1m.
 	OrphanAfter time.Duration
