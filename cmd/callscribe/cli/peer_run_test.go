@@ -143,7 +143,10 @@ wait:
 		bench.StopTimer()
 	}
 	run.workerCPU = cpuPer(cpu1, machineBusy(tb), n)
-	run.ownCPU = (processCPU(worker.Process.Pid) + q.backendsCPU() + selfCPU(tb) - self1) / float64(n)
+	run.ownWorker = processCPU(worker.Process.Pid) / float64(n)
+	run.ownDB = q.backendsCPU() / float64(n)
+	run.ownDoubles = (selfCPU(tb) - self1) / float64(n)
+	run.ownCPU = run.ownWorker + run.ownDB + run.ownDoubles
 	run.peakRSS = vmHWM(tb, worker.Process.Pid)
 	run.rate = float64(n) / q.peerLastDelivery().Sub(start).Seconds()
 	run.delivered = q.peerDelivered()

@@ -155,9 +155,12 @@ type throughputRun struct {
 	ingestCPU     float64 // ms per recording, machine-wide, during the ingest
 	workerCPU     float64 // ms per recording, machine-wide, worker start to the last delivery seen
 	ownCPU        float64 // ms per recording, the same span, the run's own processes only (see processCPU)
-	peakRSS       int64   // bytes, the worker's VmHWM
-	delivered     int
-	latency       []laneLatency
+	// ownCPU's parts: the worker process, its PostgreSQL backends, and
+	// this process (the STT and CRM doubles).
+	ownWorker, ownDB, ownDoubles float64
+	peakRSS                      int64 // bytes, the worker's VmHWM
+	delivered                    int
+	latency                      []laneLatency
 }
 
 // laneLatency is receipt → CRM delivery of one lane ("all" for both).
@@ -432,7 +435,10 @@ wait:
 	}
 	b.StopTimer()
 	run.workerCPU = cpuPer(cpu1, machineBusy(b), n)
-	run.ownCPU = (processCPU(worker.Process.Pid) + q.backendsCPU() + selfCPU(b) - self1) / float64(n)
+	run.ownWorker = processCPU(worker.Process.Pid) / float64(n)
+	run.ownDB = q.backendsCPU() / float64(n)
+	run.ownDoubles = (selfCPU(b) - self1) / float64(n)
+	run.ownCPU = run.ownWorker + run.ownDB + run.ownDoubles
 	run.peakRSS = vmHWM(b, worker.Process.Pid)
 	if hold == 0 {
 		last := q.lastDelivery()
@@ -857,7 +863,7 @@ func (r *benchRig) print() {
 			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", run.ingestCommits+run.workerCommits, run.ingestCommits, run.workerCommits)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", "  ingest --manifest", run.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", run.ingestCPU+run.workerCPU, run.ingestCPU, run.workerCPU)
-			fmt.Fprintf(w, "  %-44s %12.2f\n", "    worker's run, own processes only", run.ownCPU)
+			fmt.Fprintf(w, "  %-44s %12.2f  (worker %.2f + PostgreSQL %.2f + doubles %.2f)\n", "    worker's run, own processes only", run.ownCPU, run.ownWorker, run.ownDB, run.ownDoubles)
 			fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(run.peakRSS)/(1<<20))
 			for _, l := range run.latency {
 				fmt.Fprintf(w, "  %-44s %9.2fs p50 %8.2fs p99  (%d)\n", "  receipt → CRM delivery, "+l.lane, l.p50.Seconds(), l.p99.Seconds(), l.n)
@@ -872,7 +878,7 @@ func (r *benchRig) print() {
 			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", peer.ingestCommits+peer.workerCommits, peer.ingestCommits, peer.workerCommits)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", fmt.Sprintf("  ingest, %s a transaction", thousands(peerIngestChunk)), peer.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", peer.ingestCPU+peer.workerCPU, peer.ingestCPU, peer.workerCPU)
-			fmt.Fprintf(w, "  %-44s %12.2f\n", "    worker's run, own processes only", peer.ownCPU)
+			fmt.Fprintf(w, "  %-44s %12.2f  (worker %.2f + PostgreSQL %.2f + doubles %.2f)\n", "    worker's run, own processes only", peer.ownCPU, peer.ownWorker, peer.ownDB, peer.ownDoubles)
 			fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(peer.peakRSS)/(1<<20))
 		}
 		if run != nil && peer != nil && peer.rate > 0 && peer.ingestRate > 0 && peer.ingestCPU+peer.workerCPU > 0 && peer.ownCPU > 0 {
