@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/ledger/internal/dbsqlc"
 )
 
 func TestNotesAndTranscript(t *testing.T) {
@@ -382,4 +384,38 @@ func TestAdmissionReadWaitsForEveryWriteOfTheScope(t *testing.T) {
 	if r := <-got; !r.Found || !r.Deferral.Paused {
 		t.Fatalf("read after the raw write committed: %+v, want the scope paused", r)
 	}
+}
+
+// The admission's read takes the key every writer of scope_deferrals
+// takes (scope_deferral_lock_key, through scope_deferral_write_lock), for
+// any scope name: the read statement writes the function's expression out
+// rather than calling it (a pinned function costs a setting change per
+// call). Checked on the statement itself, by the advisory lock it holds.
+func TestReadLockKeyIsTheWritersKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	q := dbsqlc.New()
+	rapid.Check(t, func(rt *rapid.T) {
+		scope := rapid.StringMatching(`[^\x00]{0,80}`).Draw(rt, "scope")
+		tx, err := b.pool.Begin(ctx)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if err := q.ScopeDeferralReadLock(ctx, tx, scope); err != nil {
+			rt.Fatal(err)
+		}
+		var held, want int64
+		if err := tx.QueryRow(ctx, `SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks
+			WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND mode = 'ShareLock' AND objsubid = 1`).Scan(&held); err != nil {
+			rt.Fatalf("the read lock's advisory key: %v", err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT scope_deferral_lock_key($1)`, scope).Scan(&want); err != nil {
+			rt.Fatal(err)
+		}
+		if held != want {
+			rt.Fatalf("scope %q: the read holds key %d, writers take %d", scope, held, want)
+		}
+	})
 }

@@ -61,7 +61,15 @@ ON CONFLICT (scope) DO NOTHING;
 -- transaction. Every write of scope_deferrals holds the key exclusive until
 -- it commits, so the read that follows, with a snapshot of its own, sees
 -- every extension that began before it.
-SELECT pg_advisory_xact_lock_shared(scope_deferral_lock_key(@scope::text));
+-- The key is scope_deferral_lock_key's expression written out, not a call
+-- of it: the function pins its search_path, and PostgreSQL sets and
+-- restores that setting on every call (about 25 µs, ten times the rest of
+-- the statement; this one runs for every transcription and delivery).
+-- Every name is qualified, so the statement resolves the same whatever
+-- the session's search_path. TestReadLockKeyIsTheWritersKey holds the two
+-- equal.
+SELECT pg_catalog.pg_advisory_xact_lock_shared(
+    pg_catalog.hashtextextended(pg_catalog.textcat('scope_deferrals:', @scope::text), 7033));
 
 -- name: ScopeDeferralGetForAdmission :one
 -- The read of an admission check, after ScopeDeferralReadLock in the same
