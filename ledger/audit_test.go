@@ -186,10 +186,8 @@ func TestDatabaseRefusesNewRecordingsWithoutTheirHistory(t *testing.T) {
 		{"born eligible, its second event entering another state",
 			withEvents(`SELECT id, 1, NULL, 'received', 0, now() FROM r UNION ALL SELECT id, 2, 'received', 'expired', 0, now() FROM r`),
 			"without a matching event", "eligible", 2},
-		// The event's own guard, a row trigger (migration 00023), refuses
-		// it before the recording's statement guard looks.
 		{"born received, its first event entering eligible",
-			withEvents(`SELECT id, 1, NULL, 'eligible', 0, now() FROM r`), "must enter received", "received", 1},
+			withEvents(`SELECT id, 1, NULL, 'eligible', 0, now() FROM r`), "without a matching event", "received", 1},
 		{"born submitted", insert, "must start in state received", "submitted", 1},
 		{"born at attempt 1", `INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, lane, created_at, updated_at, last_event_seq, attempt)
 			VALUES ($1, 't', $2, $3, $4, 'batch', now(), now(), $5, 1)`, "must start in state received", "received", 1},

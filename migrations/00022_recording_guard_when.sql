@@ -14,22 +14,13 @@
 -- through meets every check it met before.
 --
 -- A recording's way through the pipeline called recording_guard twice: its
--- submission (one step) and its advance to committed (several); now never. Identity,
+-- submission (one step) and its advance to committed (several). Identity,
 -- a sequence that moves backward and updated_at are about the row itself
 -- and are in the condition. A change of state needs the function when it
--- appends no event (it raises), or when it appends exactly one and the
--- step is not one of recording_state_edges: a condition cannot read a
--- table, so it lists the edges, which migrations 00001 and 00002 fixed
--- (recording_state_edges_fixed refuses every change to them). A list
--- that missed an edge would only call the function, which reads the
--- table and lets the step through; one that named a step that is no edge
--- would let it through unchecked, which
--- TestRecordingUpdateGuardRefusesExactlyTheBrokenRule, drawing every pair
--- of states against the Go state machine (itself held to the table by
--- TestStateMachineMatchesDatabase), does not allow. A migration that adds
--- an edge adds it here too. A move of several steps was never checked
--- here: recording_event_present walks its events at commit, and still
--- does. DELETE (the retention purge)
+-- appends no event (it raises) or exactly one: that step is checked
+-- against recording_state_edges, a table, which a condition cannot read.
+-- A move of several steps was never checked here: recording_event_present
+-- walks its events at commit, and still does. DELETE (the retention purge)
 -- calls the function always, as before, through a trigger of its own.
 
 -- +goose Up
@@ -43,13 +34,7 @@ CREATE TRIGGER recording_update_guard BEFORE UPDATE ON recordings FOR EACH ROW
           OR NEW.last_event_seq < OLD.last_event_seq
           OR (NEW.updated_at IS DISTINCT FROM OLD.updated_at
               AND (NEW.last_event_seq = OLD.last_event_seq OR NEW.updated_at < OLD.updated_at))
-          OR (NEW.state IS DISTINCT FROM OLD.state AND (NEW.last_event_seq <= OLD.last_event_seq
-              OR (NEW.last_event_seq = OLD.last_event_seq + 1 AND ((OLD.state, NEW.state) IN (
-              ('committed', 'validated'), ('eligible', 'expired'), ('eligible', 'failed'), ('eligible', 'submitted'),
-              ('expired', 'eligible'), ('failed', 'eligible'), ('received', 'eligible'), ('received', 'expired'),
-              ('retry_wait', 'eligible'), ('retry_wait', 'expired'), ('submitted', 'expired'), ('submitted', 'failed'),
-              ('submitted', 'retry_wait'), ('submitted', 'transcribed'), ('transcribed', 'expired'), ('transcribed', 'failed'),
-              ('transcribed', 'validated'), ('validated', 'committed'), ('validated', 'expired'))) IS NOT TRUE))))
+          OR (NEW.state IS DISTINCT FROM OLD.state AND NEW.last_event_seq <= OLD.last_event_seq + 1))
     EXECUTE FUNCTION recording_guard();
 -- +goose StatementEnd
 
