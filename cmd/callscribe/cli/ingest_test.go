@@ -307,3 +307,71 @@ func northlineConfig(t *testing.T, dir string) string {
 	}
 	return config
 }
+
+// A chunk whose transaction fails stops the ingest and loses nothing:
+// the error names the chunk's lines, the chunks before it are kept
+// whatever was written beside it (chunks are written ingestInFlight at a
+// time), and ingesting the manifest again takes the rest, counting the
+// lines already in as known.
+func TestIngestManifestChunkFailureKeepsTheChunksBefore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	dir := t.TempDir()
+	config := northlineConfig(t, dir)
+	const lines = 3500
+	var b strings.Builder
+	for i := 1; i <= lines; i++ {
+		call := fmt.Sprintf("c-%d", i)
+		if i == 1500 {
+			call = "boom"
+		}
+		fmt.Fprintf(&b, `{"tenant_id":"northline","call_id":%q,"audio":"northline/call-1001.wav"}`+"\n", call)
+	}
+	manifest := filepath.Join(dir, "m.jsonl")
+	if err := os.WriteFile(manifest, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The database refuses the one recording: its whole chunk's
+	// transaction fails.
+	if _, err := pool.Exec(ctx, `
+		CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
+		BEGIN
+			IF NEW.call_id = 'boom' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_boom BEFORE INSERT ON recordings FOR EACH ROW EXECUTE FUNCTION refuse_boom();`); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{csconfig.EnvDatabaseURL: testdb.URLOf(t, pool)}
+	code, out, stderr := run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
+	if code == 0 || !strings.Contains(stderr, "lines 1001 to 2000") || !strings.Contains(stderr, "refused by the test") {
+		t.Fatalf("ingest with a failing chunk: %d %q\n%.2000s", code, out, stderr)
+	}
+	var first, failing, rest int
+	if err := pool.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE substr(call_id, 3)::int <= 1000),
+		count(*) FILTER (WHERE substr(call_id, 3)::int BETWEEN 1001 AND 2000),
+		count(*) FILTER (WHERE substr(call_id, 3)::int > 2000)
+		FROM recordings WHERE call_id LIKE 'c-%'`).Scan(&first, &failing, &rest); err != nil {
+		t.Fatal(err)
+	}
+	if first != 1000 || failing != 0 || (rest != 0 && rest != 1000) {
+		t.Fatalf("after the failure: %d of lines 1-1000, %d of 1001-2000, %d after; want 1000, 0, and 0 or a whole chunk", first, failing, rest)
+	}
+
+	if _, err := pool.Exec(ctx, `DROP TRIGGER refuse_boom ON recordings`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = run(t, ctx, env, "--config", config, "ingest", "--manifest", manifest)
+	if want := fmt.Sprintf("%d ingested, %d already known, 0 bad lines", lines-first-rest, first+rest); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("ingesting again: %d %q, want %q\n%.2000s", code, out, want, stderr)
+	}
+	var rows, jobs int
+	if err := pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM river_job WHERE kind = 'transcribe') FROM recordings`).Scan(&rows, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if rows != lines || jobs != lines {
+		t.Fatalf("%d recordings and %d jobs after the second run, want %d of each", rows, jobs, lines)
+	}
+}
