@@ -37,7 +37,7 @@ const (
 	MaxAttemptsDefault = 25
 	WorkersDefault     = 10
 	// PromptDefault is Config.Prompt when left zero.
-	PromptDefault = 10
+	PromptDefault = 20
 	// OrphanAfterDefault is Config.OrphanAfter when left zero.
 	OrphanAfterDefault = time.Minute
 	// DeliveryDeadlineDefault is Destination.DeliveryDeadline when left
@@ -84,7 +84,7 @@ type Config struct {
 	// rows, each on a place taken in the commit; the rest get their River
 	// job there). A prompt try that meets a wait (the scope not open, a
 	// full CRM window, a throttle, an error) hands the row to a River job.
-	// Default 10; -1: none, every delivery is a River job's.
+	// Default 20; -1: none, every delivery is a River job's.
 	Prompt int
 	// OrphanAfter: a pending row untouched this long with no active River
 	// job is given one by the adoption job (AdoptArgs; a prompt try cut
