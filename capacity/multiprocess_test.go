@@ -310,8 +310,8 @@ func mpCall(api *mpAPI, held *holders, i int, org, campaign, callID string) erro
 		return fail("dial", code, m)
 	}
 	tr, _ := m["transcriber"].(map[string]any)
-	if tr == nil || tr["lease"] == nil || tr["over_limit"] == true {
-		return fail("a reservation without a counted transcriber", code, m)
+	if tr == nil || tr["lease"] == nil || tr["over_limit"] == true || !leaseCounted(tr["lease"]) {
+		return fail("a reservation without a counted transcriber (see the serve processes' fail-open warnings)", code, m)
 	}
 	held.add("stt", 1)
 	if code, m := api.post(next(), "/v1/calls/"+callID+"/answered", map[string]any{}); code != http.StatusOK {
@@ -323,6 +323,9 @@ func mpCall(api *mpAPI, held *holders, i int, org, campaign, callID string) erro
 			return fail("voice start", code, v)
 		}
 		name := fmt.Sprint(v["provider"])
+		if v["lease"] != nil && !leaseCounted(v["lease"]) {
+			return fail("a voice slot granted uncounted (see the serve processes' fail-open warnings)", code, v)
+		}
 		if v["lease"] != nil {
 			held.add("voice "+name, 1)
 		}
@@ -348,6 +351,13 @@ func mpCall(api *mpAPI, held *holders, i int, org, campaign, callID string) erro
 		return fail("slot release", code, m)
 	}
 	return nil
+}
+
+// leaseCounted reports whether a lease the API answered is counted in
+// Redis: one granted uncounted (fail open) is in no count the test samples.
+func leaseCounted(lease any) bool {
+	l, _ := lease.(map[string]any)
+	return l["counted"] == true
 }
 
 // deadCalls starts mpOrgCap calls, five in each of the first two
@@ -619,6 +629,16 @@ func startServe(t *testing.T, bin, config, token string) string {
 		case <-done:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
+			<-done
+		}
+		// A failure may come from the process: show what it warned of
+		// (fail-open grants, Redis round trips that timed out).
+		if t.Failed() {
+			for line := range strings.Lines(stderr.String()) {
+				if strings.Contains(line, "WARN") || strings.Contains(line, "ERROR") {
+					t.Logf("serve %d: %s", cmd.Process.Pid, strings.TrimSpace(line))
+				}
+			}
 		}
 	})
 	found := make(chan string, 1)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -139,6 +140,15 @@ type Dialer struct {
 	fail   *rediskit.FailOpen
 	wake   chan struct{} // buffered 1: a re-check is due
 
+	// unsure holds the reservations whose every reserve try failed with a
+	// Redis error, by call id: each may or may not have gone in, so its
+	// transcriber lease is kept (counted, and in this process's held set)
+	// until a later pass learns which (resolveUnsure). Only the goroutine
+	// holding the re-check lock touches it, but passes of one Dialer may
+	// run in several goroutines one after another: hence the mutex.
+	unsureMu sync.Mutex
+	unsure   map[string]unsureReservation
+
 	queueKey, lockKey, againKey string
 }
 
@@ -166,6 +176,7 @@ func NewDialer(r *capacity.Redis, leases *capacity.Leases, cfg DialerConfig) (*D
 	cfg = cfg.WithDefaults()
 	kit := r.Kit()
 	return &Dialer{leases: leases, kit: kit, cfg: cfg, fail: kit.NewFailOpen(), wake: make(chan struct{}, 1),
+		unsure:   map[string]unsureReservation{},
 		queueKey: kit.Key("dial", "queue"), lockKey: kit.Key("dial", "lock"), againKey: kit.Key("dial", "again")}, nil
 }
 
@@ -506,6 +517,7 @@ func (d *Dialer) Recheck(ctx context.Context, dial func(Call, Reservation)) {
 }
 
 func (d *Dialer) pass(ctx context.Context, dial func(Call, Reservation)) {
+	d.resolveUnsure(ctx, dial)
 	queued, err := d.Queued(ctx)
 	if err != nil {
 		d.fail.Note("dial recheck", err)
@@ -531,7 +543,9 @@ func (d *Dialer) pass(ctx context.Context, dial func(Call, Reservation)) {
 			return
 		}
 		var res Reservation
-		ok := !uses(q.Call, false)
+		// A call whose reservation is unsure already holds a slot: it
+		// waits for its outcome, and so do the calls behind it.
+		ok := !uses(q.Call, false) && !d.isUnsure(q.Call.ID)
 		if ok {
 			res, ok = d.TryDial(ctx, q.Call)
 		}
@@ -546,26 +560,89 @@ func (d *Dialer) pass(ctx context.Context, dial func(Call, Reservation)) {
 			}
 			continue
 		}
-		b, _ := json.Marshal(toReservationJSON(res))
+		u := unsureReservation{call: q.Call, res: res}
+		u.json, _ = json.Marshal(toReservationJSON(res))
+		d.settle(ctx, u, dial)
+	}
+}
+
+// unsureReservation is a reservation a pass tried to store: the call, the
+// slot taken for it, and the reservation as stored.
+type unsureReservation struct {
+	call Call
+	res  Reservation
+	json []byte
+}
+
+// dialReserveTries is how many times a pass runs the reserve script for a
+// call before it leaves the outcome to a later pass.
+const dialReserveTries = 3
+
+// settle stores u's reservation and acts on the answer. Won: the call may
+// be dialled (handed to dial). Lost (the call ended meanwhile, or another
+// pass reserved it): the slot is given back. The script is idempotent, so
+// a try whose reply was lost (a timeout after Redis ran it) is retried
+// rather than taken for a loss: giving back a slot that a reserved call
+// holds would let another call take it while the first is dialled, one
+// more transcriber than the plan. When no try gets an answer, the slot is
+// kept and u is left to a later pass (resolveUnsure).
+func (d *Dialer) settle(ctx context.Context, u unsureReservation, dial func(Call, Reservation)) {
+	var won int
+	var err error
+	for range dialReserveTries {
 		octx, cancel := d.kit.Detached(ctx)
-		won, err := dialReserveScript.Run(octx, d.kit.Client, []string{d.queueKey, d.callKey(q.Call.ID)}, q.Call.ID, b, d.cfg.StateTTL.Milliseconds()).Int()
+		won, err = dialReserveScript.Run(octx, d.kit.Client, []string{d.queueKey, d.callKey(u.call.ID)}, u.call.ID, u.json, d.cfg.StateTTL.Milliseconds()).Int()
 		cancel()
-		if err != nil || won == 0 { // ended meanwhile, or another pass won: give the slot back
-			if err != nil {
-				d.fail.Note("dial reserve", err)
-			}
-			HangUp(ctx, d.leases, res.Transcriber)
-			continue
-		}
-		if d.cfg.DetachLeases {
-			d.leases.Forget(res.Transcriber.Lease.ID)
-		}
-		d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: q.Call.ID, Kind: EventDialReserved, Provider: res.Transcriber.Provider,
-			Detail: fmt.Sprintf("transcriber %s reserved, voice %s has room: the call may be dialled", res.Transcriber.Provider, res.Voice)})
-		if dial != nil {
-			dial(q.Call, res)
+		if err == nil {
+			break
 		}
 	}
+	d.unsureMu.Lock()
+	if err != nil {
+		d.unsure[u.call.ID] = u
+	} else {
+		delete(d.unsure, u.call.ID)
+	}
+	d.unsureMu.Unlock()
+	switch {
+	case err != nil:
+		d.fail.Note("dial reserve (outcome unknown: the transcriber slot is kept until a later pass learns it)", err)
+	case won == 0:
+		HangUp(ctx, d.leases, u.res.Transcriber)
+	default:
+		if d.cfg.DetachLeases {
+			d.leases.Forget(u.res.Transcriber.Lease.ID)
+		}
+		d.cfg.Timeline.Record(ctx, TimelineEvent{CallID: u.call.ID, Kind: EventDialReserved, Provider: u.res.Transcriber.Provider,
+			Detail: fmt.Sprintf("transcriber %s reserved, voice %s has room: the call may be dialled", u.res.Transcriber.Provider, u.res.Voice)})
+		if dial != nil {
+			dial(u.call, u.res)
+		}
+	}
+}
+
+// resolveUnsure settles, first in each pass, the reservations whose
+// outcome an earlier pass could not learn: the reserve script, being
+// idempotent, answers won if the reservation went in (or goes in now, the
+// call still queued) and lost otherwise.
+func (d *Dialer) resolveUnsure(ctx context.Context, dial func(Call, Reservation)) {
+	d.unsureMu.Lock()
+	pending := make([]unsureReservation, 0, len(d.unsure))
+	for _, u := range d.unsure {
+		pending = append(pending, u)
+	}
+	d.unsureMu.Unlock()
+	for _, u := range pending {
+		d.settle(ctx, u, dial)
+	}
+}
+
+// isUnsure reports whether callID's reservation awaits resolveUnsure.
+func (d *Dialer) isUnsure(callID string) bool {
+	d.unsureMu.Lock()
+	defer d.unsureMu.Unlock()
+	_, ok := d.unsure[callID]
+	return ok
 }
 
 func newDialToken() string {

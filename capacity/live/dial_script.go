@@ -27,9 +27,15 @@ return {1, now}
 // dialReserveScript: KEYS queue, call hash; ARGV call id, reservation
 // JSON, state TTL ms. ZREM wins: only the one caller that removes the call
 // from the queue while it is still queued reserves it (1); any other gets
-// 0 and gives its slot back.
+// 0 and gives its slot back. It is idempotent: run again with the same
+// reservation after it went in (a retry whose first reply was lost), it
+// answers 1 again while the call holds that reservation (reserved or
+// answered since), so a lost reply is never taken for a lost race.
 var dialReserveScript = redis.NewScript(`
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
+  if redis.call('HGET', KEYS[2], 'reservation') == ARGV[2] then return 1 end
+  return 0
+end
 if redis.call('HGET', KEYS[2], 'state') ~= 'queued' then return 0 end
 redis.call('HSET', KEYS[2], 'state', 'reserved', 'reservation', ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])

@@ -23,3 +23,7 @@ func WithRateTestGranted(cfg RateLimiterConfig, granted func(org, campaign strin
 	cfg.granted = granted
 	return cfg
 }
+
+// DialReserveScriptHash is the SHA1 of the script that stores a call's
+// reservation, for tests that fail its round trips. Test builds only.
+func DialReserveScriptHash() string { return dialReserveScript.Hash() }

@@ -1,0 +1,238 @@
+package live_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/callscribe/callscribe/capacity"
+	"github.com/callscribe/callscribe/capacity/live"
+)
+
+// A reserve fault: the script runs on Redis and its reply is lost (the
+// caller gets a timeout), or the request never reaches Redis.
+type reserveFault int
+
+const (
+	replyLost reserveFault = iota + 1
+	neverRan
+)
+
+// reserveFaults fails the reserve script's round trips in the order
+// planned, then lets them through; ran counts the runs Redis made.
+type reserveFaults struct {
+	sha  string
+	mu   sync.Mutex
+	plan []reserveFault
+	ran  int
+}
+
+func (f *reserveFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *reserveFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (f *reserveFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !f.isReserve(cmd) {
+			return next(ctx, cmd)
+		}
+		f.mu.Lock()
+		var fault reserveFault
+		if len(f.plan) > 0 {
+			fault = f.plan[0]
+		}
+		f.mu.Unlock()
+		if fault == neverRan {
+			f.consume()
+			err := &net.OpError{Op: "read", Net: "tcp", Err: context.DeadlineExceeded}
+			cmd.SetErr(err)
+			return err
+		}
+		err := next(ctx, cmd)
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return err // not run: Script.Run sends the body next
+		}
+		f.mu.Lock()
+		f.ran++
+		f.mu.Unlock()
+		if fault == replyLost {
+			f.consume()
+			lost := &net.OpError{Op: "read", Net: "tcp", Err: context.DeadlineExceeded}
+			cmd.SetErr(lost)
+			return lost
+		}
+		return err
+	}
+}
+
+func (f *reserveFaults) consume() {
+	f.mu.Lock()
+	f.plan = f.plan[1:]
+	f.mu.Unlock()
+}
+
+func (f *reserveFaults) runs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ran
+}
+
+// isReserve: the command runs the reserve script, by its hash (EVALSHA)
+// or its body (EVAL).
+func (f *reserveFaults) isReserve(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	name, _ := args[0].(string)
+	arg, _ := args[1].(string)
+	switch strings.ToLower(name) {
+	case "evalsha":
+		return arg == f.sha
+	case "eval":
+		sum := sha1.Sum([]byte(arg))
+		return hex.EncodeToString(sum[:]) == f.sha
+	}
+	return false
+}
+
+// reserveSetup is dialSetup with out-1 and out-2 queued for the one
+// transcriber slot, and faults planned for the reserve script.
+func reserveSetup(t *testing.T, plan ...reserveFault) (*dialBundle, *reserveFaults) {
+	t.Helper()
+	ctx := context.Background()
+	b := dialSetup(t)
+	f := &reserveFaults{sha: live.DialReserveScriptHash(), plan: plan}
+	b.rdb.AddHook(f)
+	for _, id := range []string{"out-1", "out-2"} {
+		b.dialer.Enqueue(ctx, live.Call{ID: id, Providers: dialProviders})
+	}
+	return b, f
+}
+
+// reservedLease returns the transcriber lease callID's dial state holds.
+func reservedLease(t *testing.T, b *dialBundle, callID string) capacity.Lease {
+	t.Helper()
+	st, err := b.dialer.State(context.Background(), callID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != live.DialReserved {
+		t.Fatalf("%s is %s, want reserved", callID, st.State)
+	}
+	return st.Reservation.Transcriber.Lease
+}
+
+// The reserve script ran but its reply was lost (a timeout under load):
+// the retry learns that the reservation went in, so the call is dialled
+// holding the one slot, and the next call waits. Taking the lost reply for
+// a lost race would give the slot back while the reserved call is
+// dialled, and the next call would take it: two transcribers on a plan
+// of one.
+func TestDialerReserveReplyLostIsNotALostRace(t *testing.T) {
+	ctx := context.Background()
+	b, f := reserveSetup(t, replyLost)
+	b.start()
+	got := b.waitDialed(t)
+	if got.call.ID != "out-1" {
+		t.Fatalf("dialled %s, want out-1 (its reservation went in)", got.call.ID)
+	}
+	b.waitQueued(t, "out-2")
+	b.notDialed(t)
+	if lease := reservedLease(t, b, "out-1"); lease.ID != got.res.Transcriber.Lease.ID {
+		t.Fatalf("out-1 holds lease %s, dialled with %s", lease.ID, got.res.Transcriber.Lease.ID)
+	}
+	if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
+		t.Fatalf("stt leases %d, want out-1's one", n)
+	}
+	if n := f.runs(); n != 2 {
+		t.Fatalf("the reserve script ran %d times, want 2 (the lost reply and its retry)", n)
+	}
+	b.dialer.CallEnded(ctx, "out-1")
+	if got := b.waitDialed(t); got.call.ID != "out-2" {
+		t.Fatalf("dialled %s after out-1 ended, want out-2", got.call.ID)
+	}
+	if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
+		t.Fatalf("stt leases %d, want out-2's one", n)
+	}
+}
+
+// No try of a pass got an answer: the outcome is unknown, so the slot is
+// kept (counted) and nothing is dialled or given back; the call and the
+// calls behind it wait. The next pass learns the outcome: won whether the
+// first try went in (ran) or none did (the call still queued is reserved
+// now), and the call is dialled with the slot it kept, never a second.
+func TestDialerReserveOutcomeUnknownWaitsForTheNextPass(t *testing.T) {
+	for name, plan := range map[string][]reserveFault{
+		"first try ran":  {replyLost, neverRan, neverRan},
+		"no try reached": {neverRan, neverRan, neverRan},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			b, f := reserveSetup(t, plan...)
+			b.start()
+			b.waitQueued(t, "out-2")
+			b.notDialed(t)
+			if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
+				t.Fatalf("stt leases %d while out-1's outcome is unknown, want its slot kept", n)
+			}
+			b.tick <- time.Now()
+			got := b.waitDialed(t)
+			if got.call.ID != "out-1" {
+				t.Fatalf("dialled %s, want out-1", got.call.ID)
+			}
+			if lease := reservedLease(t, b, "out-1"); lease.ID != got.res.Transcriber.Lease.ID {
+				t.Fatalf("out-1 holds lease %s, dialled with %s", lease.ID, got.res.Transcriber.Lease.ID)
+			}
+			b.tick <- time.Now() // a pass that has nothing to resolve
+			b.waitQueued(t, "out-2")
+			b.notDialed(t)
+			if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
+				t.Fatalf("stt leases %d, want out-1's one", n)
+			}
+			if n := f.runs(); n != 2 && name == "first try ran" || n != 1 && name == "no try reached" {
+				t.Fatalf("the reserve script ran %d times", n)
+			}
+			b.dialer.CallEnded(ctx, "out-1")
+			if got := b.waitDialed(t); got.call.ID != "out-2" {
+				t.Fatalf("dialled %s after out-1 ended, want out-2", got.call.ID)
+			}
+		})
+	}
+}
+
+// The outcome was unknown and the call ended meanwhile: the next pass
+// learns the reservation is not (or no longer) the call's, gives the kept
+// slot back, and the next call takes it.
+func TestDialerReserveOutcomeUnknownAndTheCallEnded(t *testing.T) {
+	for name, plan := range map[string][]reserveFault{
+		"first try ran":  {replyLost, neverRan, neverRan},
+		"no try reached": {neverRan, neverRan, neverRan},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			b, _ := reserveSetup(t, plan...)
+			b.start()
+			b.waitQueued(t, "out-2")
+			b.dialer.CallEnded(ctx, "out-1") // prompts a pass
+			got := b.waitDialed(t)
+			if got.call.ID != "out-2" {
+				t.Fatalf("dialled %s, want out-2 (out-1 ended)", got.call.ID)
+			}
+			if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
+				t.Fatalf("stt leases %d, want out-2's one (out-1's kept slot given back)", n)
+			}
+			if lease := reservedLease(t, b, "out-2"); lease.ID != got.res.Transcriber.Lease.ID {
+				t.Fatalf("out-2 holds lease %s, dialled with %s", lease.ID, got.res.Transcriber.Lease.ID)
+			}
+		})
+	}
+}
