@@ -395,9 +395,9 @@ func (d *Dialer) Queued(ctx context.Context) ([]QueuedCall, error) {
 // (or HangUp; doing both is harmless). It reports false if nothing is
 // reserved for callID (unknown, still queued, or Redis unreachable).
 func (d *Dialer) Answered(ctx context.Context, callID string) (TranscriberSlot, bool) {
-	octx, cancel := d.kit.Detached(ctx)
-	defer cancel()
-	res, err := dialAnswerScript.Run(octx, d.kit.Client, []string{d.callKey(callID)}, d.cfg.StateTTL.Milliseconds()).StringSlice()
+	// Idempotent (reserved or answered become answered): a retry after a
+	// lost reply answers the call's reservation too.
+	res, err := d.runIdempotent(ctx, dialAnswerScript, []string{d.callKey(callID)}, d.cfg.StateTTL.Milliseconds()).StringSlice()
 	if err != nil {
 		d.fail.Note("dial answered", err)
 		return TranscriberSlot{}, false
@@ -574,9 +574,27 @@ type unsureReservation struct {
 	json []byte
 }
 
-// dialReserveTries is how many times a pass runs the reserve script for a
-// call before it leaves the outcome to a later pass.
-const dialReserveTries = 3
+// dialTries is how many times an idempotent dial script is run before
+// its outcome is taken as unknown.
+const dialTries = 3
+
+// runIdempotent runs script, again on a failed round trip (up to
+// dialTries), each try bounded by the kit's timeout: for a script that
+// answers the same when run twice, a reply lost to a timeout is learned
+// by the next try instead of being taken for a failure.
+func (d *Dialer) runIdempotent(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	var cmd *redis.Cmd
+	for range dialTries {
+		octx, cancel := d.kit.Detached(ctx)
+		cmd = script.Run(octx, d.kit.Client, keys, args...)
+		cancel()
+		var answered redis.Error // Redis replied (an error or nil): nothing was lost
+		if err := cmd.Err(); err == nil || errors.As(err, &answered) || ctx.Err() != nil {
+			break
+		}
+	}
+	return cmd
+}
 
 // settle stores u's reservation and acts on the answer. Won: the call may
 // be dialled (handed to dial). Lost (the call ended meanwhile, or another
@@ -587,16 +605,7 @@ const dialReserveTries = 3
 // more transcriber than the plan. When no try gets an answer, the slot is
 // kept and u is left to a later pass (resolveUnsure).
 func (d *Dialer) settle(ctx context.Context, u unsureReservation, dial func(Call, Reservation)) {
-	var won int
-	var err error
-	for range dialReserveTries {
-		octx, cancel := d.kit.Detached(ctx)
-		won, err = dialReserveScript.Run(octx, d.kit.Client, []string{d.queueKey, d.callKey(u.call.ID)}, u.call.ID, u.json, d.cfg.StateTTL.Milliseconds()).Int()
-		cancel()
-		if err == nil {
-			break
-		}
-	}
+	won, err := d.runIdempotent(ctx, dialReserveScript, []string{d.queueKey, d.callKey(u.call.ID)}, u.call.ID, u.json, d.cfg.StateTTL.Milliseconds()).Int()
 	d.unsureMu.Lock()
 	if err != nil {
 		d.unsure[u.call.ID] = u

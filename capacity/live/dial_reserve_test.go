@@ -16,36 +16,36 @@ import (
 	"github.com/callscribe/callscribe/capacity/live"
 )
 
-// A reserve fault: the script runs on Redis and its reply is lost (the
+// A script fault: the script runs on Redis and its reply is lost (the
 // caller gets a timeout), or the request never reaches Redis.
-type reserveFault int
+type scriptFault int
 
 const (
-	replyLost reserveFault = iota + 1
+	replyLost scriptFault = iota + 1
 	neverRan
 )
 
-// reserveFaults fails the reserve script's round trips in the order
-// planned, then lets them through; ran counts the runs Redis made.
-type reserveFaults struct {
+// scriptFaults fails the round trips of one script (by its hash) in the
+// order planned, then lets them through; ran counts the runs Redis made.
+type scriptFaults struct {
 	sha  string
 	mu   sync.Mutex
-	plan []reserveFault
+	plan []scriptFault
 	ran  int
 }
 
-func (f *reserveFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f *reserveFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (f *scriptFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *scriptFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
-func (f *reserveFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (f *scriptFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !f.isReserve(cmd) {
+		if !f.isScript(cmd) {
 			return next(ctx, cmd)
 		}
 		f.mu.Lock()
-		var fault reserveFault
+		var fault scriptFault
 		if len(f.plan) > 0 {
 			fault = f.plan[0]
 		}
@@ -73,21 +73,21 @@ func (f *reserveFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (f *reserveFaults) consume() {
+func (f *scriptFaults) consume() {
 	f.mu.Lock()
 	f.plan = f.plan[1:]
 	f.mu.Unlock()
 }
 
-func (f *reserveFaults) runs() int {
+func (f *scriptFaults) runs() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.ran
 }
 
-// isReserve: the command runs the reserve script, by its hash (EVALSHA)
-// or its body (EVAL).
-func (f *reserveFaults) isReserve(cmd redis.Cmder) bool {
+// isScript: the command runs the script, by its hash (EVALSHA) or its
+// body (EVAL).
+func (f *scriptFaults) isScript(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	if len(args) < 2 {
 		return false
@@ -106,11 +106,11 @@ func (f *reserveFaults) isReserve(cmd redis.Cmder) bool {
 
 // reserveSetup is dialSetup with out-1 and out-2 queued for the one
 // transcriber slot, and faults planned for the reserve script.
-func reserveSetup(t *testing.T, plan ...reserveFault) (*dialBundle, *reserveFaults) {
+func reserveSetup(t *testing.T, plan ...scriptFault) (*dialBundle, *scriptFaults) {
 	t.Helper()
 	ctx := context.Background()
 	b := dialSetup(t)
-	f := &reserveFaults{sha: live.DialReserveScriptHash(), plan: plan}
+	f := &scriptFaults{sha: live.DialReserveScriptHash(), plan: plan}
 	b.rdb.AddHook(f)
 	for _, id := range []string{"out-1", "out-2"} {
 		b.dialer.Enqueue(ctx, live.Call{ID: id, Providers: dialProviders})
@@ -171,7 +171,7 @@ func TestDialerReserveReplyLostIsNotALostRace(t *testing.T) {
 // first try went in (ran) or none did (the call still queued is reserved
 // now), and the call is dialled with the slot it kept, never a second.
 func TestDialerReserveOutcomeUnknownWaitsForTheNextPass(t *testing.T) {
-	for name, plan := range map[string][]reserveFault{
+	for name, plan := range map[string][]scriptFault{
 		"first try ran":  {replyLost, neverRan, neverRan},
 		"no try reached": {neverRan, neverRan, neverRan},
 	} {
@@ -213,7 +213,7 @@ func TestDialerReserveOutcomeUnknownWaitsForTheNextPass(t *testing.T) {
 // learns the reservation is not (or no longer) the call's, gives the kept
 // slot back, and the next call takes it.
 func TestDialerReserveOutcomeUnknownAndTheCallEnded(t *testing.T) {
-	for name, plan := range map[string][]reserveFault{
+	for name, plan := range map[string][]scriptFault{
 		"first try ran":  {replyLost, neverRan, neverRan},
 		"no try reached": {neverRan, neverRan, neverRan},
 	} {
@@ -234,5 +234,29 @@ func TestDialerReserveOutcomeUnknownAndTheCallEnded(t *testing.T) {
 				t.Fatalf("out-2 holds lease %s, dialled with %s", lease.ID, got.res.Transcriber.Lease.ID)
 			}
 		})
+	}
+}
+
+// Answering a reserved call whose first reply was lost: the retry finds
+// it answered and hands the reservation over all the same, instead of
+// telling the caller nothing was reserved.
+func TestDialerAnswerReplyLost(t *testing.T) {
+	ctx := context.Background()
+	b := dialSetup(t)
+	b.dialer.Enqueue(ctx, live.Call{ID: "out-1", Providers: dialProviders})
+	b.start()
+	got := b.waitDialed(t)
+	f := &scriptFaults{sha: live.DialAnswerScriptHash(), plan: []scriptFault{replyLost}}
+	b.rdb.AddHook(f)
+	slot, ok := b.dialer.Answered(ctx, "out-1")
+	if !ok || slot.Lease.ID != got.res.Transcriber.Lease.ID || !slot.Lease.Counted() {
+		t.Fatalf("Answered %+v %v after a lost reply, want the reserved slot %+v", slot, ok, got.res.Transcriber)
+	}
+	if n := f.runs(); n != 2 {
+		t.Fatalf("the answer script ran %d times, want 2 (the lost reply and its retry)", n)
+	}
+	st, err := b.dialer.State(ctx, "out-1")
+	if err != nil || st.State != live.DialAnswered {
+		t.Fatalf("out-1 is %+v %v, want answered", st, err)
 	}
 }

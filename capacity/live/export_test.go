@@ -27,3 +27,7 @@ func WithRateTestGranted(cfg RateLimiterConfig, granted func(org, campaign strin
 // DialReserveScriptHash is the SHA1 of the script that stores a call's
 // reservation, for tests that fail its round trips. Test builds only.
 func DialReserveScriptHash() string { return dialReserveScript.Hash() }
+
+// DialAnswerScriptHash is the SHA1 of the script that answers a reserved
+// call. Test builds only.
+func DialAnswerScriptHash() string { return dialAnswerScript.Hash() }
