@@ -65,7 +65,14 @@ func TestLiveCallsAcrossServeProcesses(t *testing.T) {
 		fmt.Fprintf(&startRates, "%s: 20, ", campaigns[i])
 	}
 	config := filepath.Join(t.TempDir(), "callscribe.yaml")
+	// The caps hold while Redis answers; past a round trip's bound a step
+	// goes ahead uncounted (fail open, tested on its own). With every
+	// package's tests running at once a round trip can pass the default
+	// 250 ms, so the processes here wait up to 5 s: an uncounted grant
+	// still fails the test, by its own message.
 	body := fmt.Sprintf(`capacity:
+  redis_timeout: 5s
+  redis_admit_timeout: 5s
   limits:
     %[1]s/stt: {limit: %[5]d}
     %[2]s/tts: {limit: %[6]d}

@@ -207,6 +207,14 @@ type CapacityConfig struct {
 	// MaxDialWaiters: dial long-polls that may wait at once in a serve
 	// process; more get 429. Default 0: 128 (httpapi.DialWaitersDefault).
 	MaxDialWaiters int `yaml:"max_dial_waiters"`
+	// RedisTimeout bounds each Redis round trip of the vendor leases,
+	// windows, dial queue and timelines before the step fails open.
+	// Default 0: 250ms (capacity.OpTimeoutDefault).
+	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// RedisAdmitTimeout bounds each Redis round trip of the call slots,
+	// caller IDs and call starts before they fail open. Default 0: 1s
+	// (capacity.AdmitOpTimeoutDefault).
+	RedisAdmitTimeout time.Duration `yaml:"redis_admit_timeout"`
 	// Orgs: per-organisation call caps of the call slots `callscribe serve`
 	// hands out. Default none: every organisation gets OrgLimit concurrent
 	// calls and every campaign 5 (lowered to its organisation's cap).
@@ -492,6 +500,12 @@ func (c Config) validateOwn() error {
 	}
 	if c.Capacity.CapsRefresh != 0 && c.Capacity.CapsRefresh < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("capacity.caps_refresh: %s must be at least 10ms (unset: 2s)", c.Capacity.CapsRefresh))
+	}
+	for key, d := range map[string]time.Duration{"capacity.redis_timeout": c.Capacity.RedisTimeout, "capacity.redis_admit_timeout": c.Capacity.RedisAdmitTimeout} {
+		if d != 0 && (d < time.Millisecond || d > time.Minute) {
+			errs = append(errs, fmt.Errorf("%s: %s must be 1ms–1m (unset: %s)", key, d, map[string]time.Duration{
+				"capacity.redis_timeout": capacity.OpTimeoutDefault, "capacity.redis_admit_timeout": capacity.AdmitOpTimeoutDefault}[key]))
+		}
 	}
 	if c.Capacity.MaxDialWaiters < 0 {
 		errs = append(errs, fmt.Errorf("capacity.max_dial_waiters: %d must be positive (unset: 128)", c.Capacity.MaxDialWaiters))

@@ -74,6 +74,8 @@ func TestCapacityLiveConfigErrors(t *testing.T) {
 		{"capacity:\n  org_lease_share: 1.5\n", "capacity.org_lease_share: 1.5"},
 		{"capacity:\n  org_lease_share: -0.1\n", "capacity.org_lease_share"},
 		{"capacity:\n  max_dial_waiters: -1\n", "capacity.max_dial_waiters"},
+		{"capacity:\n  redis_timeout: 500us\n", "capacity.redis_timeout: 500µs must be 1ms–1m (unset: 250ms)"},
+		{"capacity:\n  redis_admit_timeout: 2m\n", "capacity.redis_admit_timeout: 2m0s must be 1ms–1m (unset: 1s)"},
 	} {
 		_, err := config.LoadConfig(writeFile(t, dir, "c.yaml", c.body, 0o600), envOf(nil))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
