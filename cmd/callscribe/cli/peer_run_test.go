@@ -166,6 +166,7 @@ wait:
 	settle()
 	c2 := q.commits()
 	run.workerCommits = float64(c2-c1-q.take()) / float64(n)
+	run.jobs = q.jobsPerRecording(n)
 	return peerResult{run: run, crm: doubles.crm, states: states}
 }
 

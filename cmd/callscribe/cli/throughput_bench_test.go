@@ -160,6 +160,7 @@ type throughputRun struct {
 	ownWorker, ownDB, ownDoubles float64
 	peakRSS                      int64 // bytes, the worker's VmHWM
 	delivered                    int
+	jobs                         string // River jobs per recording by kind (jobsPerRecording)
 	latency                      []laneLatency
 }
 
@@ -464,6 +465,7 @@ wait:
 	settle()
 	c2 := q.commits()
 	run.workerCommits = float64(c2-c1-q.take()) / float64(n)
+	run.jobs = q.jobsPerRecording(n)
 	if applied := doubles.crm.Stats().Applied; hold == 0 && applied != n {
 		b.Fatalf("the CRM double applied %d action sets, want %d", applied, n)
 	}
@@ -743,6 +745,16 @@ func (q *benchQueries) delivered() int {
 	return n
 }
 
+// jobsPerRecording lists the River jobs the run inserted per recording,
+// by kind (completed jobs are kept for a day, so all are still there),
+// e.g. "transcribe 1.00, crm_deliver 0.12".
+func (q *benchQueries) jobsPerRecording(n int) string {
+	var s string
+	q.scan(`SELECT coalesce(string_agg(kind || ' ' || to_char(c::float8 / $1, 'FM990.00'), ', ' ORDER BY c DESC, kind), 'none')
+	FROM (SELECT kind, count(*) c FROM river_job GROUP BY kind) k`, []any{n}, &s)
+	return s
+}
+
 func (q *benchQueries) lastDelivery() time.Time {
 	var t time.Time
 	q.scan("SELECT max(updated_at) FROM outbox WHERE state = 'delivered'", nil, &t)
@@ -861,6 +873,7 @@ func (r *benchRig) print() {
 			}
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s  (%.3f× River)\n", fmt.Sprintf("pipeline, received → delivered, %s", thousands(n)), run.rate, ratio)
 			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", run.ingestCommits+run.workerCommits, run.ingestCommits, run.workerCommits)
+			fmt.Fprintf(w, "  %-44s %s\n", "  River jobs per recording", run.jobs)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", "  ingest --manifest", run.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", run.ingestCPU+run.workerCPU, run.ingestCPU, run.workerCPU)
 			fmt.Fprintf(w, "  %-44s %12.2f  (worker %.2f + PostgreSQL %.2f + doubles %.2f)\n", "    worker's run, own processes only", run.ownCPU, run.ownWorker, run.ownDB, run.ownDoubles)
@@ -876,6 +889,7 @@ func (r *benchRig) print() {
 			}
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s  (%.3f× River)\n", fmt.Sprintf("peer, received → delivered, %s", thousands(n)), peer.rate, ratio)
 			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", peer.ingestCommits+peer.workerCommits, peer.ingestCommits, peer.workerCommits)
+			fmt.Fprintf(w, "  %-44s %s\n", "  River jobs per recording", peer.jobs)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", fmt.Sprintf("  ingest, %s a transaction", thousands(peerIngestChunk)), peer.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", peer.ingestCPU+peer.workerCPU, peer.ingestCPU, peer.workerCPU)
 			fmt.Fprintf(w, "  %-44s %12.2f  (worker %.2f + PostgreSQL %.2f + doubles %.2f)\n", "    worker's run, own processes only", peer.ownCPU, peer.ownWorker, peer.ownDB, peer.ownDoubles)
