@@ -161,6 +161,9 @@ type throughputRun struct {
 	peakRSS                      int64 // bytes, the worker's VmHWM
 	delivered                    int
 	jobs                         string // River jobs per recording by kind (jobsPerRecording)
+	// Redis during the worker's run, per recording: scripts run
+	// (EVAL and EVALSHA) and the server's CPU ms.
+	redisScripts, redisCPU float64
 	latency                      []laneLatency
 }
 
@@ -392,6 +395,7 @@ capacity:
 	worker.Stdout, worker.Stderr = &workerLog, &workerLog
 	b.ResetTimer()
 	cpu1, self1 := machineBusy(b), selfCPU(b)
+	rs1 := redisStats(b)
 	start := time.Now()
 	if err := worker.Start(); err != nil {
 		b.Fatal(err)
@@ -440,6 +444,8 @@ wait:
 	run.ownDB = q.backendsCPU() / float64(n)
 	run.ownDoubles = (selfCPU(b) - self1) / float64(n)
 	run.ownCPU = run.ownWorker + run.ownDB + run.ownDoubles
+	rs2 := redisStats(b)
+	run.redisScripts, run.redisCPU = (rs2.scripts-rs1.scripts)/float64(n), 1000*(rs2.cpu-rs1.cpu)/float64(n)
 	run.peakRSS = vmHWM(b, worker.Process.Pid)
 	if hold == 0 {
 		last := q.lastDelivery()
@@ -745,13 +751,48 @@ func (q *benchQueries) delivered() int {
 	return n
 }
 
+// redisCounts is what redisStats reads of the bench's Redis.
+type redisCounts struct {
+	scripts float64 // EVAL and EVALSHA calls since the server's start
+	cpu     float64 // the server's CPU seconds (user + system)
+}
+
+// redisStats reads the scripts run and the CPU used by the Redis the
+// bench's processes share (INFO commandstats and cpu).
+func redisStats(tb testing.TB) redisCounts {
+	tb.Helper()
+	rdb := testredis.Client(tb)
+	info, err := rdb.Info(context.Background(), "commandstats", "cpu").Result()
+	if err != nil {
+		tb.Fatalf("reading Redis INFO: %v", err)
+	}
+	var c redisCounts
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		if name, rest, ok := strings.Cut(line, ":"); ok {
+			switch name {
+			case "cmdstat_eval", "cmdstat_evalsha":
+				if calls, _, ok := strings.Cut(strings.TrimPrefix(rest, "calls="), ","); ok {
+					n, _ := strconv.ParseFloat(calls, 64)
+					c.scripts += n
+				}
+			case "used_cpu_sys", "used_cpu_user":
+				v, _ := strconv.ParseFloat(rest, 64)
+				c.cpu += v
+			}
+		}
+	}
+	return c
+}
+
 // jobsPerRecording lists the River jobs the run inserted per recording,
 // by kind (completed jobs are kept for a day, so all are still there),
-// e.g. "transcribe 1.00, crm_deliver 0.12".
+// with the times they were worked (River counts a snooze as a run),
+// e.g. "transcribe 1.00 (1.04 runs), crm_deliver 0.12 (0.12 runs)".
 func (q *benchQueries) jobsPerRecording(n int) string {
 	var s string
-	q.scan(`SELECT coalesce(string_agg(kind || ' ' || to_char(c::float8 / $1, 'FM990.00'), ', ' ORDER BY c DESC, kind), 'none')
-	FROM (SELECT kind, count(*) c FROM river_job GROUP BY kind) k`, []any{n}, &s)
+	q.scan(`SELECT coalesce(string_agg(kind || ' ' || to_char(c::float8 / $1, 'FM990.00') || ' (' || to_char(a::float8 / $1, 'FM990.00') || ' runs)', ', ' ORDER BY c DESC, kind), 'none')
+	FROM (SELECT kind, count(*) c, sum(attempt) a FROM river_job GROUP BY kind) k`, []any{n}, &s)
 	return s
 }
 
@@ -874,6 +915,7 @@ func (r *benchRig) print() {
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s  (%.3f× River)\n", fmt.Sprintf("pipeline, received → delivered, %s", thousands(n)), run.rate, ratio)
 			fmt.Fprintf(w, "  %-44s %12.1f  (ingest %.1f + worker %.1f)\n", "  database commits per recording", run.ingestCommits+run.workerCommits, run.ingestCommits, run.workerCommits)
 			fmt.Fprintf(w, "  %-44s %s\n", "  River jobs per recording", run.jobs)
+			fmt.Fprintf(w, "  %-44s %12.2f  (%.2f ms of Redis's CPU)\n", "  Redis scripts per recording", run.redisScripts, run.redisCPU)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", "  ingest --manifest", run.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", run.ingestCPU+run.workerCPU, run.ingestCPU, run.workerCPU)
 			fmt.Fprintf(w, "  %-44s %12.2f  (worker %.2f + PostgreSQL %.2f + doubles %.2f)\n", "    worker's run, own processes only", run.ownCPU, run.ownWorker, run.ownDB, run.ownDoubles)
