@@ -45,7 +45,10 @@
 // Guarantees: time is Redis's, never a process's: every script that needs
 // it starts with the one shared "now" prelude (capacity/internal/rediskit),
 // which reads Redis TIME. Every key of one script shares a hash tag, so the
-// scripts run on Redis Cluster. If Redis is unreachable, capacity fails
+// scripts run on Redis Cluster; the one exception, Windows.AcquireWithLease's
+// script (a window slot and a vendor lease in one round trip), runs only on
+// a single Redis, and on any other client the two are taken in two
+// scripts. If Redis is unreachable, capacity fails
 // open: the caller goes ahead uncounted, a counter goes up, and a
 // warning is logged at most once a minute. Capacity code never returns a
 // Redis error into a call (only the caller's own mistakes: an invalid id, a

@@ -309,24 +309,39 @@ func newLeaseID(holder string) string {
 // still gets a definite answer); each Redis round trip is bounded by
 // RedisConfig.OpTimeout.
 func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
-	lease := Lease{ID: req.ID, Provider: req.Provider, Kind: req.Kind, Holder: req.Holder}
+	lease, c, keys, args := l.acquireCall(req)
+	if c == nil {
+		return lease, Grant{Granted: true, Uncounted: true}
+	}
+	octx, cancel := l.kit.Detached(ctx)
+	defer cancel()
+	res, err := acquireScript.Run(octx, l.kit.Client, keys, args...).Int64Slice()
+	return l.acquired(lease, c, res, err)
+}
+
+// acquireCall is what req's acquire sends: the lease it would grant, its
+// provider/kind's counter, and the acquire script's keys and arguments
+// (ARGV[1], the clock, first). A nil counter: the provider/kind has no
+// configured limit, and the lease is granted uncounted, unsent.
+func (l *Leases) acquireCall(req Request) (lease Lease, c *counter, keys []string, args []any) {
+	lease = Lease{ID: req.ID, Provider: req.Provider, Kind: req.Kind, Holder: req.Holder}
 	keyed := keyedArg
 	if lease.ID == "" {
 		lease.ID, keyed = newLeaseID(req.Holder), unkeyedArg
 	}
-	c := l.counterOf(req.Provider, req.Kind)
+	c = l.counterOf(req.Provider, req.Kind)
 	if c == nil {
 		if _, warned := l.warnedUnknown.LoadOrStore(l.tag(req.Provider, req.Kind), struct{}{}); !warned {
 			l.logger.Warn("capacity: no limit configured; not counting", slog.String("provider", req.Provider), slog.String("kind", req.Kind))
 		}
 		lease.Expires = l.kit.Clock.Now().Add(l.leaseLen(req.Kind))
-		return lease, Grant{Granted: true, Uncounted: true}
+		return lease, nil, nil, nil
 	}
 	reserve := c.liveReserve
 	if req.Lane.IsBatch() {
 		reserve = c.batchReserve
 	}
-	keys, args := c.acquireKeys, []any{l.nowArg(), lease.ID, c.leaseMs, c.limitArg, reserve, c.retentionMs, keyed}
+	keys, args = c.acquireKeys, []any{l.nowArg(), lease.ID, c.leaseMs, c.limitArg, reserve, c.retentionMs, keyed}
 	if req.Owner != "" && req.ID == "" {
 		share := req.OwnerShare
 		if share <= 0 || share > 1 {
@@ -335,16 +350,23 @@ func (l *Leases) Acquire(ctx context.Context, req Request) (Lease, Grant) {
 		keys = append(keys[:len(keys):len(keys)], l.ownerKey(c.tag, req.Owner))
 		args = append(args, strconv.FormatFloat(share, 'f', -1, 64))
 	}
-	octx, cancel := l.kit.Detached(ctx)
-	defer cancel()
-	res, err := acquireScript.Run(octx, l.kit.Client, keys, args...).Int64Slice()
+	return lease, c, keys, args
+}
+
+// acquired reads the acquire script's answer res (granted, in use,
+// effective limit, expiry ms, owner in use, owner quota; the last two
+// may be missing), or its error err (fail open: granted uncounted), into
+// lease and its Grant; a counted lease joins the held set.
+func (l *Leases) acquired(lease Lease, c *counter, res []int64, err error) (Lease, Grant) {
 	if err != nil {
 		l.fail.Note("acquire "+c.tag, err)
-		lease.Expires = l.kit.Clock.Now().Add(l.leaseLen(req.Kind))
+		lease.Expires = l.kit.Clock.Now().Add(l.leaseLen(lease.Kind))
 		return lease, Grant{Granted: true, Limit: c.limit.Limit, Uncounted: true}
 	}
-	// res: granted, inUse, effective limit, expiry ms, owner in use, owner quota
-	g := Grant{Granted: res[0] == 1, InUse: int(res[1]), Limit: int(res[2]), OwnerInUse: int(res[4]), OwnerQuota: int(res[5])}
+	g := Grant{Granted: res[0] == 1, InUse: int(res[1]), Limit: int(res[2])}
+	if len(res) >= 6 {
+		g.OwnerInUse, g.OwnerQuota = int(res[4]), int(res[5])
+	}
 	if !g.Granted {
 		g.OverQuota = g.OwnerQuota > 0 && g.OwnerInUse >= g.OwnerQuota
 		return Lease{}, g

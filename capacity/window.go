@@ -298,6 +298,65 @@ func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
 		Wait: time.Duration(res[4]) * time.Millisecond, Target: int(res[5]), Wake: res[6:]}
 }
 
+// AcquireWithLease is Acquire that, when the window grants the slot, also
+// takes lease request lreq of leases in the same script: one round trip
+// where Acquire and Leases.Acquire take two, and the two grants made at
+// one instant. tried reports whether the lease was asked for (the window
+// granted); a lease refused leaves the window slot held, for the caller
+// to give back (ReleaseWithLease), as after two calls. A request the one
+// script cannot carry (leases on another client, a provider/kind without
+// a limit, an owner's quota) is served by the two calls, and so is every
+// request on a client that may shard keys (Redis Cluster, a Ring): the
+// window's and the lease's keys carry different hash tags, which one
+// script may touch only on a single Redis (a *redis.Client). When Redis
+// cannot be reached both are granted uncounted (fail open).
+func (w *Windows) AcquireWithLease(ctx context.Context, req WindowRequest, leases *Leases, lreq Request) (g WindowGrant, lease Lease, lg Grant, tried bool) {
+	if _, single := w.kit.Client.(*redis.Client); !single || leases == nil || leases.kit.Client != w.kit.Client || lreq.Owner != "" {
+		return w.acquireThenLease(ctx, req, leases, lreq)
+	}
+	lease, c, lkeys, largs := leases.acquireCall(lreq)
+	if c == nil {
+		return w.acquireThenLease(ctx, req, leases, lreq)
+	}
+	nb := int64(0)
+	if !req.NotBefore.IsZero() {
+		nb = req.NotBefore.UnixMilli()
+	}
+	probe := "0"
+	if req.Probe {
+		probe = "1"
+	}
+	keys := append(w.keys(req.Scope), lkeys...)
+	args := append([]any{w.nowArg(), w.args, req.Max, req.Holder, laneArg(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID},
+		largs[1:]...)
+	octx, cancel := w.kit.Detached(ctx)
+	defer cancel()
+	res, err := windowLeaseAcquireScript.Run(octx, w.kit.Client, keys, args...).Int64Slice()
+	if err != nil {
+		w.fail.Note("window acquire "+req.Scope, err)
+		lease, lg = leases.acquired(lease, c, nil, err)
+		return WindowGrant{Granted: true, Uncounted: true}, lease, lg, true
+	}
+	w.register(octx, req.Scope)
+	g = WindowGrant{Granted: res[4] == 1, InFlight: int(res[5]), Size: int(res[6]), Rank: int(res[7]),
+		Wait: time.Duration(res[8]) * time.Millisecond, Target: int(res[9]), Wake: res[10:]}
+	if res[0] < 0 {
+		return g, Lease{}, Grant{}, false
+	}
+	lease, lg = leases.acquired(lease, c, res[:4], nil)
+	return g, lease, lg, true
+}
+
+// acquireThenLease is AcquireWithLease in two calls.
+func (w *Windows) acquireThenLease(ctx context.Context, req WindowRequest, leases *Leases, lreq Request) (WindowGrant, Lease, Grant, bool) {
+	g := w.Acquire(ctx, req)
+	if !g.Granted || leases == nil {
+		return g, Lease{}, Grant{}, false
+	}
+	lease, lg := leases.Acquire(ctx, lreq)
+	return g, lease, lg, true
+}
+
 // register adds scope to the registry of windows (Scopes) unless this
 // process did so less than windowRegisterEvery ago.
 func (w *Windows) register(ctx context.Context, scope string) {

@@ -142,65 +142,93 @@ end
 // the order of the line is kept by when each is told to come back and by
 // who is woken when a slot frees. Returns {granted, in flight, size, rank, wait ms,
 // target, jobs to wake...}: a grant that leaves slots free wakes the next waiters.
-var windowAcquireScript = rediskit.NowScript(luaWindowLoad + `
-local holder, lane, order, nb, probe, job = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
-local n = redis.call('ZCARD', INF)
-if redis.call('ZSCORE', INF, holder) then
-  redis.call('ZADD', INF, 'XX', now + c_lease, holder)
-  save()
-  return {1, n, size, 0, 0, target}
-end
-local cap = lanecap(lane)
-local free = cap - n
--- A probe, or an immediate request with a free slot, is granted whatever
--- the line (its place in it would change nothing): it leaves the line if
--- it was in it (a waiter is in the due, expiry and job sets only while it
--- is in the line).
-local granted = probe or (lane ~= 1 and nb <= now and free > 0)
-local r = 0
-if not granted then
-  redis.call('ZADD', WAIT, order, holder)
-  if order >= 10000000000000 then redis.call('ZREM', DUEI, holder) end -- asked as immediate before, maybe
-  r = redis.call('ZRANK', WAIT, holder)
-end
-local present = 0
-if r > 0 and lane == 1 then
-  -- Every waiter has its due time (written with it below), so the
-  -- immediate ones present are those due within the lateness allowed.
-  present = redis.call('ZCOUNT', DUEI, now - c_late * 8, now + c_late)
-end
-if granted or (nb <= now and free > 0 and present < free) then
-  if redis.call('ZREM', WAIT, holder) == 1 then
-    redis.call('ZREM', DUE, holder)
-    redis.call('ZREM', DUEI, holder)
-    redis.call('ZREM', WEXP, holder)
-    redis.call('HDEL', WJOB, holder)
+var windowAcquireScript = rediskit.NowScript(luaWindowLoad + luaWindowAcquire + `
+return window_acquire()
+`)
+
+// luaWindowAcquire defines window_acquire(), windowAcquireScript's body,
+// after luaWindowLoad.
+const luaWindowAcquire = `
+local function window_acquire()
+  local holder, lane, order, nb, probe, job = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
+  local n = redis.call('ZCARD', INF)
+  if redis.call('ZSCORE', INF, holder) then
+    redis.call('ZADD', INF, 'XX', now + c_lease, holder)
+    save()
+    return {1, n, size, 0, 0, target}
   end
-  redis.call('ZADD', INF, now + c_lease, holder)
-  redis.call('HSET', META, holder, cjson.encode({lane = lane, n = n + 1, at = now, epoch = epoch}))
-  save()
-  local out = {1, n + 1, size, 0, 0, target}
-  if nb <= now then
-    for _, j in ipairs(wake(size - n - 1)) do out[#out + 1] = j end
+  local cap = lanecap(lane)
+  local free = cap - n
+  -- A probe, or an immediate request with a free slot, is granted whatever
+  -- the line (its place in it would change nothing): it leaves the line if
+  -- it was in it (a waiter is in the due, expiry and job sets only while it
+  -- is in the line).
+  local granted = probe or (lane ~= 1 and nb <= now and free > 0)
+  local r = 0
+  if not granted then
+    redis.call('ZADD', WAIT, order, holder)
+    if order >= 10000000000000 then redis.call('ZREM', DUEI, holder) end -- asked as immediate before, maybe
+    r = redis.call('ZRANK', WAIT, holder)
   end
-  return out
+  local present = 0
+  if r > 0 and lane == 1 then
+    -- Every waiter has its due time (written with it below), so the
+    -- immediate ones present are those due within the lateness allowed.
+    present = redis.call('ZCOUNT', DUEI, now - c_late * 8, now + c_late)
+  end
+  if granted or (nb <= now and free > 0 and present < free) then
+    if redis.call('ZREM', WAIT, holder) == 1 then
+      redis.call('ZREM', DUE, holder)
+      redis.call('ZREM', DUEI, holder)
+      redis.call('ZREM', WEXP, holder)
+      redis.call('HDEL', WJOB, holder)
+    end
+    redis.call('ZADD', INF, now + c_lease, holder)
+    redis.call('HSET', META, holder, cjson.encode({lane = lane, n = n + 1, at = now, epoch = epoch}))
+    save()
+    local out = {1, n + 1, size, 0, 0, target}
+    if nb <= now then
+      for _, j in ipairs(wake(size - n - 1)) do out[#out + 1] = j end
+    end
+    return out
+  end
+  if job and job > 0 then redis.call('HSET', WJOB, holder, job) end
+  local wait
+  local slots = math.max(1, cap)
+  if nb > now then
+    local offset = math.floor(r * hold / math.max(1, target))
+    wait = (nb - now) + math.min(offset, c_maxw)
+  else
+    local pos = math.max(1, r - math.max(free, 0) + 1)
+    wait = math.ceil(pos * hold / slots)
+    wait = math.max(c_minw, math.min(wait, c_maxw))
+  end
+  redis.call('ZADD', DUE, now + wait, holder)
+  if order < 10000000000000 then redis.call('ZADD', DUEI, now + wait, holder) end
+  redis.call('ZADD', WEXP, now + wait + math.max(wait, 5000) + c_late * 8, holder)
+  if dirty then save() end
+  return {0, n, size, r, wait, target}
 end
-if job and job > 0 then redis.call('HSET', WJOB, holder, job) end
-local wait
-local slots = math.max(1, cap)
-if nb > now then
-  local offset = math.floor(r * hold / math.max(1, target))
-  wait = (nb - now) + math.min(offset, c_maxw)
-else
-  local pos = math.max(1, r - math.max(free, 0) + 1)
-  wait = math.ceil(pos * hold / slots)
-  wait = math.max(c_minw, math.min(wait, c_maxw))
+`
+
+// windowLeaseAcquireScript takes a window slot and, when the window grants
+// it, a vendor lease too, in one script: KEYS 1–9 and ARGV 1–9 as
+// windowAcquireScript's, then the lease's KEYS 10–12 (leases zset, limit
+// hash, peak hash) and ARGV 10–15 (acquireScript's ARGV 2–7: lease id,
+// lease ms, configured limit, reserve, peak retention ms, keyed). Returns
+// {lease granted (-1: not asked, the window refused), in use, effective
+// limit, expiry ms, the window's answer...}. A lease refused leaves the
+// window slot held: the caller gives it back, as it would after two
+// scripts.
+var windowLeaseAcquireScript = rediskit.NowScript(luaWindowLoad + luaWindowAcquire + luaLeaseAcquire + `
+local w = window_acquire()
+local out = {-1, 0, 0, 0}
+if w[1] == 1 then
+  local r = lease_acquire({KEYS[10], KEYS[11], KEYS[12]}, {ARGV[1], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]})
+  out = {r[1], r[2], r[3], r[4]}
 end
-redis.call('ZADD', DUE, now + wait, holder)
-if order < 10000000000000 then redis.call('ZADD', DUEI, now + wait, holder) end
-redis.call('ZADD', WEXP, now + wait + math.max(wait, 5000) + c_late * 8, holder)
-if dirty then save() end
-return {0, n, size, r, wait, target}
+for _, v in ipairs(w) do out[#out + 1] = v end
+return out
 `)
 
 // windowReleaseScript: ARGV 4 holder, 5 outcome (0 neutral, 1 success, 2
