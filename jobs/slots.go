@@ -45,15 +45,26 @@ type LeaseSlots interface {
 	// with the leases it belongs to; nil leases: the provider's slots are
 	// not counted.
 	Lease(provider, holder string) (*capacity.Leases, capacity.Lease)
+	// BatchRequest is the request AcquireBatch makes for holder's slot of
+	// provider, with the leases it asks, so that the pipeline can ask for
+	// it with the recording's window slot in one round trip
+	// (capacity.Windows.AcquireWithLease); nil leases: not counted.
+	BatchRequest(provider, holder string) (*capacity.Leases, capacity.Request)
 }
 
 // takeSlot asks for a slot; without one the job snoozes (no River attempt
 // used) with waiting_for "provider capacity".
 func (p *Pipeline) takeSlot(ctx context.Context, s *stepCtx) outcome {
-	if p.slots == nil {
-		return next
+	if p.slots == nil || s.held.slot {
+		return next // none, or taken with the window slot
 	}
-	inUse, ok := p.slots.AcquireBatch(ctx, s.prov.Name(), s.rec.ID.String())
+	var inUse int
+	ok := false
+	if s.held.slotRefused {
+		s.held.slotRefused = false // refused with the window slot: not asked again
+	} else {
+		inUse, ok = p.slots.AcquireBatch(ctx, s.prov.Name(), s.rec.ID.String())
+	}
 	if !ok {
 		s.log.Debug("no vendor slot: waiting", slog.String("waiting_for", "provider capacity"), slog.String("provider", s.prov.Name()))
 		return snoozeFor(p.slotWait)

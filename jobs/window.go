@@ -19,6 +19,9 @@ import (
 type held struct {
 	window, slot bool
 	slotInUse    int
+	// slotRefused: the vendor slot, asked for with the window slot, was
+	// refused (takeSlot snoozes without asking again).
+	slotRefused bool
 	// settled: the answer released or kept them.
 	settled bool
 }
@@ -67,7 +70,7 @@ func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) (o ou
 	}
 	req := p.windowRequest(s)
 	req.Probe = probe
-	g := p.window.Acquire(ctx, req)
+	g := p.acquireWindow(ctx, s, req)
 	p.wake(ctx, g.Wake)
 	// Near the front of the line, wait here for the slot (asking Redis
 	// every few milliseconds) rather than through River, whose round trip
@@ -80,7 +83,7 @@ func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) (o ou
 			break
 		}
 		waited += d
-		g = p.window.Acquire(ctx, req)
+		g = p.acquireWindow(ctx, s, req)
 		wasWaiting = true
 		p.wake(ctx, g.Wake)
 	}
@@ -91,6 +94,27 @@ func (p *Pipeline) takeWindow(ctx context.Context, s *stepCtx, probe bool) (o ou
 	}
 	s.held.window = true
 	return next, wasWaiting
+}
+
+// acquireWindow asks the scope's window for req's slot and, with slots
+// that are capacity leases, the recording's vendor slot with it, in one
+// round trip (capacity.Windows.AcquireWithLease): the vendor slot is asked
+// for only when the window grants, and takeSlot then takes its answer
+// instead of asking again.
+func (p *Pipeline) acquireWindow(ctx context.Context, s *stepCtx, req capacity.WindowRequest) capacity.WindowGrant {
+	ls, ok := p.slots.(LeaseSlots)
+	if !ok || s.prov == nil {
+		return p.window.Acquire(ctx, req)
+	}
+	leases, lreq := ls.BatchRequest(s.prov.Name(), s.rec.ID.String())
+	if leases == nil {
+		return p.window.Acquire(ctx, req)
+	}
+	g, _, lg, tried := p.window.AcquireWithLease(ctx, req, leases, lreq)
+	if tried {
+		s.held.slot, s.held.slotInUse, s.held.slotRefused = lg.Granted, lg.InUse, !lg.Granted
+	}
+	return g
 }
 
 // waitInLine is the wait of a job the scope refused (deferred, or a probe

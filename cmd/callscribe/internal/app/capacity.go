@@ -126,12 +126,20 @@ func (s leaseSlots) counted(provider string) bool {
 }
 
 func (s leaseSlots) AcquireBatch(ctx context.Context, provider, holder string) (int, bool) {
-	if !s.counted(provider) {
+	leases, req := s.BatchRequest(provider, holder)
+	if leases == nil {
 		return 0, true
 	}
-	_, g := s.leases.Acquire(ctx, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: holder, Lane: lane.Batch,
-		ID: pipelineLeaseID(holder)})
+	_, g := leases.Acquire(ctx, req)
 	return g.InUse, g.Granted
+}
+
+// BatchRequest is AcquireBatch's request (jobs.LeaseSlots).
+func (s leaseSlots) BatchRequest(provider, holder string) (*capacity.Leases, capacity.Request) {
+	if !s.counted(provider) {
+		return nil, capacity.Request{}
+	}
+	return s.leases, capacity.Request{Provider: provider, Kind: capacity.KindSTT, Holder: holder, Lane: lane.Batch, ID: pipelineLeaseID(holder)}
 }
 
 func (s leaseSlots) Release(ctx context.Context, provider, holder string) {
