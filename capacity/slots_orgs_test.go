@@ -150,16 +150,18 @@ func TestSlotsIDsValidated(t *testing.T) {
 	}
 }
 
-// scriptCounter counts the scripts a client runs.
+// scriptCounter counts the scripts a client runs; a script not loaded
+// yet, sent again with its body, counts once.
 type scriptCounter struct{ n atomic.Int64 }
 
 func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && !redis.HasErrorPrefix(err, "NOSCRIPT") {
 			c.n.Add(1)
 		}
-		return next(ctx, cmd)
+		return err
 	}
 }
 func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {

@@ -277,18 +277,9 @@ func orderScore(l Lane, deadline time.Time) int64 {
 // Acquire asks for a slot of req.Scope's window. It never fails: when
 // Redis cannot be reached it grants uncounted.
 func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
-	nb := int64(0)
-	if !req.NotBefore.IsZero() {
-		nb = req.NotBefore.UnixMilli()
-	}
-	probe := "0"
-	if req.Probe {
-		probe = "1"
-	}
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
-	res, err := windowAcquireScript.Run(octx, w.kit.Client, w.keys(req.Scope), w.nowArg(), w.args, req.Max,
-		req.Holder, laneArg(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID).Int64Slice()
+	res, err := windowAcquireScript.Run(octx, w.kit.Client, w.keys(req.Scope), w.acquireArgs(req)...).Int64Slice()
 	if err != nil {
 		w.fail.Note("window acquire "+req.Scope, err)
 		return WindowGrant{Granted: true, Uncounted: true}
@@ -318,17 +309,8 @@ func (w *Windows) AcquireWithLease(ctx context.Context, req WindowRequest, lease
 	if c == nil {
 		return w.acquireThenLease(ctx, req, leases, lreq)
 	}
-	nb := int64(0)
-	if !req.NotBefore.IsZero() {
-		nb = req.NotBefore.UnixMilli()
-	}
-	probe := "0"
-	if req.Probe {
-		probe = "1"
-	}
 	keys := append(w.keys(req.Scope), lkeys...)
-	args := append([]any{w.nowArg(), w.args, req.Max, req.Holder, laneArg(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID},
-		largs[1:]...)
+	args := append(w.acquireArgs(req), largs[1:]...)
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
 	res, err := windowLeaseAcquireScript.Run(octx, w.kit.Client, keys, args...).Int64Slice()
@@ -345,6 +327,19 @@ func (w *Windows) AcquireWithLease(ctx context.Context, req WindowRequest, lease
 	}
 	lease, lg = leases.acquired(lease, c, res[:4], nil)
 	return g, lease, lg, true
+}
+
+// acquireArgs is windowAcquireScript's ARGV for req.
+func (w *Windows) acquireArgs(req WindowRequest) []any {
+	nb := int64(0)
+	if !req.NotBefore.IsZero() {
+		nb = req.NotBefore.UnixMilli()
+	}
+	probe := "0"
+	if req.Probe {
+		probe = "1"
+	}
+	return []any{w.nowArg(), w.args, req.Max, req.Holder, laneArg(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID}
 }
 
 // acquireThenLease is AcquireWithLease in two calls.

@@ -3,7 +3,6 @@ package capacity_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -15,24 +14,6 @@ import (
 	"github.com/callscribe/callscribe/internal/lane"
 	"github.com/callscribe/callscribe/internal/testredis"
 )
-
-// scriptCalls counts the scripts a client runs (EVAL and EVALSHA).
-type scriptCalls struct{ n atomic.Int64 }
-
-func (c *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		// A script not loaded yet is sent again with its body: one run.
-		if name := strings.ToLower(cmd.Name()); (name == "evalsha" || name == "eval") && !redis.HasErrorPrefix(err, "NOSCRIPT") {
-			c.n.Add(1)
-		}
-		return err
-	}
-}
-func (c *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 
 // windowLeaseRig is a scope's window and a provider's leases on one
 // client and key prefix, both on the clock now.
@@ -69,7 +50,7 @@ func TestAcquireWithLeaseTakesBothInOneScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := testredis.New(t, "wl")
-	calls := &scriptCalls{}
+	calls := &scriptCounter{}
 	rdb.AddHook(calls)
 	var clock atomic.Int64
 	clock.Store(1_800_000_000_000)
