@@ -164,7 +164,7 @@ type throughputRun struct {
 	// Redis during the worker's run, per recording: scripts run
 	// (EVAL and EVALSHA) and the server's CPU ms.
 	redisScripts, redisCPU float64
-	latency                      []laneLatency
+	latency                []laneLatency
 }
 
 // laneLatency is receipt → CRM delivery of one lane ("all" for both).
