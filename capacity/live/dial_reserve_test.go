@@ -118,8 +118,9 @@ func reserveSetup(t *testing.T, plan ...scriptFault) (*dialBundle, *scriptFaults
 	return b, f
 }
 
-// reservedLease returns the transcriber lease callID's dial state holds.
-func reservedLease(t *testing.T, b *dialBundle, callID string) capacity.Lease {
+// holdsWhatItWasDialledWith checks that callID is reserved holding the
+// transcriber lease it was dialled with (got).
+func holdsWhatItWasDialledWith(t *testing.T, b *dialBundle, callID string, got dialed) {
 	t.Helper()
 	st, err := b.dialer.State(context.Background(), callID)
 	if err != nil {
@@ -128,7 +129,21 @@ func reservedLease(t *testing.T, b *dialBundle, callID string) capacity.Lease {
 	if st.State != live.DialReserved {
 		t.Fatalf("%s is %s, want reserved", callID, st.State)
 	}
-	return st.Reservation.Transcriber.Lease
+	if lease := st.Reservation.Transcriber.Lease; lease.ID != got.res.Transcriber.Lease.ID {
+		t.Fatalf("%s holds lease %s, dialled with %s", callID, lease.ID, got.res.Transcriber.Lease.ID)
+	}
+}
+
+// unknownOutcomes are the ways a pass can get no answer from any of its
+// reserve tries, with how many times Redis ran the script by the time the
+// next pass settled it.
+var unknownOutcomes = []struct {
+	name string
+	plan []scriptFault
+	runs int
+}{
+	{"first try ran", []scriptFault{replyLost, neverRan, neverRan}, 2},
+	{"no try reached", []scriptFault{neverRan, neverRan, neverRan}, 1},
 }
 
 // The reserve script ran but its reply was lost (a timeout under load):
@@ -147,9 +162,7 @@ func TestDialerReserveReplyLostIsNotALostRace(t *testing.T) {
 	}
 	b.waitQueued(t, "out-2")
 	b.notDialed(t)
-	if lease := reservedLease(t, b, "out-1"); lease.ID != got.res.Transcriber.Lease.ID {
-		t.Fatalf("out-1 holds lease %s, dialled with %s", lease.ID, got.res.Transcriber.Lease.ID)
-	}
+	holdsWhatItWasDialledWith(t, b, "out-1", got)
 	if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
 		t.Fatalf("stt leases %d, want out-1's one", n)
 	}
@@ -171,13 +184,10 @@ func TestDialerReserveReplyLostIsNotALostRace(t *testing.T) {
 // first try went in (ran) or none did (the call still queued is reserved
 // now), and the call is dialled with the slot it kept, never a second.
 func TestDialerReserveOutcomeUnknownWaitsForTheNextPass(t *testing.T) {
-	for name, plan := range map[string][]scriptFault{
-		"first try ran":  {replyLost, neverRan, neverRan},
-		"no try reached": {neverRan, neverRan, neverRan},
-	} {
-		t.Run(name, func(t *testing.T) {
+	for _, o := range unknownOutcomes {
+		t.Run(o.name, func(t *testing.T) {
 			ctx := context.Background()
-			b, f := reserveSetup(t, plan...)
+			b, f := reserveSetup(t, o.plan...)
 			b.start()
 			b.waitQueued(t, "out-2")
 			b.notDialed(t)
@@ -189,17 +199,15 @@ func TestDialerReserveOutcomeUnknownWaitsForTheNextPass(t *testing.T) {
 			if got.call.ID != "out-1" {
 				t.Fatalf("dialled %s, want out-1", got.call.ID)
 			}
-			if lease := reservedLease(t, b, "out-1"); lease.ID != got.res.Transcriber.Lease.ID {
-				t.Fatalf("out-1 holds lease %s, dialled with %s", lease.ID, got.res.Transcriber.Lease.ID)
-			}
+			holdsWhatItWasDialledWith(t, b, "out-1", got)
 			b.tick <- time.Now() // a pass that has nothing to resolve
 			b.waitQueued(t, "out-2")
 			b.notDialed(t)
 			if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
 				t.Fatalf("stt leases %d, want out-1's one", n)
 			}
-			if n := f.runs(); n != 2 && name == "first try ran" || n != 1 && name == "no try reached" {
-				t.Fatalf("the reserve script ran %d times", n)
+			if n := f.runs(); n != o.runs {
+				t.Fatalf("the reserve script ran %d times, want %d", n, o.runs)
 			}
 			b.dialer.CallEnded(ctx, "out-1")
 			if got := b.waitDialed(t); got.call.ID != "out-2" {
@@ -213,13 +221,10 @@ func TestDialerReserveOutcomeUnknownWaitsForTheNextPass(t *testing.T) {
 // learns the reservation is not (or no longer) the call's, gives the kept
 // slot back, and the next call takes it.
 func TestDialerReserveOutcomeUnknownAndTheCallEnded(t *testing.T) {
-	for name, plan := range map[string][]scriptFault{
-		"first try ran":  {replyLost, neverRan, neverRan},
-		"no try reached": {neverRan, neverRan, neverRan},
-	} {
-		t.Run(name, func(t *testing.T) {
+	for _, o := range unknownOutcomes {
+		t.Run(o.name, func(t *testing.T) {
 			ctx := context.Background()
-			b, _ := reserveSetup(t, plan...)
+			b, _ := reserveSetup(t, o.plan...)
 			b.start()
 			b.waitQueued(t, "out-2")
 			b.dialer.CallEnded(ctx, "out-1") // prompts a pass
@@ -230,9 +235,7 @@ func TestDialerReserveOutcomeUnknownAndTheCallEnded(t *testing.T) {
 			if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
 				t.Fatalf("stt leases %d, want out-2's one (out-1's kept slot given back)", n)
 			}
-			if lease := reservedLease(t, b, "out-2"); lease.ID != got.res.Transcriber.Lease.ID {
-				t.Fatalf("out-2 holds lease %s, dialled with %s", lease.ID, got.res.Transcriber.Lease.ID)
-			}
+			holdsWhatItWasDialledWith(t, b, "out-2", got)
 		})
 	}
 }
