@@ -30,16 +30,35 @@ var (
 	reRefGlue = regexp.MustCompile(`^(po|bol|pro)(\d+)$`)
 )
 
+// typography is the plain spelling of the typographic characters
+// normalise straightens: curly apostrophes, a no-break space, "&".
+var typography = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u00a0", " ", "&", " and ")
+
 // normalise rewrites the spellings the tokenizer would tear apart: "a.m." is
 // "am" (keeping a sentence end when a capital or the end follows), "P.O." is
 // "PO", "B.O.L." and "bill of lading" are "BOL", "2026-12-03" is
 // "2026/12/03", "&" is "and"; curly apostrophes are straight.
+//
+// Each expression runs only on a text holding what every match of it
+// holds (in lower case: "p." for "P.O.", "b." or "lading" for "B.O.L.",
+// "a." or "p." for "a.m.", "-" for a date): most transcripts hold none,
+// and a case-folding expression costs a pass over the whole text.
 func normalise(s string) string {
 	s = strings.ToValidUTF8(s, " ")
-	s = strings.NewReplacer("\u2019", "'", "\u2018", "'", "\u00a0", " ", "&", " and ").Replace(s)
-	s = rePO.ReplaceAllString(s, "PO ")
-	s = reBOL.ReplaceAllString(s, "BOL ")
-	s = reISODate.ReplaceAllString(s, "$1/$2/$3")
+	s = typography.Replace(s)
+	low := strings.ToLower(s)
+	if strings.Contains(low, "p.") {
+		s = rePO.ReplaceAllString(s, "PO ")
+	}
+	if strings.Contains(low, "b.") || strings.Contains(low, "lading") {
+		s = reBOL.ReplaceAllString(s, "BOL ")
+	}
+	if strings.Contains(s, "-") {
+		s = reISODate.ReplaceAllString(s, "$1/$2/$3")
+	}
+	if !strings.Contains(low, "a.") && !strings.Contains(low, "p.") {
+		return s
+	}
 	var b strings.Builder
 	last := 0
 	for _, m := range reAMPM.FindAllStringSubmatchIndex(s, -1) {
@@ -91,10 +110,10 @@ func tokenize(text string) []token {
 			}
 			word := string(rs[i:j])
 			low := strings.ToLower(word)
-			if m := reHourAM.FindStringSubmatch(low); m != nil {
+			if m := hourAM(low); m != nil {
 				emit(m[1])
 				emit(strings.TrimSuffix(m[2], "m") + "m")
-			} else if m := reRefGlue.FindStringSubmatch(low); m != nil {
+			} else if m := refGlue(low); m != nil {
 				emit(word[:len(m[1])])
 				emit(m[2])
 			} else {
@@ -118,6 +137,26 @@ func tokenize(text string) []token {
 	}
 	return out
 }
+
+// hourAM is reHourAM's submatches of a word, run only on a word that
+// begins with a digit and ends in "a", "p" or "m", as every match does.
+func hourAM(low string) []string {
+	if low == "" || !isDigit(low[0]) || !strings.ContainsRune("apm", rune(low[len(low)-1])) {
+		return nil
+	}
+	return reHourAM.FindStringSubmatch(low)
+}
+
+// refGlue is reRefGlue's submatches of a word, run only on a word that
+// begins with "p" or "b" and ends in a digit, as every match does.
+func refGlue(low string) []string {
+	if low == "" || low[0] != 'p' && low[0] != 'b' || !isDigit(low[len(low)-1]) {
+		return nil
+	}
+	return reRefGlue.FindStringSubmatch(low)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 func isTerminator(s string) bool { return s == "." || s == "!" || s == "?" }
 
