@@ -38,7 +38,6 @@ func normaliseReference(s string) string {
 	return b.String()
 }
 
-
 func tokenizeReference(text string) []token {
 	rs := []rune(normaliseReference(text))
 	var out []token
@@ -94,7 +93,6 @@ func tokenizeReference(text string) []token {
 	}
 	return out
 }
-
 
 // textPieces are the fragments every skipped expression looks for, in
 // several cases, and the characters around them.
