@@ -113,6 +113,15 @@ func (o *Outbox) deliveryByID(ctx context.Context, id int64, scope string) (Row,
 	if err != nil {
 		return Row{}, dbsqlc.ActionSet{}, nil, fmt.Errorf("reading outbox row %d: %w", id, translate(err))
 	}
+	row, set := deliveryFrom(r)
+	if read != nil && read.Scope != row.Scope {
+		read = nil // the job's scope is not the row's: admission reads the row's
+	}
+	return row, set, read, nil
+}
+
+// deliveryFrom is the row and action set of r, as a try takes them.
+func deliveryFrom(r dbsqlc.OutboxDeliveryGetRow) (Row, dbsqlc.ActionSet) {
 	row := rowFrom(dbsqlc.OutboxGetRow{ID: r.ID, ActionSetID: r.ActionSetID, Target: r.Target, Scope: r.Scope,
 		IdempotencyKey: r.IdempotencyKey, State: r.State, Attempts: r.Attempts, CrmID: r.CrmID, LastClass: r.LastClass,
 		NotBefore: r.NotBefore, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Deadline: r.Deadline,
@@ -120,10 +129,7 @@ func (o *Outbox) deliveryByID(ctx context.Context, id int64, scope string) (Row,
 	row.receivedAt, row.recordingID = r.ReceivedAt, r.RecordingID
 	set := dbsqlc.ActionSet{ID: r.ActionSetID, RecordingID: r.RecordingID, TenantID: r.TenantID, CallID: r.CallID,
 		ActionVersion: r.ActionVersion, RecordingSha256: r.RecordingSha256, Actions: r.Actions, CommittedAt: r.CommittedAt}
-	if read != nil && read.Scope != row.Scope {
-		read = nil // the job's scope is not the row's: admission reads the row's
-	}
-	return row, set, read, nil
+	return row, set
 }
 
 // receivedAt is rec's receipt time as an outbox row of its action set
@@ -296,11 +302,6 @@ func (o *Outbox) settled(ctx context.Context, r Row, state string) {
 // action set and, with scope (the job's DeliverArgs.Scope) set, its
 // scope's deferral in one round trip (deliveryByID).
 func (o *Outbox) deliver(ctx context.Context, jobID, id int64, scope string) error {
-	return o.deliverAs(ctx, jobID, id, scope, false)
-}
-
-// deliverAs is deliver, as a prompt try (subject.prompt) when prompt.
-func (o *Outbox) deliverAs(ctx context.Context, jobID, id int64, scope string, prompt bool) error {
 	r, stored, read, err := o.deliveryByID(ctx, id, scope)
 	if errors.Is(err, ErrNotFound) {
 		return river.JobCancel(err)
@@ -308,6 +309,30 @@ func (o *Outbox) deliverAs(ctx context.Context, jobID, id int64, scope string, p
 	if err != nil {
 		return err
 	}
+	return o.tryRow(ctx, jobID, r, stored, read, false)
+}
+
+// deliverCommitted is the prompt try of a row its process's group has
+// just committed: the row and its set as the commit's statement returned
+// them (d, as OutboxDeliveryGet reads them), and only the scope's
+// deferral read, in one round trip. Nothing else has written the row
+// since: a prompt row has no River job until its try hands it one, and
+// the orphan sweep leaves a row untouched this recently alone. The try
+// counts itself on the row (OutboxTry) only while the row is pending, as
+// after deliveryByID.
+func (o *Outbox) deliverCommitted(ctx context.Context, d dbsqlc.OutboxDeliveryGetRow) error {
+	b := &pgx.Batch{}
+	read := o.ledger.QueueScopeRead(b, d.Scope)
+	if err := o.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("reading the deferral of scope %s for outbox row %d: %w", d.Scope, d.ID, translate(err))
+	}
+	r, set := deliveryFrom(d)
+	return o.tryRow(ctx, 0, r, set, read, true)
+}
+
+// tryRow is one try of row r with its action set (try), as a prompt try
+// when prompt; read is its scope's deferral, or nil.
+func (o *Outbox) tryRow(ctx context.Context, jobID int64, r Row, stored dbsqlc.ActionSet, read *ledger.ScopeRead, prompt bool) error {
 	s := &subject{Row: r, set: stored, holder: holderOf(r.ID), lane: lane.Immediate, logAttr: slog.Int64("outbox", r.ID), prompt: prompt}
 	s.store = &rowStore{o: o, s: s}
 	if dest, ok := o.cfg.Destinations[r.TenantID]; ok && dest.Target != nil {
@@ -325,7 +350,8 @@ func (o *Outbox) deliverAs(ctx context.Context, jobID, id int64, scope string, p
 //
 // A try of an outbox row that the CRM answers costs three transactions:
 // the read of the row with its action set and its scope's deferral
-// (deliveryByID, one round trip), the try counted before the call
+// (deliveryByID, one round trip; a prompt try reads the scope's deferral
+// only, deliverCommitted), the try counted before the call
 // (OutboxTry, durable before the CRM sees the set), and the settle
 // (outcome, event and the CRM's gauges together); besides them, for a
 // probe or a throttle, the scope's update, and for a scope without its row

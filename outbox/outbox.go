@@ -530,8 +530,8 @@ func (o *Outbox) QueueCommitStep(q *ledger.Queue, client *river.Client[pgx.Tx], 
 		if withDest != (row.OutboxID != nil) {
 			return ledger.Transition{}, fmt.Errorf("storing action set %d: outbox row %v for destination %v", row.ID, row.OutboxID, withDest)
 		}
-		if row.OutboxID != nil {
-			jobs.rows = append(jobs.rows, DeliverArgs{OutboxID: *row.OutboxID, Scope: dest.Scope})
+		if row.Delivery != nil {
+			jobs.rows = append(jobs.rows, *row.Delivery)
 		}
 		version := int(row.ActionVersion)
 		return ledger.Transition{RecordingID: rec.ID, From: ledger.StateValidated, To: ledger.StateCommitted,
@@ -549,19 +549,19 @@ type deliverTailKey struct{ client *river.Client[pgx.Tx] }
 type deliverTail struct {
 	client *river.Client[pgx.Tx]
 	o      *Outbox
-	told   bool // the group tells it how it ended (ledger.OutcomeTail)
-	rows   []DeliverArgs
-	prompt []DeliverArgs // tried once the group committed, each on a reserved place
+	told   bool                          // the group tells it how it ended (ledger.OutcomeTail)
+	rows   []dbsqlc.OutboxDeliveryGetRow // as the commit returned them
+	prompt []dbsqlc.OutboxDeliveryGetRow // tried once the group committed, each on a reserved place
 }
 
 func (t *deliverTail) Run(ctx context.Context, tx pgx.Tx) error {
 	var params []river.InsertManyParams
-	for _, a := range t.rows {
+	for _, d := range t.rows {
 		if t.told && t.o.prompt != nil && t.o.prompt.reserve() {
-			t.prompt = append(t.prompt, a)
+			t.prompt = append(t.prompt, d)
 			continue
 		}
-		params = append(params, river.InsertManyParams{Args: a})
+		params = append(params, river.InsertManyParams{Args: DeliverArgs{OutboxID: d.ID, Scope: d.Scope}})
 	}
 	if len(params) == 0 {
 		return nil
@@ -574,8 +574,8 @@ func (t *deliverTail) Run(ctx context.Context, tx pgx.Tx) error {
 
 // Committed starts the prompt tries of the group's rows.
 func (t *deliverTail) Committed() {
-	for _, a := range t.prompt {
-		t.o.prompt.start(t.client, a.OutboxID, a.Scope)
+	for _, d := range t.prompt {
+		t.o.prompt.start(t.client, d)
 	}
 	t.prompt = nil
 }

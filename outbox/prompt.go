@@ -15,6 +15,7 @@ import (
 	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/internal/riverunique"
 	"github.com/callscribe/callscribe/ledger"
+	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
 
 // errNeedsJob: a prompt try met something only a River job can wait for
@@ -62,9 +63,9 @@ func (p *prompter) reserve() bool {
 // unreserve gives back a place reserve took that will not be used.
 func (p *prompter) unreserve() { <-p.sem }
 
-// start tries outbox row id of scope in a goroutine of its own, on a
-// place reserve took.
-func (p *prompter) start(client *river.Client[pgx.Tx], id int64, scope string) {
+// start tries outbox row d (as its commit returned it) in a goroutine of
+// its own, on a place reserve took.
+func (p *prompter) start(client *river.Client[pgx.Tx], d dbsqlc.OutboxDeliveryGetRow) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -77,15 +78,16 @@ func (p *prompter) start(client *river.Client[pgx.Tx], id int64, scope string) {
 	go func() {
 		defer p.wg.Done()
 		defer p.unreserve()
-		p.try(client, id, scope)
+		p.try(client, d)
 	}()
 }
 
 // try is one prompt try of row id; what it could not finish goes to a
 // River job.
-func (p *prompter) try(client *river.Client[pgx.Tx], id int64, scope string) {
+func (p *prompter) try(client *river.Client[pgx.Tx], d dbsqlc.OutboxDeliveryGetRow) {
 	o := p.o
-	err := o.deliverAs(p.ctx, 0, id, scope, true)
+	id, scope := d.ID, d.Scope
+	err := o.deliverCommitted(p.ctx, d)
 	var cancel *rivertype.JobCancelError
 	var snooze *rivertype.JobSnoozeError
 	var opts river.InsertOpts

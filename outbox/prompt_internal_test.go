@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"testing"
+
+	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
 
 // Once Drain began, no place is given and no try starts: a row committed
@@ -20,7 +22,7 @@ func TestPrompterAfterDrain(t *testing.T) {
 	if p.reserve() {
 		t.Fatal("a place was given after Drain")
 	}
-	p.start(nil, 1, "crm:acme") // reserved before Drain: given back, no try
+	p.start(nil, dbsqlc.OutboxDeliveryGetRow{ID: 1, Scope: "crm:acme"}) // reserved before Drain: given back, no try
 	p.wg.Wait()
 	if n := len(p.sem); n != 0 {
 		t.Fatalf("%d places still taken after Drain, want 0", n)

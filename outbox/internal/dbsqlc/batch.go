@@ -76,14 +76,16 @@ const actionSetCommit = `WITH v AS (
     INSERT INTO action_sets (recording_id, tenant_id, call_id, action_version, recording_sha256, actions, committed_at)
     SELECT $1, $2, $3, v.version, $5, $6, $7 FROM v
     ON CONFLICT ON CONSTRAINT action_sets_version DO NOTHING
-    RETURNING id, action_version
+    RETURNING id, action_version, actions, committed_at
 ), o AS (
     INSERT INTO outbox (action_set_id, target, scope, idempotency_key, created_at, updated_at, deadline, received_at)
     SELECT s.id, $8::text, $9::text, $2::text || ':' || $3::text || ':' || s.action_version, $7, $7, $10, $11::timestamptz
     FROM s WHERE $8::text IS NOT NULL
-    RETURNING id
+    RETURNING id, idempotency_key, state, attempts, crm_id, last_class, not_before, created_at, updated_at, deadline, received_at
 )
-SELECT s.id, s.action_version, (SELECT o.id FROM o) FROM s`
+SELECT s.id, s.action_version, o.id, o.idempotency_key, o.state, o.attempts, o.crm_id, o.last_class, o.not_before,
+       o.created_at, o.updated_at, o.deadline, o.received_at, s.actions, s.committed_at
+FROM s LEFT JOIN o ON true`
 
 // ActionSetCommitParams are actionSetCommit's arguments: Target nil
 // stores the set without an outbox row.
@@ -100,11 +102,14 @@ type ActionSetCommitParams struct {
 }
 
 // ActionSetCommitRow is what actionSetCommit stored: the set's id and
-// version, and its outbox row's id (nil: no destination).
+// version, and its outbox row's id (nil: no destination) with the row as
+// OutboxDeliveryGet reads it (Delivery; nil without one), the columns the
+// statement did not set read back from the row it inserted.
 type ActionSetCommitRow struct {
 	ID            int64
 	ActionVersion int32
 	OutboxID      *int64
+	Delivery      *OutboxDeliveryGetRow
 }
 
 // QueueActionSetCommit queues actionSetCommit on b; fn receives its row
@@ -115,7 +120,20 @@ func QueueActionSetCommit(b *pgx.Batch, arg ActionSetCommitParams, fn func(Actio
 	b.Queue(actionSetCommit, arg.RecordingID, arg.TenantID, arg.CallID, arg.PendingValidations, arg.RecordingSha256, arg.Actions,
 		arg.CommittedAt, arg.Target, arg.Scope, arg.Deadline, arg.ReceivedAt).QueryRow(func(row pgx.Row) error {
 		var i ActionSetCommitRow
-		err := row.Scan(&i.ID, &i.ActionVersion, &i.OutboxID)
+		var key, state, crmID, lastClass *string
+		var attempts *int32
+		var notBefore, createdAt, updatedAt, deadline, receivedAt *time.Time
+		var d OutboxDeliveryGetRow
+		err := row.Scan(&i.ID, &i.ActionVersion, &i.OutboxID, &key, &state, &attempts, &crmID, &lastClass, &notBefore,
+			&createdAt, &updatedAt, &deadline, &receivedAt, &d.Actions, &d.CommittedAt)
+		if err == nil && i.OutboxID != nil {
+			d.ID, d.ActionSetID, d.Target, d.Scope = *i.OutboxID, i.ID, *arg.Target, *arg.Scope
+			d.IdempotencyKey, d.State, d.Attempts, d.CrmID, d.LastClass = *key, *state, *attempts, *crmID, *lastClass
+			d.NotBefore, d.CreatedAt, d.UpdatedAt, d.Deadline, d.ReceivedAt = notBefore, *createdAt, *updatedAt, *deadline, receivedAt
+			d.RecordingID, d.TenantID, d.CallID, d.ActionVersion, d.RecordingSha256 = arg.RecordingID, arg.TenantID, arg.CallID,
+				i.ActionVersion, arg.RecordingSha256
+			i.Delivery = &d
+		}
 		fn(i, err)
 		return refused(err)
 	})
