@@ -144,14 +144,26 @@ func TestLeaseFailOpenOnASilentRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
+	// Connections are held open, never answered, and closed once the
+	// accept loop has ended (not registered from it: a cleanup added
+	// while the test's cleanups run is a race).
+	var held []net.Conn
+	accepting := make(chan struct{})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-accepting
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
 	go func() {
+		defer close(accepting)
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { _ = conn.Close() }) // held open, never answered
+			held = append(held, conn)
 		}
 	}()
 	opt, err := redis.ParseURL("redis://" + ln.Addr().String())

@@ -376,9 +376,14 @@ func newStallProxy(t *testing.T, redisURL string) *stallProxy {
 		t.Fatal(err)
 	}
 	p := &stallProxy{url: fmt.Sprintf("redis://%s/%d", ln.Addr(), opt.DB)}
+	// The accept loop ends before the forwards are waited for: a
+	// connection accepted as the listener closes adds to conns before
+	// Wait, never beside it.
 	var conns sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); conns.Wait() })
+	accepting := make(chan struct{})
+	t.Cleanup(func() { _ = ln.Close(); <-accepting; conns.Wait() })
 	go func() {
+		defer close(accepting)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
