@@ -90,4 +90,6 @@ const (
 	WindowMinWaitDefault      = 50 * time.Millisecond
 	WindowMaxWaitDefault      = time.Minute
 	WindowLateDefault         = 300 * time.Millisecond
+	// WindowReleaseLingerDefault is WindowConfig.ReleaseLinger's default.
+	WindowReleaseLingerDefault = 5 * time.Millisecond
 )

@@ -91,7 +91,15 @@ type WindowConfig struct {
 	// EventsCap is how many window events are kept per scope. Default
 	// LimitEventsCapDefault.
 	EventsCap int
-	testNow   func() int64
+	// ReleaseLinger is how long a release that says nothing against the
+	// window (Success, Neutral) given to ReleaseLater may wait in its
+	// process for the next Acquire of its scope, which gives it back in
+	// the same script: one round trip to Redis instead of two. Past it,
+	// the scope's waiting releases go in one script of their own. Default
+	// WindowReleaseLingerDefault (5ms); negative: every release is sent
+	// at once.
+	ReleaseLinger time.Duration
+	testNow       func() int64
 }
 
 // WithDefaults returns c with each zero field set to its default.
@@ -117,6 +125,9 @@ func (c WindowConfig) WithDefaults() WindowConfig {
 	defd(&c.MinWait, WindowMinWaitDefault)
 	defd(&c.MaxWait, WindowMaxWaitDefault)
 	defd(&c.Late, WindowLateDefault)
+	if c.ReleaseLinger == 0 {
+		c.ReleaseLinger = WindowReleaseLingerDefault
+	}
 	if c.ImmediateShare == 0 {
 		c.ImmediateShare = WindowImmediateShare
 	}
@@ -159,6 +170,11 @@ type Windows struct {
 	// registry of windows (Scopes), so that an acquire pays that round
 	// trip at most once per windowRegisterEvery and scope.
 	registered sync.Map
+
+	mu sync.Mutex
+	// queued: scope → the releases waiting for its next acquire
+	// (ReleaseLater).
+	queued map[string]*releaseQueue
 }
 
 // windowRegisterEvery is how often a process adds a scope it acquires in
@@ -190,7 +206,7 @@ func NewWindows(r *Redis, cfg WindowConfig) (*Windows, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Windows{cfg: cfg, kit: r.kit, fail: r.kit.NewFailOpen(), args: string(args)}, nil
+	return &Windows{cfg: cfg, kit: r.kit, fail: r.kit.NewFailOpen(), args: string(args), queued: map[string]*releaseQueue{}}, nil
 }
 
 // WindowRequest asks for a slot of a scope's window.
@@ -276,15 +292,24 @@ func orderScore(l Lane, deadline time.Time) int64 {
 
 // Acquire asks for a slot of req.Scope's window. It never fails: when
 // Redis cannot be reached it grants uncounted.
+//
+// The scope's releases waiting in this process (ReleaseLater) go first,
+// in the same script.
 func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
-	res, err := windowAcquireScript.Run(octx, w.kit.Client, w.keys(req.Scope), w.acquireArgs(req)...).Int64Slice()
+	rels := w.takeQueued(req.Scope)
+	res, err := w.run(octx, windowAcquireScript, w.keys(req.Scope), w.withReleases(w.acquireArgs(req), rels), rels)
 	if err != nil {
 		w.fail.Note("window acquire "+req.Scope, err)
 		return WindowGrant{Granted: true, Uncounted: true}
 	}
 	w.register(octx, req.Scope)
+	return grantFrom(res)
+}
+
+// grantFrom reads the window's answer to an acquire.
+func grantFrom(res []int64) WindowGrant {
 	return WindowGrant{Granted: res[0] == 1, InFlight: int(res[1]), Size: int(res[2]), Rank: int(res[3]),
 		Wait: time.Duration(res[4]) * time.Millisecond, Target: int(res[5]), Wake: res[6:]}
 }
@@ -310,18 +335,17 @@ func (w *Windows) AcquireWithLease(ctx context.Context, req WindowRequest, lease
 		return w.acquireThenLease(ctx, req, leases, lreq)
 	}
 	keys := append(w.keys(req.Scope), lkeys...)
-	args := append(w.acquireArgs(req), largs[1:]...)
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
-	res, err := windowLeaseAcquireScript.Run(octx, w.kit.Client, keys, args...).Int64Slice()
+	rels := w.takeQueued(req.Scope)
+	res, err := w.run(octx, windowLeaseAcquireScript, keys, w.withReleases(append(w.acquireArgs(req), largs[1:]...), rels), rels)
 	if err != nil {
 		w.fail.Note("window acquire "+req.Scope, err)
 		lease, lg = leases.acquired(lease, c, nil, err)
 		return WindowGrant{Granted: true, Uncounted: true}, lease, lg, true
 	}
 	w.register(octx, req.Scope)
-	g = WindowGrant{Granted: res[4] == 1, InFlight: int(res[5]), Size: int(res[6]), Rank: int(res[7]),
-		Wait: time.Duration(res[8]) * time.Millisecond, Target: int(res[9]), Wake: res[10:]}
+	g = grantFrom(res[4:])
 	if res[0] < 0 {
 		return g, Lease{}, Grant{}, false
 	}
@@ -369,77 +393,33 @@ func (w *Windows) register(ctx context.Context, scope string) {
 	w.registered.Store(scope, now)
 }
 
-// WindowRelease is what Release did.
-type WindowRelease struct {
-	// Released: the holder had a slot.
-	Released bool
-	// Before and After are the window's size around the release.
-	Before, After int
-	// Wake are River jobs of waiters called to the freed slots, first in
-	// line first: the caller makes them available now, so the line drains
-	// at the vendor's pace without anyone polling.
-	Wake []int64
-}
-
 // Release gives holder's slot of scope back with what the vendor's answer
 // said (reason is recorded with a shrink). Releasing a holder without a
-// slot does nothing. Redis failures are noted, never returned.
+// slot does nothing. Redis failures are noted, never returned. The
+// scope's releases waiting in this process (ReleaseLater) go first, in
+// the same script.
 func (w *Windows) Release(ctx context.Context, scope, holder string, o Outcome, reason string, max int) WindowRelease {
-	octx, cancel := w.kit.Detached(ctx)
-	defer cancel()
-	res, err := windowReleaseScript.Run(octx, w.kit.Client, w.keys(scope), w.nowArg(), w.args, max, holder, int(o), reason).Int64Slice()
-	return w.released(scope, res, err)
+	return w.ReleaseWithLease(ctx, scope, holder, o, reason, max, nil, Lease{})
 }
 
 // ReleaseWithLease is Release and leases.Release(lease) in one round trip
 // to Redis: a submission gives back its window slot and its vendor slot
 // together when the vendor answers. With leases nil, a lease not counted,
-// or leases on another Redis client than w, it is Release, then the
-// lease's own Release.
+// or leases on another Redis client than w, the lease goes back by its
+// own Release.
 func (w *Windows) ReleaseWithLease(ctx context.Context, scope, holder string, o Outcome, reason string, max int,
 	leases *Leases, lease Lease) WindowRelease {
-	var c *counter
-	if leases != nil {
-		c = leases.releasing(lease)
-	}
-	if c == nil || leases.kit.Client != w.kit.Client {
-		r := w.Release(ctx, scope, holder, o, reason, max)
-		if c != nil {
-			leases.removeLease(ctx, c, lease.ID)
-		}
-		return r
-	}
-	octx, cancel := w.kit.Detached(ctx)
-	defer cancel()
-	args := []any{w.nowArg(), w.args, max, holder, int(o), reason}
-	pipe := w.kit.Client.Pipeline()
-	rel := windowReleaseScript.EvalSha(octx, pipe, w.keys(scope), args...)
-	zrem := pipe.ZRem(octx, c.leasesKey, lease.ID)
-	_, _ = pipe.Exec(octx) // each command's own error is read below
-	if err := zrem.Err(); err != nil {
-		leases.fail.Note("release "+c.tag, err)
-	}
-	res, err := rel.Int64Slice()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// Redis lost its scripts (a restart, SCRIPT FLUSH): Run loads it.
-		res, err = windowReleaseScript.Run(octx, w.kit.Client, w.keys(scope), args...).Int64Slice()
-	}
-	return w.released(scope, res, err)
-}
-
-// released reads the release script's answer.
-func (w *Windows) released(scope string, res []int64, err error) WindowRelease {
-	if err != nil {
-		w.fail.Note("window release "+scope, err)
-		return WindowRelease{}
-	}
-	return WindowRelease{Released: res[0] == 1, Before: int(res[1]), After: int(res[2]), Wake: res[4:]}
+	var out WindowRelease
+	r := w.queuedRelease(ctx, holder, o, reason, max, leases, lease, func(rel WindowRelease) { out = rel })
+	w.send(ctx, scope, append(w.takeQueued(scope), r))
+	return out
 }
 
 // Cooldown tells the window that the scope's vendor announced a cooldown
 // (reason says why): it restarts from the single probe and grows back by
 // slow start to the size it had.
 func (w *Windows) Cooldown(ctx context.Context, scope, reason string, max int) {
+	w.Flush(ctx, scope)
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
 	if err := windowCooldownScript.Run(octx, w.kit.Client, w.keys(scope), w.nowArg(), w.args, max, reason).Err(); err != nil {
@@ -451,6 +431,7 @@ func (w *Windows) Cooldown(ctx context.Context, scope, reason string, max int) {
 // vendor accepted and is processing keeps its slot until its result). It
 // reports whether the holder had a slot.
 func (w *Windows) Refresh(ctx context.Context, scope, holder string, extra time.Duration) bool {
+	w.Flush(ctx, scope)
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
 	n, err := windowRefreshScript.Run(octx, w.kit.Client, w.keys(scope), w.nowArg(), w.args, 0, holder, extra.Milliseconds()).Int64()

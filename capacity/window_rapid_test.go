@@ -185,22 +185,30 @@ func (m *windowModel) acquire(now int64, holder string, ln capacity.Lane, order,
 }
 
 func (m *windowModel) release(now int64, holder string, o capacity.Outcome) []int64 {
+	_, wakes := m.releaseAt(now, now, holder, o)
+	return wakes
+}
+
+// releaseAt is a release that happened at at and reaches Redis at now
+// (ReleaseLater): the hold time is measured to at. It reports whether
+// holder had a slot.
+func (m *windowModel) releaseAt(now, at int64, holder string, o capacity.Outcome) (bool, []int64) {
 	m.load(now)
 	s, ok := m.inflight[holder]
 	if !ok {
-		return nil
+		return false, nil
 	}
 	delete(m.inflight, holder)
-	m.releaseOutcome(now, s, o)
-	return m.wake(now, m.size-len(m.inflight))
+	m.releaseOutcome(now, at, s, o)
+	return true, m.wake(now, m.size-len(m.inflight))
 }
 
-// releaseOutcome adapts the window to what the answer to s said.
-func (m *windowModel) releaseOutcome(now int64, s *windowSlot, o capacity.Outcome) {
+// releaseOutcome adapts the window to what the answer to s, at at, said.
+func (m *windowModel) releaseOutcome(now, at int64, s *windowSlot, o capacity.Outcome) {
 	n, current := s.n, s.epoch == m.epoch
 	switch o {
 	case capacity.Success:
-		m.hold = int64(math.Floor(float64(m.hold)*0.8 + float64(now-s.at)*0.2))
+		m.hold = int64(math.Floor(float64(m.hold)*0.8 + float64(max(0, at-s.at))*0.2))
 		m.proven = max(m.proven, n)
 		if m.strikeN > 0 && n >= m.strikeN {
 			m.strikes, m.strikeN = 0, 0
@@ -275,9 +283,12 @@ func (m *windowModel) cooldown(now int64) {
 
 // TestWindowScriptsProperty runs random interleavings of acquire (either
 // lane, with or without a deferral or a probe), release with each outcome,
-// cooldown, Redis time advancing past leases and waits, and a restart (a
-// new Windows on the same Redis), against windowModel: every grant, wait
-// and the window's state must match.
+// at once or later (ReleaseLater: it waits in the process for the next
+// acquire, release, cooldown or flush, which sends it first), cooldown,
+// Redis time advancing past leases and waits, and a restart (a new
+// Windows on the same Redis; releases still waiting in the old one are
+// lost, as in a crash), against windowModel: every grant, wait, release's
+// answer and the window's state must match.
 func TestWindowScriptsProperty(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -289,7 +300,7 @@ func TestWindowScriptsProperty(t *testing.T) {
 		defer testredis.DeleteKeys(rdb, prefix)
 		clk := newLeaseClock()
 		r := captest.OnRedis(rt, rdb, prefix)
-		cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Lease: 2 * time.Second,
+		cfg := capacity.WithWindowTestNow(capacity.WindowConfig{Lease: 2 * time.Second, ReleaseLinger: time.Hour,
 			Hold: 200 * time.Millisecond, GrowRounds: rapid.IntRange(1, 3).Draw(rt, "rounds"),
 			Strikes: rapid.IntRange(1, 3).Draw(rt, "strikes"), StartTarget: rapid.IntRange(1, 6).Draw(rt, "start")}, millis(clk))
 		planMax := rapid.IntRange(0, 5).Draw(rt, "max")
@@ -304,16 +315,46 @@ func TestWindowScriptsProperty(t *testing.T) {
 		w := newWin()
 		holders := []string{"a", "b", "c", "d", "e", "f", "g"}
 		const scope = "acme:general"
+		// pending: the releases waiting in w, as the model will apply
+		// them when w sends them; each answer must be the model's.
+		type pendingRelease struct {
+			holder string
+			o      capacity.Outcome
+			at     int64
+		}
+		var pending []pendingRelease
+		var answers []capacity.WindowRelease
+		// touched: a script with the plan limit made the window (a read
+		// of a window not made yet makes it without the limit).
+		touched := false
+		sent := func(rt *rapid.T, op string) {
+			now := clk.Now().UnixMilli()
+			if len(answers) != len(pending) {
+				rt.Fatalf("%s: %d releases answered of the %d waiting", op, len(answers), len(pending))
+			}
+			for i, p := range pending {
+				had, wakes := m.releaseAt(now, p.at, p.holder, p.o)
+				if a := answers[i]; a.Released != had || fmt.Sprint(a.Wake) != fmt.Sprint(orEmpty(wakes)) {
+					rt.Fatalf("%s: release of %s sent later answered %+v, model released %v wake %v", op, p.holder, a, had, wakes)
+				}
+			}
+			touched = touched || len(pending) > 0
+			pending, answers = nil, nil
+		}
+		answer := func(r capacity.WindowRelease) { answers = append(answers, r) }
 		check := func(op string) {
+			if !touched {
+				return
+			}
 			st, err := w.State(ctx, scope)
 			if err != nil {
 				rt.Fatal(err)
 			}
 			m.load(clk.Now().UnixMilli())
 			if st.Size != m.size || st.Target != m.target || st.InFlight != len(m.inflight) || st.Waiting != len(m.waitOrder) ||
-				st.Phase != m.phase || st.Proven != m.proven || st.Ceiling != m.ceiling {
-				rt.Fatalf("after %s: redis %+v, model size %d target %d in flight %d waiting %d phase %s proven %d ceiling %d",
-					op, st, m.size, m.target, len(m.inflight), len(m.waitOrder), m.phase, m.proven, m.ceiling)
+				st.Phase != m.phase || st.Proven != m.proven || st.Ceiling != m.ceiling || st.HoldMS != m.hold {
+				rt.Fatalf("after %s: redis %+v, model size %d target %d in flight %d waiting %d phase %s proven %d ceiling %d hold %dms",
+					op, st, m.size, m.target, len(m.inflight), len(m.waitOrder), m.phase, m.proven, m.ceiling, m.hold)
 			}
 			if planMax > 0 && st.Size > planMax {
 				rt.Fatalf("window %d above the plan limit %d", st.Size, planMax)
@@ -338,6 +379,8 @@ func TestWindowScriptsProperty(t *testing.T) {
 				probe := rapid.IntRange(0, 9).Draw(rt, "probe") == 0
 				g := w.Acquire(ctx, capacity.WindowRequest{Scope: scope, Holder: h, Lane: ln, Deadline: dl, NotBefore: nb, Probe: probe, Max: planMax,
 					JobID: jobOf(h)})
+				sent(rt, "acquire "+h)
+				touched = true
 				nbMs := int64(0)
 				if !nb.IsZero() {
 					nbMs = nb.UnixMilli()
@@ -355,13 +398,32 @@ func TestWindowScriptsProperty(t *testing.T) {
 				h := rapid.SampledFrom(holders).Draw(rt, "holder")
 				o := capacity.Outcome(rapid.IntRange(0, 3).Draw(rt, "outcome"))
 				r := w.Release(ctx, scope, h, o, "429", planMax)
+				sent(rt, "release "+h)
+				touched = true
 				if wakes := m.release(clk.Now().UnixMilli(), h, o); fmt.Sprint(r.Wake) != fmt.Sprint(orEmpty(wakes)) {
 					rt.Fatalf("release %s: redis wakes %v, model %v", h, r.Wake, wakes)
 				}
 				check("release " + h)
 			},
+			"release later": func(rt *rapid.T) {
+				h := rapid.SampledFrom(holders).Draw(rt, "holder")
+				o := capacity.Outcome(rapid.IntRange(0, 3).Draw(rt, "outcome"))
+				pending = append(pending, pendingRelease{h, o, clk.Now().UnixMilli()})
+				w.ReleaseLater(ctx, scope, h, o, "429", planMax, nil, capacity.Lease{}, answer)
+				if o == capacity.Overload || o == capacity.Refused {
+					sent(rt, "release later "+h) // goes at once, after those waiting
+				}
+				check("release later " + h)
+			},
+			"flush": func(rt *rapid.T) {
+				w.Flush(ctx)
+				sent(rt, "flush")
+				check("flush")
+			},
 			"cooldown": func(rt *rapid.T) {
 				w.Cooldown(ctx, scope, "429 with Retry-After", planMax)
+				sent(rt, "cooldown")
+				touched = true
 				m.cooldown(clk.Now().UnixMilli())
 				check("cooldown")
 			},
@@ -370,6 +432,7 @@ func TestWindowScriptsProperty(t *testing.T) {
 			},
 			"restart": func(rt *rapid.T) {
 				w = newWin()
+				pending, answers = nil, nil // lost with the process
 			},
 		})
 	})

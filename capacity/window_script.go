@@ -134,16 +134,21 @@ end
 // windowAcquireScript: ARGV 4 holder, 5 lane (0 immediate, 1 batch), 6
 // order score, 7 not before ms (0: none), 8 probe (1: the scope's single
 // probe after a cooldown, granted whatever the window), 9 the holder's
-// River job (0: none), woken when a slot frees. A holder already in flight is
-// granted again (its slot refreshed). Otherwise the holder joins the
+// River job (0: none), woken when a slot frees, then from ARGV 10 the
+// scope's releases queued in the calling process (luaWindowReleases),
+// given back first, as if each had run alone just before. A holder
+// already in flight is granted again (its slot refreshed). Otherwise the holder joins the
 // waiters and is granted when the scope is open and its lane has a free
 // slot; a batch request also needs more free slots than immediate waiters
 // present (due now, not late). Within a lane the first to ask is served:
 // the order of the line is kept by when each is told to come back and by
-// who is woken when a slot frees. Returns {granted, in flight, size, rank, wait ms,
+// who is woken when a slot frees. Returns the releases' answers
+// (luaWindowReleases), then {granted, in flight, size, rank, wait ms,
 // target, jobs to wake...}: a grant that leaves slots free wakes the next waiters.
-var windowAcquireScript = rediskit.NowScript(luaWindowLoad + luaWindowAcquire + `
-return window_acquire()
+var windowAcquireScript = rediskit.NowScript(luaWindowLoad + luaWindowRelease + luaWindowAcquire + `
+local out = window_releases(10)
+for _, v in ipairs(window_acquire()) do out[#out + 1] = v end
+return out
 `)
 
 // luaWindowAcquire defines window_acquire(), windowAcquireScript's body,
@@ -215,102 +220,127 @@ end
 // it, a vendor lease too, in one script: KEYS 1–9 and ARGV 1–9 as
 // windowAcquireScript's, then the lease's KEYS 10–12 (leases zset, limit
 // hash, peak hash) and ARGV 10–15 (acquireScript's ARGV 2–7: lease id,
-// lease ms, configured limit, reserve, peak retention ms, keyed). Returns
-// {lease granted (-1: not asked, the window refused), in use, effective
-// limit, expiry ms, the window's answer...}. A lease refused leaves the
-// window slot held: the caller gives it back, as it would after two
-// scripts.
-var windowLeaseAcquireScript = rediskit.NowScript(luaWindowLoad + luaWindowAcquire + luaLeaseAcquire + `
+// lease ms, configured limit, reserve, peak retention ms, keyed), then
+// from ARGV 16 the scope's queued releases, given back first
+// (luaWindowReleases). Returns the releases' answers, then {lease granted
+// (-1: not asked, the window refused), in use, effective limit, expiry
+// ms, the window's answer...}. A lease refused leaves the window slot
+// held: the caller gives it back, as it would after two scripts.
+var windowLeaseAcquireScript = rediskit.NowScript(luaWindowLoad + luaWindowRelease + luaWindowAcquire + luaLeaseAcquire + `
+local out = window_releases(16)
 local w = window_acquire()
-local out = {-1, 0, 0, 0}
+local l = {-1, 0, 0, 0}
 if w[1] == 1 then
-  local r = lease_acquire({KEYS[10], KEYS[11], KEYS[12]}, {ARGV[1], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]})
-  out = {r[1], r[2], r[3], r[4]}
+  l = lease_acquire({KEYS[10], KEYS[11], KEYS[12]}, {ARGV[1], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]})
 end
+for i = 1, 4 do out[#out + 1] = l[i] end
 for _, v in ipairs(w) do out[#out + 1] = v end
 return out
 `)
 
-// windowReleaseScript: ARGV 4 holder, 5 outcome (0 neutral, 1 success, 2
-// overload, 3 concurrency refusal), 6 reason. Frees the holder's slot and adapts the window.
-// Returns {released 0/1, size before, size after, in flight after, jobs to
-// wake...}: the first waiters asleep, one per free slot, are called now.
-var windowReleaseScript = rediskit.NowScript(luaWindowLoad + `
-local holder, outcome, reason = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local before = size
-local metaraw = redis.call('HGET', META, holder)
-local had = redis.call('ZREM', INF, holder)
-redis.call('HDEL', META, holder)
-if had == 0 or not metaraw then
-  if dirty then save() end
-  return {0, before, size, redis.call('ZCARD', INF)}
-end
-local m = cjson.decode(metaraw)
-local n = tonumber(m.n)
-local current = tonumber(m.epoch) == epoch
-if outcome == 1 then
-  hold = math.floor(hold * 0.8 + (now - tonumber(m.at)) * 0.2)
-  if n > proven then proven = n end
-  if strike_n > 0 and n >= strike_n then strikes, strike_n = 0, 0 end
-  if ceiling > 0 and n >= ceiling then ceiling, ceiling_at, retry = 0, 0, c_retry end
-  if current then
-    if size < target then
-      size = size + 1
-      if size >= target then
-        phase = 'steady'
-        event('grow', before, size, 'slow start back to ' .. size)
-      else
-        phase = 'slow-start'
-      end
-    elseif n >= size or redis.call('ZCARD', INF) + 1 >= size then
-      acks = acks + 1
-      if acks >= size * c_rounds then
-        acks = 0
-        local cand = size + 1
-        if (c_max > 0 and cand > c_max) or (ceiling > 0 and cand >= ceiling and now - ceiling_at < retry) then
-          -- at the plan limit, or a size that drew an overload is not tried again yet
+// windowReleaseScript gives back the releases from ARGV 4
+// (luaWindowReleases) and returns their answers.
+var windowReleaseScript = rediskit.NowScript(luaWindowLoad + luaWindowRelease + `
+return window_releases(4)
+`)
+
+// luaWindowRelease defines, after luaWindowLoad, window_release(holder,
+// outcome, reason, at): frees holder's slot and adapts the window to the
+// outcome (0 neutral, 1 success, 2 overload, 3 concurrency refusal;
+// reason is recorded with a shrink), at is when the answer came (Unix
+// ms, at most now: a release queued in its process runs later than it
+// happened), which the hold time is measured to. Returns released (0/1),
+// size before, size after and the River jobs of the first waiters asleep,
+// one per free slot, called now. And window_releases(from), the releases
+// a script is given: ARGV[from] is their count, then four arguments each
+// (holder, outcome, reason, age: how many ms before now it happened), run
+// in order. It returns {count, then per release: released, size before,
+// size after, jobs to wake n, the n jobs}.
+const luaWindowRelease = `
+local function window_release(holder, outcome, reason, at)
+  local before = size
+  local metaraw = redis.call('HGET', META, holder)
+  local had = redis.call('ZREM', INF, holder)
+  redis.call('HDEL', META, holder)
+  if had == 0 or not metaraw then
+    if dirty then save() end
+    return 0, before, size, {}
+  end
+  local m = cjson.decode(metaraw)
+  local n = tonumber(m.n)
+  local current = tonumber(m.epoch) == epoch
+  if outcome == 1 then
+    hold = math.floor(hold * 0.8 + math.max(0, at - tonumber(m.at)) * 0.2)
+    if n > proven then proven = n end
+    if strike_n > 0 and n >= strike_n then strikes, strike_n = 0, 0 end
+    if ceiling > 0 and n >= ceiling then ceiling, ceiling_at, retry = 0, 0, c_retry end
+    if current then
+      if size < target then
+        size = size + 1
+        if size >= target then
+          phase = 'steady'
+          event('grow', before, size, 'slow start back to ' .. size)
         else
-          size, target = cand, cand
-          event('grow', before, size, 'cautious growth after ' .. c_rounds .. ' full rounds without overload')
+          phase = 'slow-start'
+        end
+      elseif n >= size or redis.call('ZCARD', INF) + 1 >= size then
+        acks = acks + 1
+        if acks >= size * c_rounds then
+          acks = 0
+          local cand = size + 1
+          if (c_max > 0 and cand > c_max) or (ceiling > 0 and cand >= ceiling and now - ceiling_at < retry) then
+            -- at the plan limit, or a size that drew an overload is not tried again yet
+          else
+            size, target = cand, cand
+            event('grow', before, size, 'cautious growth after ' .. c_rounds .. ' full rounds without overload')
+          end
         end
       end
     end
-  end
-elseif outcome == 2 and not current then
-  -- a throttle answering a request sent before the latest cooldown: that
-  -- cooldown already restarted the window, so it is no news about its size
-  event('overload', before, size, reason .. ' to a request sent before the cooldown: no news about the size')
-elseif outcome == 2 or outcome == 3 then
-  local shrink = false
-  if n > 1 then
-    if outcome == 3 then
-      shrink = true
-    else
-      strikes = strikes + 1
-      if strike_n == 0 or n < strike_n then strike_n = n end
-      shrink = strikes >= c_strikes
+  elseif outcome == 2 and not current then
+    -- a throttle answering a request sent before the latest cooldown: that
+    -- cooldown already restarted the window, so it is no news about its size
+    event('overload', before, size, reason .. ' to a request sent before the cooldown: no news about the size')
+  elseif outcome == 2 or outcome == 3 then
+    local shrink = false
+    if n > 1 then
+      if outcome == 3 then
+        shrink = true
+      else
+        strikes = strikes + 1
+        if strike_n == 0 or n < strike_n then strike_n = n end
+        shrink = strikes >= c_strikes
+      end
+    end
+    if shrink then
+      acks = 0
+      local to = math.max(1, n - 1)
+      if to < size then size = to end
+      if to < target then target = to end
+      if ceiling == n then retry = math.min(retry * 2, c_retrymax) else retry = c_retry end
+      ceiling, ceiling_at, strikes, strike_n = n, now, 0, 0
+      if proven >= n then proven = n - 1 end
+      if phase ~= 'probe' then phase = 'steady' end
+      event('shrink', before, size, reason .. ' at ' .. n .. ' in flight; ' .. n .. ' not tried again for ' .. math.floor(retry / 1000) .. 's')
+    elseif n > 1 then
+      event('overload', before, size, reason .. ' at ' .. n .. ' in flight: size kept (' .. strikes .. ' of ' .. c_strikes .. ' in a row before it shrinks)')
     end
   end
-  if shrink then
-    acks = 0
-    local to = math.max(1, n - 1)
-    if to < size then size = to end
-    if to < target then target = to end
-    if ceiling == n then retry = math.min(retry * 2, c_retrymax) else retry = c_retry end
-    ceiling, ceiling_at, strikes, strike_n = n, now, 0, 0
-    if proven >= n then proven = n - 1 end
-    if phase ~= 'probe' then phase = 'steady' end
-    event('shrink', before, size, reason .. ' at ' .. n .. ' in flight; ' .. n .. ' not tried again for ' .. math.floor(retry / 1000) .. 's')
-  elseif n > 1 then
-    event('overload', before, size, reason .. ' at ' .. n .. ' in flight: size kept (' .. strikes .. ' of ' .. c_strikes .. ' in a row before it shrinks)')
-  end
+  save()
+  return 1, before, size, wake(size - redis.call('ZCARD', INF))
 end
-save()
-local left = redis.call('ZCARD', INF)
-local out = {1, before, size, left}
-for _, j in ipairs(wake(size - left)) do out[#out + 1] = j end
-return out
-`)
+local function window_releases(from)
+  local k = tonumber(ARGV[from]) or 0
+  local out = {k}
+  for i = 0, k - 1 do
+    local a = from + 1 + i * 4
+    local released, before, after, jobs = window_release(ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], now - tonumber(ARGV[a + 3]))
+    out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = released, before, after, #jobs
+    for _, j in ipairs(jobs) do out[#out + 1] = j end
+  end
+  return out
+end
+`
 
 // windowCooldownScript: ARGV 4 reason. A cooldown began: the window
 // restarts from a single probe and grows back by slow start to the size it

@@ -517,3 +517,135 @@ func TestWindowReleaseWithLease(t *testing.T) {
 	check("other-client", elsewhere, false, true)
 	check("other-client-noscript", elsewhere, true, true)
 }
+
+// A release given to ReleaseLater with no acquire after it goes alone
+// within ReleaseLinger, with its vendor lease, and its waiter is woken; one
+// carried by the scope's next acquire answers from that acquire's script;
+// an overload goes at once, after the releases waiting.
+func TestWindowReleaseLater(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Client(t)
+	r := captest.OnRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
+	w, err := capacity.NewWindows(r, capacity.WindowConfig{Initial: 1, StartTarget: 1, ReleaseLinger: 20 * time.Millisecond, Hold: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := capacity.New(r, capacity.Config{Limits: map[string]capacity.ProviderLimit{"acme/stt": {Limit: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lreq := func(h string) capacity.Request {
+		return capacity.Request{Provider: "acme", Kind: capacity.KindSTT, Holder: h, ID: "pipeline:" + h}
+	}
+	answers := make(chan capacity.WindowRelease, 4)
+	done := func(rel capacity.WindowRelease) { answers <- rel }
+
+	// Alone: a is granted both; b waits in line with its job, asleep (told
+	// to come back after a hold of 5s).
+	g, lease, lg, _ := w.AcquireWithLease(ctx, capacity.WindowRequest{Scope: winScope, Holder: "a", Lane: lane.Immediate, Max: 1}, leases, lreq("a"))
+	if !g.Granted || !lg.Granted {
+		t.Fatalf("a: %+v %+v", g, lg)
+	}
+	if g := w.Acquire(ctx, capacity.WindowRequest{Scope: winScope, Holder: "b", Lane: lane.Immediate, Max: 1, JobID: 42}); g.Granted {
+		t.Fatalf("b granted beside a in a window of 1: %+v", g)
+	}
+	start := time.Now()
+	w.ReleaseLater(ctx, winScope, "a", capacity.Success, "", 1, leases, lease, done)
+	if st := winState(t, w); st.InFlight != 1 || w.Queued() != 1 {
+		t.Fatalf("right after ReleaseLater: %d in flight, %d queued; want 1 and 1 (the slot counts until it is sent)", st.InFlight, w.Queued())
+	}
+	var rel capacity.WindowRelease
+	select {
+	case rel = <-answers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a release waiting for an acquire that never came was not sent")
+	}
+	if took := time.Since(start); took < 20*time.Millisecond {
+		t.Errorf("the release went after %v, before its linger of 20ms", took)
+	}
+	if !rel.Released || fmt.Sprint(rel.Wake) != "[42]" {
+		t.Errorf("release sent alone answered %+v, want released, waking job 42", rel)
+	}
+	if st := winState(t, w); st.InFlight != 0 || w.Queued() != 0 {
+		t.Errorf("after the release went: %d in flight, %d queued", st.InFlight, w.Queued())
+	}
+	// The plan's one vendor slot is free again.
+	g, lease, lg, _ = w.AcquireWithLease(ctx, capacity.WindowRequest{Scope: winScope, Holder: "b", Lane: lane.Immediate, Max: 1}, leases, lreq("b"))
+	if !g.Granted || !lg.Granted {
+		t.Fatalf("b after a's release: %+v %+v", g, lg)
+	}
+
+	// Carried: c's acquire sends b's release first, and is granted the
+	// slot and the lease b gave back.
+	w.ReleaseLater(ctx, winScope, "b", capacity.Success, "", 1, leases, lease, done)
+	g, lease, lg, _ = w.AcquireWithLease(ctx, capacity.WindowRequest{Scope: winScope, Holder: "c", Lane: lane.Immediate, Max: 1}, leases, lreq("c"))
+	if !g.Granted || !lg.Granted {
+		t.Fatalf("c, carrying b's release: %+v %+v", g, lg)
+	}
+	select {
+	case rel = <-answers:
+		if !rel.Released {
+			t.Errorf("b's release, carried by c's acquire, answered %+v", rel)
+		}
+	default:
+		t.Fatal("b's release was not answered by the acquire that carried it")
+	}
+
+	// An overload goes at once.
+	w.ReleaseLater(ctx, winScope, "c", capacity.Overload, "HTTP 429", 1, leases, lease, done)
+	select {
+	case rel = <-answers:
+		if !rel.Released {
+			t.Errorf("c's overload answered %+v", rel)
+		}
+	default:
+		t.Fatal("an overload waited")
+	}
+	if got := w.Uncounted() + leases.Uncounted(); got != 0 {
+		t.Errorf("%d operations went ahead without Redis", got)
+	}
+}
+
+// Many goroutines acquiring and releasing later on one scope, while the
+// linger timer fires among them: every release is answered exactly once,
+// and once flushed nothing is in flight or queued.
+func TestWindowReleaseLaterConcurrent(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Client(t)
+	r := captest.OnRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
+	w, err := capacity.NewWindows(r, capacity.WindowConfig{Initial: 4, StartTarget: 4, ReleaseLinger: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answered, released atomic.Int64
+	var wg sync.WaitGroup
+	const workers, each = 8, 50
+	for i := range workers {
+		wg.Go(func() {
+			for k := range each {
+				h := fmt.Sprintf("w%d-%d", i, k)
+				for {
+					g := w.Acquire(ctx, capacity.WindowRequest{Scope: winScope, Holder: h, Lane: lane.Immediate, Max: 4})
+					if g.Granted {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				w.ReleaseLater(ctx, winScope, h, capacity.Success, "", 4, nil, capacity.Lease{}, func(rel capacity.WindowRelease) {
+					answered.Add(1)
+					if rel.Released {
+						released.Add(1)
+					}
+				})
+			}
+		})
+	}
+	wg.Wait()
+	w.Flush(ctx)
+	if a, r := answered.Load(), released.Load(); a != workers*each || r != workers*each {
+		t.Errorf("%d releases answered, %d released; want %d each", a, r, workers*each)
+	}
+	if st := winState(t, w); st.InFlight != 0 || w.Queued() != 0 {
+		t.Errorf("after the flush: %d in flight, %d queued", st.InFlight, w.Queued())
+	}
+}
