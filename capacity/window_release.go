@@ -78,8 +78,12 @@ func (w *Windows) ReleaseLater(ctx context.Context, scope, holder string, o Outc
 }
 
 // Flush sends now the releases waiting in this process (ReleaseLater)
-// for scopes, or for every scope when none is named.
+// for scopes, or for every scope when none is named. A process calls it
+// when it stops. A nil w has nothing to flush.
 func (w *Windows) Flush(ctx context.Context, scopes ...string) {
+	if w == nil {
+		return
+	}
 	if len(scopes) == 0 {
 		w.mu.Lock()
 		for s := range w.queued {

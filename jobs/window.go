@@ -201,17 +201,22 @@ func (p *Pipeline) releaseWindow(ctx context.Context, s *stepCtx, o capacity.Out
 }
 
 // releaseWindowWith is releaseWindow that also gives back lease of leases
-// (nil: none), in the same round trip.
+// (nil: none), in the same round trip. A release that went well rides on
+// the scope's next acquire in this process, or goes within the window's
+// ReleaseLinger (capacity.Windows.ReleaseLater); the waiters it calls are
+// woken, and a change of size logged, when Redis has answered.
 func (p *Pipeline) releaseWindowWith(ctx context.Context, s *stepCtx, o capacity.Outcome, reason string, leases *capacity.Leases, lease capacity.Lease) {
 	ctx = context.WithoutCancel(ctx)
 	holder := s.rec.ID.String()
 	if p.windowed(s) {
-		r := p.window.ReleaseWithLease(ctx, s.tenant.Scope, holder, o, reason, p.planLimit(s), leases, lease)
-		p.wake(ctx, r.Wake)
-		if r.Released && r.After != r.Before {
-			s.log.Info("scope window changed", slog.Int("from", r.Before), slog.Int("to", r.After),
-				slog.String("cause", o.String()))
-		}
+		log := s.log
+		p.window.ReleaseLater(ctx, s.tenant.Scope, holder, o, reason, p.planLimit(s), leases, lease, func(r capacity.WindowRelease) {
+			p.wake(ctx, r.Wake)
+			if r.Released && r.After != r.Before {
+				log.Info("scope window changed", slog.Int("from", r.Before), slog.Int("to", r.After),
+					slog.String("cause", o.String()))
+			}
+		})
 	}
 	s.held.window = false
 }

@@ -81,18 +81,21 @@ func windowOutcome(res connector.Result) capacity.Outcome {
 
 // release gives s's slot back with what the CRM's answer said, and
 // makes the River jobs of the waiters it calls to the freed slots
-// available now.
+// available once Redis has answered: a release that went well rides on
+// the scope's next acquire in this process, or goes within the window's
+// ReleaseLinger (capacity.Windows.ReleaseLater).
 func (o *Outbox) release(ctx context.Context, s *subject, out capacity.Outcome, reason string) {
 	if o.cfg.Window == nil {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	rel := o.cfg.Window.Release(ctx, s.Scope, s.holder, out, reason, 0)
-	o.wake(ctx, rel.Wake)
-	if rel.Released && rel.After != rel.Before {
-		s.logger(o.cfg.Logger).Info("CRM scope window changed", slog.Int("from", rel.Before), slog.Int("to", rel.After),
-			slog.String("cause", out.String()))
-	}
+	o.cfg.Window.ReleaseLater(ctx, s.Scope, s.holder, out, reason, 0, nil, capacity.Lease{}, func(rel capacity.WindowRelease) {
+		o.wake(ctx, rel.Wake)
+		if rel.Released && rel.After != rel.Before {
+			s.logger(o.cfg.Logger).Info("CRM scope window changed", slog.Int("from", rel.Before), slog.Int("to", rel.After),
+				slog.String("cause", out.String()))
+		}
+	})
 }
 
 // cooldown restarts the scope's window from its probe: the CRM's answer

@@ -171,6 +171,7 @@ func TestWindowBoundsConcurrencyAtTheCRM(t *testing.T) {
 	if cooldowns == 0 {
 		t.Errorf("no cooldown among the window's events after %d 429s: %+v", st.RateLimited, evs)
 	}
+	c.win.Flush(ctx) // the last releases may still wait for an acquire (ReleaseLater)
 	ws, err := c.win.State(ctx, scope)
 	if err != nil {
 		t.Fatal(err)
@@ -284,6 +285,7 @@ func TestWindowWakesDeliveriesInDeadlineOrder(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("the CRM received %v, want deadline order %v", got, want)
 	}
+	c.win.Flush(ctx) // the last release may still wait for an acquire (ReleaseLater)
 	if ws, err := c.win.State(ctx, scope); err != nil || ws.InFlight != 0 || ws.Waiting != 0 {
 		t.Errorf("window after the last delivery: %+v, %v; want no slot held and nobody in line", ws, err)
 	}

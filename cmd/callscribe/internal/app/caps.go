@@ -10,7 +10,8 @@ import (
 // CapsFrom is the shared capacity a pipeline works with, from the
 // process's leases and Redis: the vendor slots (with their heartbeat,
 // stopped by the returned func) when capacity.limits is set, and the
-// scopes' windows.
+// scopes' windows. The returned func is called once the pipeline has
+// stopped.
 func (a *App) CapsFrom(ctx context.Context, leases *capacity.Leases, rdb *capacity.Redis) (Caps, func(), error) {
 	var caps Caps
 	stop := func() {}
@@ -25,5 +26,7 @@ func (a *App) CapsFrom(ctx context.Context, leases *capacity.Leases, rdb *capaci
 		stop()
 		return caps, func() {}, err
 	}
-	return caps, stop, nil
+	// Releases still waiting for an acquire (capacity.Windows.ReleaseLater)
+	// go before the process stops.
+	return caps, func() { caps.Windows.Flush(context.WithoutCancel(ctx)); stop() }, nil
 }

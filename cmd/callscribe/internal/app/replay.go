@@ -62,6 +62,7 @@ func (a *App) OpenReplay(ctx context.Context, work bool) (*Pipeline, func(), err
 	}
 	return e, func() {
 		e.Close()
+		caps.Windows.Flush(context.Background()) // releases still waiting for an acquire (ReleaseLater)
 		if rdb != nil {
 			_ = rdb.Close()
 		}

@@ -201,6 +201,7 @@ func Run(ctx context.Context, process *app.App, out io.Writer, o Options) error 
 	if err != nil {
 		return err
 	}
+	defer windows.Flush(context.WithoutCancel(ctx)) // releases still waiting for an acquire (ReleaseLater)
 	// The workers act as the runtime role, as a deployment's do; the
 	// migration above needed the owner.
 	rt, err := app.ConnectWorkers(ctx, svc.DatabaseURL, a.Logger, a.PoolSize())
