@@ -299,7 +299,8 @@ func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
 	rels := w.takeQueued(req.Scope)
-	res, err := w.run(octx, windowAcquireScript, w.keys(req.Scope), w.withReleases(w.acquireArgs(req), rels), rels)
+	res, answers, err := w.run(octx, windowAcquireScript, w.keys(req.Scope), w.withReleases(w.acquireArgs(req), rels), rels)
+	tellLater(rels, answers)
 	if err != nil {
 		w.fail.Note("window acquire "+req.Scope, err)
 		return WindowGrant{Granted: true, Uncounted: true}
@@ -338,7 +339,8 @@ func (w *Windows) AcquireWithLease(ctx context.Context, req WindowRequest, lease
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
 	rels := w.takeQueued(req.Scope)
-	res, err := w.run(octx, windowLeaseAcquireScript, keys, w.withReleases(append(w.acquireArgs(req), largs[1:]...), rels), rels)
+	res, answers, err := w.run(octx, windowLeaseAcquireScript, keys, w.withReleases(append(w.acquireArgs(req), largs[1:]...), rels), rels)
+	tellLater(rels, answers)
 	if err != nil {
 		w.fail.Note("window acquire "+req.Scope, err)
 		lease, lg = leases.acquired(lease, c, nil, err)

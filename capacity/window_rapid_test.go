@@ -323,25 +323,31 @@ func TestWindowScriptsProperty(t *testing.T) {
 			at     int64
 		}
 		var pending []pendingRelease
-		var answers []capacity.WindowRelease
+		answers := make(chan capacity.WindowRelease, 64) // an acquire's carried releases answer on a goroutine of their own
 		// touched: a script with the plan limit made the window (a read
 		// of a window not made yet makes it without the limit).
 		touched := false
 		sent := func(rt *rapid.T, op string) {
 			now := clk.Now().UnixMilli()
-			if len(answers) != len(pending) {
-				rt.Fatalf("%s: %d releases answered of the %d waiting", op, len(answers), len(pending))
-			}
 			for i, p := range pending {
+				var a capacity.WindowRelease
+				select {
+				case a = <-answers:
+				case <-time.After(10 * time.Second):
+					rt.Fatalf("%s: %d releases answered of the %d waiting", op, i, len(pending))
+				}
 				had, wakes := m.releaseAt(now, p.at, p.holder, p.o)
-				if a := answers[i]; a.Released != had || fmt.Sprint(a.Wake) != fmt.Sprint(orEmpty(wakes)) {
+				if a.Released != had || fmt.Sprint(a.Wake) != fmt.Sprint(orEmpty(wakes)) {
 					rt.Fatalf("%s: release of %s sent later answered %+v, model released %v wake %v", op, p.holder, a, had, wakes)
 				}
 			}
+			if len(answers) != 0 {
+				rt.Fatalf("%s: %d answers more than the %d releases waiting", op, len(answers), len(pending))
+			}
 			touched = touched || len(pending) > 0
-			pending, answers = nil, nil
+			pending = nil
 		}
-		answer := func(r capacity.WindowRelease) { answers = append(answers, r) }
+		answer := func(r capacity.WindowRelease) { answers <- r }
 		check := func(op string) {
 			if !touched {
 				return
@@ -432,7 +438,7 @@ func TestWindowScriptsProperty(t *testing.T) {
 			},
 			"restart": func(rt *rapid.T) {
 				w = newWin()
-				pending, answers = nil, nil // lost with the process
+				pending = nil // lost with the process
 			},
 		})
 	})

@@ -43,8 +43,9 @@ type releaseQueue struct {
 }
 
 // ReleaseLater is ReleaseWithLease for a caller that does not wait for
-// the answer: done receives it (from whichever goroutine sends the
-// release, at most ReleaseLinger later; it must not block). A release
+// the answer: done receives it once Redis has answered, at most
+// ReleaseLinger later, on a goroutine of its own when an acquire carried
+// the release, else on the one that sent it. A release
 // that says nothing against the window (Success, Neutral) waits in this
 // process for the scope's next Acquire or AcquireWithLease, which gives
 // it back first in its own script, so that a scope under load pays one
@@ -150,8 +151,34 @@ func (w *Windows) send(ctx context.Context, scope string, rels []queuedRelease) 
 	octx, cancel := w.kit.Detached(ctx)
 	defer cancel()
 	args := w.withReleases([]any{w.nowArg(), w.args, rels[len(rels)-1].max}, rels)
-	if _, err := w.run(octx, windowReleaseScript, w.keys(scope), args, rels); err != nil {
+	_, answers, err := w.run(octx, windowReleaseScript, w.keys(scope), args, rels)
+	if err != nil {
 		w.fail.Note("window release "+scope, err)
+	}
+	tell(rels, answers)
+}
+
+// tell gives each release its answer (none: the script failed, and its
+// slot lapses with its lease).
+func tell(rels []queuedRelease, answers []WindowRelease) {
+	for i, r := range rels {
+		if r.done == nil {
+			continue
+		}
+		var a WindowRelease
+		if i < len(answers) {
+			a = answers[i]
+		}
+		r.done(a)
+	}
+}
+
+// tellLater is tell off the caller's path: an acquire that carried
+// releases goes on with its own work (a submission) while their
+// callbacks wake waiters and log.
+func tellLater(rels []queuedRelease, answers []WindowRelease) {
+	if len(rels) > 0 {
+		go tell(rels, answers)
 	}
 }
 
@@ -167,10 +194,10 @@ func (w *Windows) withReleases(args []any, rels []queuedRelease) []any {
 }
 
 // run runs script, whose ARGV carry rels, with the removal of their
-// leases in the same round trip. It tells each release what it did
-// (nothing when the script failed: its slot lapses with its lease) and
-// returns the script's own answer, after the releases'.
-func (w *Windows) run(ctx context.Context, script *redis.Script, keys []string, args []any, rels []queuedRelease) ([]int64, error) {
+// leases in the same round trip. It returns the script's own answer,
+// after the releases', and what each release did (tell gives them to
+// their callers).
+func (w *Windows) run(ctx context.Context, script *redis.Script, keys []string, args []any, rels []queuedRelease) ([]int64, []WindowRelease, error) {
 	var res []int64
 	var err error
 	var zrems []*redis.IntCmd
@@ -202,24 +229,17 @@ func (w *Windows) run(ctx context.Context, script *redis.Script, keys []string, 
 		}
 	}
 	if err != nil {
-		for _, r := range rels {
-			if r.done != nil {
-				r.done(WindowRelease{})
-			}
-		}
-		return nil, err
+		return nil, nil, err
 	}
 	// {count, then per release: released, before, after, n, n jobs}
+	answers := make([]WindowRelease, len(rels))
 	i := 1
-	for _, r := range rels {
+	for k := range rels {
 		n := int(res[i+3])
-		rel := WindowRelease{Released: res[i] == 1, Before: int(res[i+1]), After: int(res[i+2]), Wake: res[i+4 : i+4+n]}
-		if r.done != nil {
-			r.done(rel)
-		}
+		answers[k] = WindowRelease{Released: res[i] == 1, Before: int(res[i+1]), After: int(res[i+2]), Wake: res[i+4 : i+4+n]}
 		i += 4 + n
 	}
-	return res[i:], nil
+	return res[i:], answers, nil
 }
 
 func anyLease(rels []queuedRelease) bool {

@@ -587,8 +587,11 @@ func TestWindowReleaseLater(t *testing.T) {
 		if !rel.Released {
 			t.Errorf("b's release, carried by c's acquire, answered %+v", rel)
 		}
-	default:
+	case <-time.After(10 * time.Second):
 		t.Fatal("b's release was not answered by the acquire that carried it")
+	}
+	if w.Queued() != 0 {
+		t.Fatalf("%d releases queued after the acquire that carried them", w.Queued())
 	}
 
 	// An overload goes at once.
@@ -642,6 +645,10 @@ func TestWindowReleaseLaterConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	w.Flush(ctx)
+	// Releases an acquire carried answer on goroutines of their own.
+	for deadline := time.Now().Add(10 * time.Second); answered.Load() < workers*each && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if a, r := answered.Load(), released.Load(); a != workers*each || r != workers*each {
 		t.Errorf("%d releases answered, %d released; want %d each", a, r, workers*each)
 	}

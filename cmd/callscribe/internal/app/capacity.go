@@ -52,8 +52,11 @@ func (a *App) OpenWindows(rdb *capacity.Redis) (*capacity.Windows, error) {
 	if c.Disabled || rdb == nil {
 		return nil, nil
 	}
+	if c.ReleaseLinger > time.Second {
+		return nil, fmt.Errorf("capacity.window.release_linger is %s, want at most 1s (a release waiting for the next acquire counts its slot as held)", c.ReleaseLinger)
+	}
 	w, err := capacity.NewWindows(rdb, capacity.WindowConfig{ImmediateShare: c.ImmediateShare, StartTarget: c.StartTarget,
-		GrowRounds: c.GrowRounds, Strikes: c.Strikes, CeilingRetry: c.CeilingRetry})
+		GrowRounds: c.GrowRounds, Strikes: c.Strikes, CeilingRetry: c.CeilingRetry, ReleaseLinger: c.ReleaseLinger})
 	if err != nil {
 		return nil, fmt.Errorf("capacity.window: %w", err)
 	}

@@ -306,6 +306,11 @@ type CapacityWindow struct {
 	// CeilingRetry: how long a size that drew an overload is not tried
 	// again (doubling while it keeps failing). Default 5s.
 	CeilingRetry time.Duration `yaml:"ceiling_retry"`
+	// ReleaseLinger: how long a release that went well may wait in its
+	// process for the scope's next acquire, which gives it back in the
+	// same script. Default 5ms; negative: every release goes at once; at
+	// most 1s.
+	ReleaseLinger time.Duration `yaml:"release_linger"`
 }
 
 // CapacityAgent is one agent's speech providers, primary first.
