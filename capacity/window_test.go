@@ -656,3 +656,26 @@ func TestWindowReleaseLaterConcurrent(t *testing.T) {
 		t.Errorf("after the flush: %d in flight, %d queued", st.InFlight, w.Queued())
 	}
 }
+
+// ReleaseLinger negative: every release goes at once, answered before
+// ReleaseLater returns.
+func TestWindowReleaseLingerOff(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Client(t)
+	r := captest.OnRedis(t, rdb, testredis.Prefix(t, rdb, "window"))
+	w, err := capacity.NewWindows(r, capacity.WindowConfig{Initial: 2, StartTarget: 2, ReleaseLinger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := winAcquire(t, w, "a", lane.Immediate, 2); !g.Granted {
+		t.Fatalf("a: %+v", g)
+	}
+	var rel *capacity.WindowRelease
+	w.ReleaseLater(ctx, winScope, "a", capacity.Success, "", 2, nil, capacity.Lease{}, func(r capacity.WindowRelease) { rel = &r })
+	if rel == nil || !rel.Released || w.Queued() != 0 {
+		t.Fatalf("with ReleaseLinger off: answer %v, %d queued; want released at once", rel, w.Queued())
+	}
+	if st := winState(t, w); st.InFlight != 0 {
+		t.Errorf("%d in flight after the release", st.InFlight)
+	}
+}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,32 @@ func TestCapacityRedisTimeoutConfigured(t *testing.T) {
 		}
 		if got := r.Kit().AdmitTimeout; got != c.wantAdmit {
 			t.Errorf("redis_admit_timeout %s: %s, want %s", c.setAdmit, got, c.wantAdmit)
+		}
+		_ = r.Close()
+	}
+}
+
+// capacity.window.release_linger above a second stops the start with an
+// error naming the key (a release waiting for the next acquire counts its
+// slot as held); unset, negative or up to a second it opens the windows.
+func TestWindowReleaseLingerConfigured(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		set    time.Duration
+		refuse bool
+	}{{0, false}, {-1, false}, {20 * time.Millisecond, false}, {time.Second, false}, {2 * time.Second, true}} {
+		a := &App{Config: config.Config{RedisURL: "redis://127.0.0.1:1/0",
+			Capacity: config.CapacityConfig{Window: config.CapacityWindow{ReleaseLinger: c.set}}}}
+		r, err := a.NewCapacityRedis()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := a.OpenWindows(r)
+		switch {
+		case c.refuse && (err == nil || !strings.Contains(err.Error(), "capacity.window.release_linger")):
+			t.Errorf("release_linger %s: %v, want an error naming capacity.window.release_linger", c.set, err)
+		case !c.refuse && (err != nil || w == nil):
+			t.Errorf("release_linger %s: %v", c.set, err)
 		}
 		_ = r.Close()
 	}
