@@ -3,8 +3,6 @@ package capacity_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,13 +40,13 @@ func BenchmarkEvalshaTrivial(b *testing.B) {
 	ctx := context.Background()
 	rdb := testredis.Client(b)
 	script := redis.NewScript("return 1")
-	before := readRedisServer(b, rdb)
+	before := testredis.Stats(b, rdb)
 	for b.Loop() {
 		if err := script.Run(ctx, rdb, nil).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	readRedisServer(b, rdb).report(b, before)
+	reportRedis(b, rdb, before)
 }
 
 // BenchmarkLeaseVsEvalsha interleaves one Acquire + Release with two
@@ -97,14 +95,14 @@ func BenchmarkWindowAcquireRelease(b *testing.B) {
 		b.Fatal(err)
 	}
 	req := capacity.WindowRequest{Scope: "bench:window", Holder: "bench", Lane: lane.Immediate, Max: 32}
-	before := readRedisServer(b, rdb)
+	before := testredis.Stats(b, rdb)
 	for b.Loop() {
 		if g := w.Acquire(ctx, req); !g.Granted || g.Uncounted {
 			b.Fatalf("grant %+v", g)
 		}
 		w.Release(ctx, req.Scope, req.Holder, capacity.Success, "", req.Max)
 	}
-	readRedisServer(b, rdb).report(b, before)
+	reportRedis(b, rdb, before)
 }
 
 // BenchmarkWindowLeaseAcquireRelease is what a submission costs Redis: the
@@ -131,7 +129,7 @@ func BenchmarkWindowLeaseAcquireRelease(b *testing.B) {
 	}
 	req.Holder = "bench"
 	lreq := capacity.Request{Provider: "bench", Kind: capacity.KindSTT, Holder: req.Holder}
-	before := readRedisServer(b, rdb)
+	before := testredis.Stats(b, rdb)
 	for b.Loop() {
 		g, lease, lg, _ := w.AcquireWithLease(ctx, req, l, lreq)
 		if !g.Granted || g.Uncounted || !lg.Granted {
@@ -139,53 +137,19 @@ func BenchmarkWindowLeaseAcquireRelease(b *testing.B) {
 		}
 		w.ReleaseWithLease(ctx, req.Scope, req.Holder, capacity.Success, "", req.Max, l, lease)
 	}
-	readRedisServer(b, rdb).report(b, before)
+	reportRedis(b, rdb, before)
 }
 
-// redisServer is what Redis's INFO says of the scripts it ran and the CPU
-// it used.
-type redisServer struct{ scripts, scriptUS, cpu float64 }
-
-func readRedisServer(b *testing.B, rdb redis.UniversalClient) redisServer {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats", "cpu").Result()
-	if err != nil {
-		b.Fatalf("reading Redis INFO: %v", err)
-	}
-	var s redisServer
-	for line := range strings.Lines(info) {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch name {
-		case "cmdstat_eval", "cmdstat_evalsha":
-			for f := range strings.SplitSeq(rest, ",") {
-				k, v, _ := strings.Cut(f, "=")
-				n, _ := strconv.ParseFloat(v, 64)
-				switch k {
-				case "calls":
-					s.scripts += n
-				case "usec":
-					s.scriptUS += n
-				}
-			}
-		case "used_cpu_sys", "used_cpu_user":
-			v, _ := strconv.ParseFloat(rest, 64)
-			s.cpu += v
-		}
-	}
-	return s
-}
-
-// report reports, per script run since before, Redis's time in scripts
-// and its whole CPU (the round trips' reading and writing included).
-func (s redisServer) report(b *testing.B, before redisServer) {
-	n := s.scripts - before.scripts
+// reportRedis reports, per script Redis ran since before, its time in
+// scripts and its whole CPU (the round trips' reading and writing
+// included).
+func reportRedis(b *testing.B, rdb redis.UniversalClient, before testredis.ServerStats) {
+	s := testredis.Stats(b, rdb)
+	n := s.Scripts - before.Scripts
 	if n <= 0 {
 		return
 	}
-	b.ReportMetric((s.scriptUS-before.scriptUS)/n, "script-µs/script")
-	b.ReportMetric((s.cpu-before.cpu)*1e6/n, "redis-cpu-µs/script")
+	b.ReportMetric((s.ScriptMicros-before.ScriptMicros)/n, "script-µs/script")
+	b.ReportMetric((s.CPU-before.CPU)*1e6/n, "redis-cpu-µs/script")
 	b.ReportMetric(n/float64(b.N), "scripts/op")
 }

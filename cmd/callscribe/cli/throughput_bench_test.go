@@ -445,7 +445,7 @@ wait:
 	run.ownDoubles = (selfCPU(b) - self1) / float64(n)
 	run.ownCPU = run.ownWorker + run.ownDB + run.ownDoubles
 	rs2 := redisStats(b)
-	run.redisScripts, run.redisCPU = (rs2.scripts-rs1.scripts)/float64(n), 1000*(rs2.cpu-rs1.cpu)/float64(n)
+	run.redisScripts, run.redisCPU = (rs2.Scripts-rs1.Scripts)/float64(n), 1000*(rs2.CPU-rs1.CPU)/float64(n)
 	run.peakRSS = vmHWM(b, worker.Process.Pid)
 	if hold == 0 {
 		last := q.lastDelivery()
@@ -751,38 +751,10 @@ func (q *benchQueries) delivered() int {
 	return n
 }
 
-// redisCounts is what redisStats reads of the bench's Redis.
-type redisCounts struct {
-	scripts float64 // EVAL and EVALSHA calls since the server's start
-	cpu     float64 // the server's CPU seconds (user + system)
-}
-
 // redisStats reads the scripts run and the CPU used by the Redis the
-// bench's processes share (INFO commandstats and cpu).
-func redisStats(tb testing.TB) redisCounts {
-	tb.Helper()
-	rdb := testredis.Client(tb)
-	info, err := rdb.Info(context.Background(), "commandstats", "cpu").Result()
-	if err != nil {
-		tb.Fatalf("reading Redis INFO: %v", err)
-	}
-	var c redisCounts
-	for line := range strings.Lines(info) {
-		line = strings.TrimSpace(line)
-		if name, rest, ok := strings.Cut(line, ":"); ok {
-			switch name {
-			case "cmdstat_eval", "cmdstat_evalsha":
-				if calls, _, ok := strings.Cut(strings.TrimPrefix(rest, "calls="), ","); ok {
-					n, _ := strconv.ParseFloat(calls, 64)
-					c.scripts += n
-				}
-			case "used_cpu_sys", "used_cpu_user":
-				v, _ := strconv.ParseFloat(rest, 64)
-				c.cpu += v
-			}
-		}
-	}
-	return c
+// bench's processes share.
+func redisStats(tb testing.TB) testredis.ServerStats {
+	return testredis.Stats(tb, testredis.Client(tb))
 }
 
 // jobsPerRecording lists the River jobs the run inserted per recording,
