@@ -222,8 +222,10 @@ type WindowRequest struct {
 	Lane Lane
 	// Deadline orders waiters of one lane: earliest first. Zero: last.
 	Deadline time.Time
-	// NotBefore: the scope is deferred until then; the holder only takes
-	// its place in the queue and is told when to come back.
+	// NotBefore: the scope is deferred until then (or a probe is out); the
+	// holder only takes its place in the queue and is told when to come
+	// back, never granted a slot, even when Redis's clock is already past
+	// NotBefore. A holder already in flight is granted again, as ever.
 	NotBefore time.Time
 	// Probe: the request is the scope's single probe after a cooldown; it
 	// is granted whatever the window.

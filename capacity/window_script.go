@@ -167,8 +167,11 @@ local function window_acquire()
   -- A probe, or an immediate request with a free slot, is granted whatever
   -- the line (its place in it would change nothing): it leaves the line if
   -- it was in it (a waiter is in the due, expiry and job sets only while it
-  -- is in the line).
-  local granted = probe or (lane ~= 1 and nb <= now and free > 0)
+  -- is in the line). A request with a NotBefore (nb > 0) is one the scope
+  -- refused: it only takes its place in the line, even when Redis's clock
+  -- is already past nb (a slot granted to it would be held by a job that
+  -- sleeps).
+  local granted = probe or (lane ~= 1 and nb == 0 and free > 0)
   local r = 0
   if not granted then
     redis.call('ZADD', WAIT, order, holder)
@@ -181,7 +184,7 @@ local function window_acquire()
     -- immediate ones present are those due within the lateness allowed.
     present = redis.call('ZCOUNT', DUEI, now - c_late * 8, now + c_late)
   end
-  if granted or (nb <= now and free > 0 and present < free) then
+  if granted or (nb == 0 and free > 0 and present < free) then
     if redis.call('ZREM', WAIT, holder) == 1 then
       redis.call('ZREM', DUE, holder)
       redis.call('ZREM', DUEI, holder)
@@ -200,9 +203,10 @@ local function window_acquire()
   if job and job > 0 then redis.call('HSET', WJOB, holder, job) end
   local wait
   local slots = math.max(1, cap)
-  if nb > now then
+  if nb > 0 then
     local offset = math.floor(r * hold / math.max(1, target))
-    wait = (nb - now) + math.min(offset, c_maxw)
+    wait = math.max(nb - now, 0) + math.min(offset, c_maxw)
+    if nb <= now then wait = math.max(c_minw, wait) end
   else
     local pos = math.max(1, r - math.max(free, 0) + 1)
     wait = math.ceil(pos * hold / slots)
