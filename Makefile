@@ -33,11 +33,11 @@ test: ## go vet and go test -race (plus the crash-point tests) against running o
 # (testenv --hogs 0) on every core, each test three times, one package at a
 # time (-p 1) so that the hogs are the only other load. Both go test runs
 # always run; the target fails if either did.
-test-load: ## go test -race -count=3 of the load-sensitive tests (window herd, rollout cohorts, two workers in a 429 storm, crash points, a replay run into a throttling staging CRM, its rate ceiling and its SIGKILLed process resumed, dial long-polls under a stalled Redis and at shutdown) with a CPU hog on every core
+test-load: ## go test -race -count=3 of the load-sensitive tests (window herd, rollout cohorts, two workers in a 429 storm, crash points, CRM deliveries woken in deadline order, a replay run into a throttling staging CRM, its rate ceiling and its SIGKILLed process resumed, dial long-polls under a stalled Redis and at shutdown) with a CPU hog on every core
 	go run ./internal/cmd/testenv --install --hogs 0 -- sh -c 'rc=0; \
 	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestWindowNoHerdAfterCooldown|TestTwoWorkerProcessesShareOneScopeIn429Storm|TestRolloutCohorts)\$$" ./jobs/ ./cmd/callscribe/cli/ || rc=1; \
 	  go test -race -count=3 -p 1 -timeout 30m -tags callscribe_faults -run "^TestCrashPoints\$$" ./jobs/ || rc=1; \
-	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestReplayRunAgainstAThrottlingStagingCRM|TestReplayRunRateCeiling|TestReplayResumeWhileDeliveringEnqueuesNoSecondJob)\$$" ./outbox/ || rc=1; \
+	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestReplayRunAgainstAThrottlingStagingCRM|TestReplayRunRateCeiling|TestReplayResumeWhileDeliveringEnqueuesNoSecondJob|TestWindowWakesDeliveriesInDeadlineOrder)\$$" ./outbox/ || rc=1; \
 	  go test -race -count=3 -p 1 -timeout 30m -run "^TestReplayKilledMidRunResumes\$$" ./cmd/callscribe/cli/ || rc=1; \
 	  go test -race -count=3 -p 1 -timeout 30m -run "^(TestAttackDialLongPollsBoundedNoGrantFromTimeouts|TestAttackLongPollsAnsweredOnShutdown|TestAttackSlotWaitAnsweredOnShutdown|TestAttackServeLongPollAnsweredOnShutdown|TestDialLongPollsShareReads)\$$" ./capacity/httpapi/ ./cmd/callscribe/cli/ || rc=1; \
 	  exit $$rc'
