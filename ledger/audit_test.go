@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"pgregory.net/rapid"
 
 	"github.com/callscribe/callscribe/ledger"
 )
@@ -188,6 +190,14 @@ func TestDatabaseRefusesNewRecordingsWithoutTheirHistory(t *testing.T) {
 			"without a matching event", "eligible", 2},
 		{"born received, its first event entering eligible",
 			withEvents(`SELECT id, 1, NULL, 'eligible', 0, now() FROM r`), "without a matching event", "received", 1},
+		{"born received, its first event at attempt 1",
+			withEvents(`SELECT id, 1, NULL, 'received', 1, now() FROM r`), "without a matching event", "received", 1},
+		{"born eligible, its second event at attempt 1",
+			withEvents(`SELECT id, 1, NULL, 'received', 0, now() FROM r UNION ALL SELECT id, 2, 'received', 'eligible', 1, now() FROM r`),
+			"without a matching event", "eligible", 2},
+		{"born eligible, its second event a note of received",
+			withEvents(`SELECT id, 1, NULL, 'received', 0, now() FROM r UNION ALL SELECT id, 2, 'received', 'received', 0, now() FROM r`),
+			"without a matching event", "eligible", 2},
 		{"born submitted", insert, "must start in state received", "submitted", 1},
 		{"born at attempt 1", `INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, lane, created_at, updated_at, last_event_seq, attempt)
 			VALUES ($1, 't', $2, $3, $4, 'batch', now(), now(), $5, 1)`, "must start in state received", "received", 1},
@@ -237,4 +247,45 @@ func TestDatabaseRefusesNewRecordingsWithoutTheirHistory(t *testing.T) {
 	if err := b.pool.QueryRow(ctx, "SELECT count(*) FROM recording_events e JOIN recordings r ON r.id = e.recording_id WHERE r.tenant_id = 't'").Scan(&n); err != nil || n != 100 {
 		t.Fatalf("%d events of the 50 recordings (%v), want their 100 alone", n, err)
 	}
+}
+
+// The audio digest's CHECK takes exactly the strings Go's
+// `^[0-9a-f]{64}$` matches: drawn near-digests (a character replaced by
+// upper case, another letter, a multi-byte character, or one removed or
+// added) are refused with a check violation naming it exactly when the
+// expression does not match them.
+func TestDatabaseDigestCheckIsSixtyFourLowerHexDigits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	want := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	rapid.Check(t, func(rt *rapid.T) {
+		// A digest, then an edit or none: a character replaced by one
+		// drawn from near-misses, one removed or one added.
+		d := []rune(rapid.StringMatching(`[0-9a-f]{64}`).Draw(rt, "digest"))
+		c := rapid.SampledFrom([]rune("0aAfFgz é-")).Draw(rt, "char")
+		i := rapid.IntRange(0, 63).Draw(rt, "at")
+		switch rapid.IntRange(0, 3).Draw(rt, "edit") {
+		case 1:
+			d[i] = c
+		case 2:
+			d = append(d[:i], d[i+1:]...)
+		case 3:
+			d = append(d[:i], append([]rune{c}, d[i:]...)...)
+		}
+		var err error
+		_ = inRolledBack(t, b.pool, func(tx pgx.Tx) error {
+			_, err = tx.Exec(ctx, `INSERT INTO recordings (id, tenant_id, call_id, audio_sha256, state, lane, created_at, updated_at, last_event_seq)
+				VALUES (gen_random_uuid(), 't', 'digest', $1, 'received', 'batch', now(), now(), 1)`, string(d))
+			return nil
+		})
+		var pgErr *pgconn.PgError
+		refused := errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == "recordings_audio_sha256_check"
+		if matches := want.MatchString(string(d)); refused == matches {
+			rt.Fatalf("digest %q (%d bytes): refused by the check %v, the expression matches %v (%v)", string(d), len(string(d)), refused, matches, err)
+		}
+		if !refused && sqlState(err) != "CS001" {
+			rt.Fatalf("digest %q: %v, want the insert guard's CS001 (a row alone) once the check passes", string(d), err)
+		}
+	})
 }

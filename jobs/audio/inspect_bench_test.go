@@ -2,6 +2,7 @@ package audio
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,5 +73,33 @@ func BenchmarkSessionKeyInspect(b *testing.B) {
 		if _, err := ss.Inspect(context.Background(), k); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkReadFileDigest is the baseline of BenchmarkSessionKeyInspect:
+// what a hand-rolled ingest does for a recording, os.ReadFile of its path
+// and the SHA-256 of the bytes, without confinement, size limit or WAV
+// header.
+func BenchmarkReadFileDigest(b *testing.B) {
+	dir := b.TempDir()
+	const files = 100
+	paths := make([]string, files)
+	body := wav(pcm(8000, 1, 16).chunk(), data(4000))
+	if err := os.MkdirAll(filepath.Join(dir, "acme", "2026"), 0o750); err != nil {
+		b.Fatal(err)
+	}
+	for i := range paths {
+		paths[i] = filepath.Join(dir, "acme", "2026", fmt.Sprintf("call-%d.wav", i))
+		if err := os.WriteFile(paths[i], body, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		raw, err := os.ReadFile(paths[i%files])
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = sha256.Sum256(raw)
 	}
 }
