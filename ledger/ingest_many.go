@@ -130,7 +130,7 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 		out[i].IngestResult = res
 		rowOf[i] = len(rows)
 		byKey[key] = len(rows)
-		rows = append(rows, Recording{ID: id}) // filled from the insert below
+		rows = append(rows, born(id, n, at))
 		prev[c] = append(prev[c], earlier{ID: id, Digest: n.AudioSHA256})
 
 		p.Ids = append(p.Ids, id)
@@ -150,23 +150,19 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 	}
 	if len(p.Ids) > 0 {
 		p.At = at
-		var created []dbsqlc.Recording
 		p.EligibleReason = opts.EligibleReason
 		if p.EligibleReason == "" {
 			p.EligibleReason = EligibleReasonDefault
 		}
 		// Born eligible, with both events (migration 00010): one
-		// statement instead of an insert and an update.
+		// statement instead of an insert and an update. It returns the
+		// count only: each row is what born built from the same values.
 		inserted, err := l.queries.RecordingInsertBatchEligible(ctx, tx, p)
 		if err != nil {
 			return nil, fmt.Errorf("ingesting %d recordings: %w", len(p.Ids), translate(err))
 		}
-		for _, r := range inserted {
-			created = append(created, dbsqlc.Recording(r))
-		}
-		for _, r := range created {
-			rec := recordingFrom(r)
-			rows[byKey[rec.BusinessKey]] = rec
+		if inserted != int64(len(p.Ids)) {
+			return nil, fmt.Errorf("ingesting %d recordings: the database inserted %d", len(p.Ids), inserted)
 		}
 	}
 	for i := range ns {
@@ -175,6 +171,22 @@ func (l *Ledger) IngestManyTx(ctx context.Context, tx pgx.Tx, ns []NewRecording,
 		}
 	}
 	return out, nil
+}
+
+// born is the row RecordingInsertBatchEligible writes for n, with id, at
+// the ledger time at (already as the database stores it): the columns it
+// sets from n, NULL for a zero deadline, start or duration, state eligible
+// at seq 2, attempt 0, no provider yet. TestIngestManyTxReturnsTheStoredRows
+// holds it to the row read back.
+func born(id uuid.UUID, n NewRecording, at time.Time) Recording {
+	return recordingFrom(dbsqlc.Recording{
+		ID: id, TenantID: n.TenantID, CallID: n.CallID, AudioSha256: n.AudioSHA256,
+		BusinessKey: new(BusinessKey(n.TenantID, n.CallID, n.AudioSHA256)),
+		State:       string(StateEligible), Lane: string(n.Lane), AudioUri: n.AudioURI, AudioBytes: n.AudioBytes,
+		Deadline: pgtime.WriteOrNull(n.Deadline), CreatedAt: at, UpdatedAt: at, LastEventSeq: 2,
+		Model: n.Model, Language: n.Language, StartedAt: pgtime.WriteOrNull(n.StartedAt),
+		AudioDurationMs: nonZero(n.AudioDuration.Milliseconds()),
+	})
 }
 
 // zeroOrDBTime is t as the database stores it, or the zero time (which

@@ -49,10 +49,12 @@ SELECT * FROM recordings
 WHERE (tenant_id, call_id) IN (SELECT unnest(@tenant_ids::text[]), unnest(@call_ids::text[]))
 ORDER BY created_at, id;
 
--- name: RecordingInsertBatchEligible :many
+-- name: RecordingInsertBatchEligible :one
 -- RecordingInsertBatch with every row born eligible (migration 00010): at
 -- seq 2, with its two events, received and received → eligible (reason
--- eligible_reason).
+-- eligible_reason). It returns how many rows it inserted, not the rows:
+-- the caller built every column (IngestManyTx), and a chunk's rows back
+-- cost the database and the client more than the count.
 -- RecordingInsert for many recordings in one statement: row i from element
 -- i of every array. A zero deadline or started_at (0001-01-01 UTC) and a
 -- zero duration are stored as NULL.
@@ -74,14 +76,14 @@ WITH u AS (
            u.audio_uri, u.audio_bytes, NULLIF(u.deadline, '0001-01-01 00:00:00+00'::timestamptz), @at, @at, 2,
            u.model, u.language, NULLIF(u.started_at, '0001-01-01 00:00:00+00'::timestamptz), NULLIF(u.audio_duration_ms, 0)
     FROM u
-    RETURNING *
+    RETURNING 1
 ), ev AS (
     INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
     SELECT u.id, 1, NULL, 'received', 0, @at, u.reason, u.detail::jsonb FROM u
     UNION ALL
     SELECT u.id, 2, 'received', 'eligible', 0, @at, @eligible_reason::text, '{}'::jsonb FROM u
 )
-SELECT * FROM ins;
+SELECT count(*) FROM ins;
 
 -- name: RecordingTransition :one
 -- A compare-and-set on (id, state) and the event that records it. No row:

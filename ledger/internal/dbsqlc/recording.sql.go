@@ -392,7 +392,7 @@ func (q *Queries) RecordingInsert(ctx context.Context, db DBTX, arg RecordingIns
 	return i, err
 }
 
-const recordingInsertBatchEligible = `-- name: RecordingInsertBatchEligible :many
+const recordingInsertBatchEligible = `-- name: RecordingInsertBatchEligible :one
 WITH u AS (
     -- Arrays of one length, unnested side by side (set-returning
     -- functions in one select list advance together).
@@ -411,14 +411,14 @@ WITH u AS (
            u.audio_uri, u.audio_bytes, NULLIF(u.deadline, '0001-01-01 00:00:00+00'::timestamptz), $15, $15, 2,
            u.model, u.language, NULLIF(u.started_at, '0001-01-01 00:00:00+00'::timestamptz), NULLIF(u.audio_duration_ms, 0)
     FROM u
-    RETURNING id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms
+    RETURNING 1
 ), ev AS (
     INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at, reason, detail)
     SELECT u.id, 1, NULL, 'received', 0, $15, u.reason, u.detail::jsonb FROM u
     UNION ALL
     SELECT u.id, 2, 'received', 'eligible', 0, $15, $16::text, '{}'::jsonb FROM u
 )
-SELECT id, tenant_id, call_id, audio_sha256, business_key, state, attempt, lane, audio_uri, audio_bytes, deadline, created_at, updated_at, last_event_seq, provider, provider_id, model, language, not_before, started_at, audio_duration_ms FROM ins
+SELECT count(*) FROM ins
 `
 
 type RecordingInsertBatchEligibleParams struct {
@@ -440,38 +440,16 @@ type RecordingInsertBatchEligibleParams struct {
 	EligibleReason  string
 }
 
-type RecordingInsertBatchEligibleRow struct {
-	ID              uuid.UUID
-	TenantID        string
-	CallID          string
-	AudioSha256     string
-	BusinessKey     *string
-	State           string
-	Attempt         int32
-	Lane            string
-	AudioUri        string
-	AudioBytes      int64
-	Deadline        *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	LastEventSeq    int32
-	Provider        string
-	ProviderID      string
-	Model           string
-	Language        string
-	NotBefore       *time.Time
-	StartedAt       *time.Time
-	AudioDurationMs *int64
-}
-
 // RecordingInsertBatch with every row born eligible (migration 00010): at
 // seq 2, with its two events, received and received → eligible (reason
-// eligible_reason).
+// eligible_reason). It returns how many rows it inserted, not the rows:
+// the caller built every column (IngestManyTx), and a chunk's rows back
+// cost the database and the client more than the count.
 // RecordingInsert for many recordings in one statement: row i from element
 // i of every array. A zero deadline or started_at (0001-01-01 UTC) and a
 // zero duration are stored as NULL.
-func (q *Queries) RecordingInsertBatchEligible(ctx context.Context, db DBTX, arg RecordingInsertBatchEligibleParams) ([]RecordingInsertBatchEligibleRow, error) {
-	rows, err := db.Query(ctx, recordingInsertBatchEligible,
+func (q *Queries) RecordingInsertBatchEligible(ctx context.Context, db DBTX, arg RecordingInsertBatchEligibleParams) (int64, error) {
+	row := db.QueryRow(ctx, recordingInsertBatchEligible,
 		arg.Ids,
 		arg.TenantIds,
 		arg.CallIds,
@@ -489,44 +467,9 @@ func (q *Queries) RecordingInsertBatchEligible(ctx context.Context, db DBTX, arg
 		arg.At,
 		arg.EligibleReason,
 	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []RecordingInsertBatchEligibleRow
-	for rows.Next() {
-		var i RecordingInsertBatchEligibleRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.TenantID,
-			&i.CallID,
-			&i.AudioSha256,
-			&i.BusinessKey,
-			&i.State,
-			&i.Attempt,
-			&i.Lane,
-			&i.AudioUri,
-			&i.AudioBytes,
-			&i.Deadline,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.LastEventSeq,
-			&i.Provider,
-			&i.ProviderID,
-			&i.Model,
-			&i.Language,
-			&i.NotBefore,
-			&i.StartedAt,
-			&i.AudioDurationMs,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const recordingList = `-- name: RecordingList :many
