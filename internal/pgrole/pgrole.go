@@ -43,3 +43,33 @@ func Apply(cfg *pgxpool.Config, role string) {
 		return nil
 	}
 }
+
+// ApplyIfUsable makes every connection cfg opens act as role when the
+// user that logged in may (role exists and the user is a member of it),
+// and as that user otherwise, calling unusable (nil: nothing) each time a
+// connection could not take the role. It asks and sets in one simple
+// query, a round trip on the connection being opened, instead of Usable
+// on a connection of its own and Apply. It runs after any AfterConnect
+// hook cfg already has.
+func ApplyIfUsable(cfg *pgxpool.Config, role string, unusable func()) {
+	prev := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if prev != nil {
+			if err := prev(ctx, c); err != nil {
+				return err
+			}
+		}
+		// set_config('role', …, false) is SET ROLE; the nested CASE keeps
+		// pg_has_role from a role that does not exist (an error).
+		var set *string
+		if err := c.QueryRow(ctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)
+			THEN CASE WHEN pg_has_role(session_user, $1, 'MEMBER') THEN set_config('role', $1, false) END END`,
+			pgx.QueryExecModeSimpleProtocol, role).Scan(&set); err != nil {
+			return fmt.Errorf("acting as the role %s: %w", role, err)
+		}
+		if set == nil && unusable != nil {
+			unusable()
+		}
+		return nil
+	}
+}

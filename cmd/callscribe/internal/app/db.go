@@ -7,11 +7,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/callscribe/callscribe/internal/devservice"
@@ -106,16 +106,18 @@ func connect(ctx context.Context, dbURL, role string, log *slog.Logger, tune fun
 	// transaction (the URL's own still win).
 	pgsession.Apply(cfg.ConnConfig, ApplicationName)
 	if role != "" {
-		usable, err := roleUsable(ctx, cfg, role)
-		if err != nil {
-			return nil, fmt.Errorf("connecting to %s: %w", RedactURL(dbURL), err)
-		}
-		if usable {
-			pgrole.Apply(cfg, role)
-		} else if log != nil {
-			log.Warn("acting as the login user, not the runtime role: the audit trail's guards cannot stop this credential from disabling them (run `callscribe migrate up` as a user that may create roles, or see docs/operations.md)",
-				slog.String("role", role))
-		}
+		// Each connection takes the role as it opens, when the login user
+		// may: no connection of its own to ask first.
+		var warn sync.Once
+		pgrole.ApplyIfUsable(cfg, role, func() {
+			if log == nil {
+				return
+			}
+			warn.Do(func() {
+				log.Warn("acting as the login user, not the runtime role: the audit trail's guards cannot stop this credential from disabling them (run `callscribe migrate up` as a user that may create roles, or see docs/operations.md)",
+					slog.String("role", role))
+			})
+		})
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -136,17 +138,4 @@ func RedactURL(s string) string { return devservice.RedactURL(s) }
 func SHA256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
-}
-
-// roleUsable asks the server, on one connection, whether the login user
-// may act as role.
-func roleUsable(ctx context.Context, cfg *pgxpool.Config, role string) (bool, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg.ConnConfig.Copy())
-	if err != nil {
-		return false, err
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	return pgrole.Usable(cctx, conn, role)
 }
