@@ -30,7 +30,7 @@ func TestApplyIfUsable(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, login, role, want string
-		unusable             bool
+		unusable                bool
 	}{
 		{"a member", testdb.RuntimeLogin, migrations.RuntimeRole, migrations.RuntimeRole, false},
 		{"a role that does not exist", testdb.RuntimeLogin, "callscribe_no_such_role", testdb.RuntimeLogin, true},
