@@ -44,19 +44,8 @@ func BenchmarkInspect(b *testing.B) {
 // (digest, size, duration) through one Session, whose directories stay
 // open across the chunk.
 func BenchmarkSessionKeyInspect(b *testing.B) {
-	dir := b.TempDir()
-	const files = 100
-	paths := make([]string, files)
-	body := wav(pcm(8000, 1, 16).chunk(), data(4000))
-	if err := os.MkdirAll(filepath.Join(dir, "acme", "2026"), 0o750); err != nil {
-		b.Fatal(err)
-	}
-	for i := range paths {
-		paths[i] = fmt.Sprintf("acme/2026/call-%d.wav", i)
-		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(paths[i])), body, 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
+	dir, paths := benchWAVs(b)
+	files := len(paths)
 	s, err := Open(context.Background(), Config{URL: dir})
 	if err != nil {
 		b.Fatal(err)
@@ -81,25 +70,34 @@ func BenchmarkSessionKeyInspect(b *testing.B) {
 // and the SHA-256 of the bytes, without confinement, size limit or WAV
 // header.
 func BenchmarkReadFileDigest(b *testing.B) {
-	dir := b.TempDir()
-	const files = 100
-	paths := make([]string, files)
-	body := wav(pcm(8000, 1, 16).chunk(), data(4000))
-	if err := os.MkdirAll(filepath.Join(dir, "acme", "2026"), 0o750); err != nil {
-		b.Fatal(err)
-	}
+	dir, paths := benchWAVs(b)
 	for i := range paths {
-		paths[i] = filepath.Join(dir, "acme", "2026", fmt.Sprintf("call-%d.wav", i))
-		if err := os.WriteFile(paths[i], body, 0o600); err != nil {
-			b.Fatal(err)
-		}
+		paths[i] = filepath.Join(dir, filepath.FromSlash(paths[i]))
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		raw, err := os.ReadFile(paths[i%files])
+		raw, err := os.ReadFile(paths[i%len(paths)])
 		if err != nil {
 			b.Fatal(err)
 		}
 		_ = sha256.Sum256(raw)
 	}
+}
+
+// benchWAVs writes 100 quarter-second WAV files under a new directory and
+// returns it and their paths under it (slash-separated).
+func benchWAVs(b *testing.B) (string, []string) {
+	dir := b.TempDir()
+	paths := make([]string, 100)
+	body := wav(pcm(8000, 1, 16).chunk(), data(4000))
+	if err := os.MkdirAll(filepath.Join(dir, "acme", "2026"), 0o750); err != nil {
+		b.Fatal(err)
+	}
+	for i := range paths {
+		paths[i] = fmt.Sprintf("acme/2026/call-%d.wav", i)
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(paths[i])), body, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir, paths
 }
