@@ -18,8 +18,7 @@ func Usable(ctx context.Context, conn interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, role string) (bool, error) {
 	var ok bool
-	err := conn.QueryRow(ctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)
-		THEN pg_has_role(session_user, $1, 'MEMBER') ELSE false END`, role).Scan(&ok)
+	err := conn.QueryRow(ctx, `SELECT `+usableCase(`true`, `false`), role).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("looking for the role %s: %w", role, err)
 	}
@@ -29,18 +28,36 @@ func Usable(ctx context.Context, conn interface {
 // Apply makes every connection cfg opens act as role (SET ROLE), after
 // any AfterConnect hook cfg already has.
 func Apply(cfg *pgxpool.Config, role string) {
-	prev := cfg.AfterConnect
 	stmt := "SET ROLE " + pgx.Identifier{role}.Sanitize()
+	afterConnect(cfg, func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("acting as the role %s: %w", role, err)
+		}
+		return nil
+	})
+}
+
+// usableCase is an SQL expression on the role named $1: then when it
+// exists and session_user is a member of it, otherwise otherwise. The
+// nested CASE keeps pg_has_role from a role that does not exist (an
+// error).
+func usableCase(then, otherwise string) string {
+	return `CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)
+		THEN CASE WHEN pg_has_role(session_user, $1, 'MEMBER') THEN ` + then + ` ELSE ` + otherwise + ` END
+		ELSE ` + otherwise + ` END`
+}
+
+// afterConnect makes f run on each connection cfg opens, after any
+// AfterConnect hook cfg already has.
+func afterConnect(cfg *pgxpool.Config, f func(context.Context, *pgx.Conn) error) {
+	prev := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if prev != nil {
 			if err := prev(ctx, c); err != nil {
 				return err
 			}
 		}
-		if _, err := c.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("acting as the role %s: %w", role, err)
-		}
-		return nil
+		return f(ctx, c)
 	}
 }
 
@@ -52,18 +69,10 @@ func Apply(cfg *pgxpool.Config, role string) {
 // on a connection of its own and Apply. It runs after any AfterConnect
 // hook cfg already has.
 func ApplyIfUsable(cfg *pgxpool.Config, role string, unusable func()) {
-	prev := cfg.AfterConnect
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if prev != nil {
-			if err := prev(ctx, c); err != nil {
-				return err
-			}
-		}
-		// set_config('role', …, false) is SET ROLE; the nested CASE keeps
-		// pg_has_role from a role that does not exist (an error).
+	afterConnect(cfg, func(ctx context.Context, c *pgx.Conn) error {
+		// set_config('role', …, false) is SET ROLE.
 		var set *string
-		if err := c.QueryRow(ctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)
-			THEN CASE WHEN pg_has_role(session_user, $1, 'MEMBER') THEN set_config('role', $1, false) END END`,
+		if err := c.QueryRow(ctx, `SELECT `+usableCase(`set_config('role', $1, false)`, `NULL`),
 			pgx.QueryExecModeSimpleProtocol, role).Scan(&set); err != nil {
 			return fmt.Errorf("acting as the role %s: %w", role, err)
 		}
@@ -71,5 +80,5 @@ func ApplyIfUsable(cfg *pgxpool.Config, role string, unusable func()) {
 			unusable()
 		}
 		return nil
-	}
+	})
 }
