@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/callscribe/callscribe/internal/pgsession"
 )
 
 // Usable reports whether role exists and the user that logged in on conn
@@ -29,7 +31,7 @@ func Usable(ctx context.Context, conn interface {
 // any AfterConnect hook cfg already has.
 func Apply(cfg *pgxpool.Config, role string) {
 	stmt := "SET ROLE " + pgx.Identifier{role}.Sanitize()
-	afterConnect(cfg, func(ctx context.Context, c *pgx.Conn) error {
+	pgsession.AfterConnect(cfg, func(ctx context.Context, c *pgx.Conn) error {
 		if _, err := c.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("acting as the role %s: %w", role, err)
 		}
@@ -47,20 +49,6 @@ func usableCase(then, otherwise string) string {
 		ELSE ` + otherwise + ` END`
 }
 
-// afterConnect makes f run on each connection cfg opens, after any
-// AfterConnect hook cfg already has.
-func afterConnect(cfg *pgxpool.Config, f func(context.Context, *pgx.Conn) error) {
-	prev := cfg.AfterConnect
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if prev != nil {
-			if err := prev(ctx, c); err != nil {
-				return err
-			}
-		}
-		return f(ctx, c)
-	}
-}
-
 // ApplyIfUsable makes every connection cfg opens act as role when the
 // user that logged in may (role exists and the user is a member of it),
 // and as that user otherwise, calling unusable (nil: nothing) each time a
@@ -69,7 +57,7 @@ func afterConnect(cfg *pgxpool.Config, f func(context.Context, *pgx.Conn) error)
 // on a connection of its own and Apply. It runs after any AfterConnect
 // hook cfg already has.
 func ApplyIfUsable(cfg *pgxpool.Config, role string, unusable func()) {
-	afterConnect(cfg, func(ctx context.Context, c *pgx.Conn) error {
+	pgsession.AfterConnect(cfg, func(ctx context.Context, c *pgx.Conn) error {
 		// set_config('role', …, false) is SET ROLE.
 		var set *string
 		if err := c.QueryRow(ctx, `SELECT `+usableCase(`set_config('role', $1, false)`, `NULL`),

@@ -8,10 +8,13 @@
 package pgsession
 
 import (
+	"context"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 )
 
 // IdleInTransactionTimeout is how long a session may sit idle inside a
@@ -41,5 +44,34 @@ func Apply(cfg *pgx.ConnConfig, name string) {
 	}
 	if _, ok := cfg.RuntimeParams[IdleInTransactionSessionTimeout]; !ok {
 		cfg.RuntimeParams[IdleInTransactionSessionTimeout] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
+	}
+}
+
+// ApplyPool is Apply for a pool's connections, which also encode
+// github.com/google/uuid's UUID (alone, in a slice, or through a pointer)
+// as PostgreSQL's uuid directly: pgx on its own treats one as a
+// driver.Valuer, asks it for its text, fails to encode that text as binary
+// uuid, parses it back and encodes the result, an error built and thrown
+// away for every id sent (4.6 µs and 21 allocations for one, 5.6 ms for an
+// ingest chunk's 1,000: BenchmarkUUIDEncode). The bytes sent are the same.
+func ApplyPool(cfg *pgxpool.Config, name string) {
+	Apply(cfg.ConnConfig, name)
+	AfterConnect(cfg, func(_ context.Context, c *pgx.Conn) error {
+		pgxuuid.Register(c.TypeMap())
+		return nil
+	})
+}
+
+// AfterConnect makes f run on each connection cfg opens, after any
+// AfterConnect hook cfg already has.
+func AfterConnect(cfg *pgxpool.Config, f func(context.Context, *pgx.Conn) error) {
+	prev := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if prev != nil {
+			if err := prev(ctx, c); err != nil {
+				return err
+			}
+		}
+		return f(ctx, c)
 	}
 }

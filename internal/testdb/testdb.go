@@ -115,7 +115,7 @@ func AsRuntime(t testing.TB, pool *pgxpool.Pool) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.User, cfg.ConnConfig.Password = RuntimeLogin, ""
-	pgsession.Apply(cfg.ConnConfig, ApplicationName)
+	pgsession.ApplyPool(cfg, ApplicationName)
 	pgrole.Apply(cfg, migrations.RuntimeRole)
 	rt, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -184,7 +184,7 @@ func createDatabase(template string) (*pgxpool.Pool, func() error, error) {
 	}
 	cfg.ConnConfig.Database = name
 	cfg.MaxConns = 20
-	pgsession.Apply(cfg.ConnConfig, ApplicationName)
+	pgsession.ApplyPool(cfg, ApplicationName)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to test database %s: %w", name, err)
@@ -281,7 +281,7 @@ func ensureTemplate() (string, error) {
 		return "", fmt.Errorf("parsing TEST_DATABASE_URL: %w", err)
 	}
 	cfg.ConnConfig.Database = building
-	pgsession.Apply(cfg.ConnConfig, ApplicationName)
+	pgsession.ApplyPool(cfg, ApplicationName)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return "", fmt.Errorf("connecting to template %s: %w", building, err)

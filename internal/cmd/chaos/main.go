@@ -406,7 +406,7 @@ func (c *chaos) createDatabase(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the run's database URL %s: %w", devservice.RedactURL(u.String()), err)
 	}
-	pgsession.Apply(cfg.ConnConfig, "callscribe chaos")
+	pgsession.ApplyPool(cfg, "callscribe chaos")
 	if c.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}

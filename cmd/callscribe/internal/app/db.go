@@ -104,7 +104,7 @@ func connect(ctx context.Context, dbURL, role string, log *slog.Logger, tune fun
 	tune(cfg)
 	// application_name and the server's bound on a session idle in a
 	// transaction (the URL's own still win).
-	pgsession.Apply(cfg.ConnConfig, ApplicationName)
+	pgsession.ApplyPool(cfg, ApplicationName)
 	if role != "" {
 		// Each connection takes the role as it opens, when the login user
 		// may: no connection of its own to ask first.
