@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -276,7 +277,10 @@ func (p *Pipeline) prepare(ctx context.Context, files *audio.Session, req Ingest
 		sort.Strings(known)
 		return ledger.NewRecording{}, fmt.Errorf("%w %q (configured: %s)", ErrUnknownTenant, req.TenantID, strings.Join(known, ", "))
 	}
-	key, err := files.Key(req.Audio)
+	// The key's text first (Name), and the tenant's part of the root, before
+	// any file is touched; Inspect's walk of the key then refuses what
+	// Key's would (links that lead outside or nowhere), once.
+	key, err := files.Name(req.Audio)
 	if err != nil {
 		return ledger.NewRecording{}, err
 	}
@@ -287,6 +291,10 @@ func (p *Pipeline) prepare(ctx context.Context, files *audio.Session, req Ingest
 	}
 	var info audio.Info
 	if info, err = files.Inspect(ctx, key); err != nil {
+		var ke *audio.KeyError
+		if errors.As(err, &ke) {
+			ke.Path = req.Audio // as Key names it: what the request says
+		}
 		return ledger.NewRecording{}, err
 	}
 	route := p.cfg.route(req, p.providers[req.TenantID], now)

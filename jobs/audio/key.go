@@ -33,6 +33,23 @@ func (s *Store) Key(userPath string) (string, error) { return s.key(userPath, ni
 
 // key is Key, walking with c (nil: without a cache).
 func (s *Store) key(userPath string, c *rootCache) (string, error) {
+	key, err := s.name(userPath)
+	if err != nil || s.dir == "" {
+		return key, err
+	}
+	if err := s.checkConfined(key, c); err != nil {
+		var ke *KeyError
+		if errors.As(err, &ke) {
+			ke.Path = userPath
+		}
+		return "", err
+	}
+	return key, nil
+}
+
+// name is Key without the walk of the file system: the key userPath
+// names, refused by the rules for its text only (checkKeyText).
+func (s *Store) name(userPath string) (string, error) {
 	refuse := func(reason KeyReason, format string, args ...any) (string, error) {
 		return "", &KeyError{Path: userPath, Root: s.root, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -77,7 +94,7 @@ func (s *Store) key(userPath string, c *rootCache) (string, error) {
 		key = path.Clean(filepath.ToSlash(userPath))
 	}
 
-	if err := s.checkKey(key, c); err != nil {
+	if err := s.checkKeyText(key); err != nil {
 		var ke *KeyError
 		if errors.As(err, &ke) {
 			ke.Path = userPath

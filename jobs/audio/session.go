@@ -31,6 +31,14 @@ func (s *Store) Session() *Session {
 // Key is Store.Key through the session's open directories.
 func (ss *Session) Key(userPath string) (string, error) { return ss.s.key(userPath, ss.c) }
 
+// Name is Key without Key's walk of the file system: the key userPath
+// names, refused only by the rules for its text. For a key that Inspect
+// reads next, the walk would be made twice: Inspect walks the key itself
+// with the same refusals (a link that leads outside, or nowhere, is a
+// *KeyError; a missing file ErrNotFound), its *KeyError naming the key
+// instead of userPath.
+func (ss *Session) Name(userPath string) (string, error) { return ss.s.name(userPath) }
+
 // Inspect is Store.Inspect through the session's open directories.
 func (ss *Session) Inspect(ctx context.Context, key string) (Info, error) {
 	return ss.s.Inspect(context.WithValue(ctx, rootCacheKey{}, ss.c), key)
