@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callscribe/callscribe/clock"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/jobs/jobstest"
@@ -25,10 +26,15 @@ func TestIngestRoutesByRule(t *testing.T) {
 	t.Parallel()
 	e, files := setup(t, sttsim.Config{}, jobs.Config{}, 1)
 	ctx := context.Background()
-	p := e.pipeline
+	// The pipelines route by a clock stopped at now: a reason names the
+	// time left to a deadline to the second, which a loaded machine's
+	// delay between the deadline's reckoning and the ingest would change.
+	now := time.Now()
+	cfg := e.pipeline.Config()
+	cfg.Clock = clock.NewStub(now)
+	p := newPipelineLike(t, e, cfg)
 	// A second pipeline on the same database and audio root, whose tenant
 	// t2 speaks openai (nothing is sent: routing happens at ingest).
-	cfg := p.Config()
 	cfg.Tenants = map[string]jobs.TenantConfig{
 		"t1": cfg.Tenants["t1"],
 		"t2": {Provider: "openai", APIKey: "sk-not-used", Model: "whisper-1"},
@@ -37,7 +43,6 @@ func TestIngestRoutesByRule(t *testing.T) {
 	t2file := filepath.Join(e.root, "t2", "call.wav")
 	jobstest.WriteWAV(t, t2file, 2*time.Second, 99)
 
-	now := time.Now()
 	cases := []struct {
 		name      string
 		pipeline  *jobs.Pipeline
