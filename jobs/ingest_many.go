@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -291,11 +290,8 @@ func (p *Pipeline) prepare(ctx context.Context, files *audio.Session, req Ingest
 	}
 	var info audio.Info
 	if info, err = files.Inspect(ctx, key); err != nil {
-		var ke *audio.KeyError
-		if errors.As(err, &ke) {
-			ke.Path = req.Audio // as Key names it: what the request says
-		}
-		return ledger.NewRecording{}, err
+		// As Key names it: what the request says.
+		return ledger.NewRecording{}, audio.NamedAs(err, req.Audio)
 	}
 	route := p.cfg.route(req, p.providers[req.TenantID], now)
 	lane := route.Lane

@@ -12,7 +12,7 @@ import (
 	"github.com/callscribe/callscribe/ledger"
 )
 
-// note inserts a note event (the state kept) of recording id in state at
+// insertNote inserts a note event (the state kept) of recording id in state at
 // seq: legal for every guard but the recording's existence.
 const insertNote = `INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
 	VALUES ($1, $2, $3, $3, 0, now())`

@@ -38,11 +38,7 @@ func (s *Store) key(userPath string, c *rootCache) (string, error) {
 		return key, err
 	}
 	if err := s.checkConfined(key, c); err != nil {
-		var ke *KeyError
-		if errors.As(err, &ke) {
-			ke.Path = userPath
-		}
-		return "", err
+		return "", NamedAs(err, userPath)
 	}
 	return key, nil
 }
@@ -95,13 +91,19 @@ func (s *Store) name(userPath string) (string, error) {
 	}
 
 	if err := s.checkKeyText(key); err != nil {
-		var ke *KeyError
-		if errors.As(err, &ke) {
-			ke.Path = userPath
-		}
-		return "", err
+		return "", NamedAs(err, userPath)
 	}
 	return key, nil
+}
+
+// NamedAs returns err, a *KeyError in it naming userPath, the path as the
+// request typed it, rather than the key it was turned into.
+func NamedAs(err error, userPath string) error {
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		ke.Path = userPath
+	}
+	return err
 }
 
 // relFromAbs returns p relative to the directory root, as a slash path, if
