@@ -414,11 +414,11 @@ func TestCommitConfigValidate(t *testing.T) {
 	}
 }
 
-// Flushers default to half the process's CPUs, at least 1: one on a
+// Flushers default to half the process's CPUs, at least 2: two on a
 // two-core host.
 func TestCommitFlushersDefault(t *testing.T) { //nolint:paralleltest // sets GOMAXPROCS
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 16: 8, 512: 64} {
+	for procs, want := range map[int]int{1: 2, 2: 2, 3: 2, 4: 2, 6: 3, 16: 8, 512: 64} {
 		runtime.GOMAXPROCS(procs)
 		if got := (ledger.CommitConfig{}).WithDefaults().Flushers; got != want {
 			t.Errorf("GOMAXPROCS %d: %d flushers by default, want %d", procs, got, want)
