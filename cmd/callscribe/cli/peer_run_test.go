@@ -103,7 +103,7 @@ func runPeer(tb testing.TB, n int) peerResult {
 	if bench != nil {
 		bench.ResetTimer()
 	}
-	cpu1, self1 := machineBusy(tb), selfCPU(tb)
+	cpu1, idle1, self1 := machineBusy(tb), machineIdle(tb), selfCPU(tb)
 	start := time.Now()
 	if err := worker.Start(); err != nil {
 		tb.Fatal(err)
@@ -142,7 +142,7 @@ wait:
 	if bench != nil {
 		bench.StopTimer()
 	}
-	run.workerCPU = cpuPer(cpu1, machineBusy(tb), n)
+	run.workerCPU, run.workerIdle = cpuPer(cpu1, machineBusy(tb), n), cpuPer(idle1, machineIdle(tb), n)
 	run.ownWorker = processCPU(worker.Process.Pid) / float64(n)
 	run.ownDB = q.backendsCPU() / float64(n)
 	run.ownDoubles = (selfCPU(tb) - self1) / float64(n)

@@ -77,7 +77,11 @@ const (
 //     doubles), of the ingest and of the worker's run; and of the
 //     worker's run the CPU of the run's own processes only (the worker,
 //     the database's backends, this process: processCPU), which other
-//     work on a shared machine does not inflate.
+//     work on a shared machine does not inflate; and the machine's idle
+//     milliseconds per recording in the worker's run (idle + iowait):
+//     near 0 when the CPU bounds the run, high when its processes wait on
+//     one another (one group commit in flight at a time left a two-core
+//     machine 16 % idle).
 //   - Peer/1000 and Peer/10000, each after callscribe's run of the same
 //     size: the hand-rolled River pipeline of peer_bench_test.go, the
 //     alternative to callscribe at its best (two jobs per recording, a
@@ -154,6 +158,7 @@ type throughputRun struct {
 	workerCommits float64 // per recording
 	ingestCPU     float64 // ms per recording, machine-wide, during the ingest
 	workerCPU     float64 // ms per recording, machine-wide, worker start to the last delivery seen
+	workerIdle    float64 // ms per recording the machine's CPUs sat idle, the same span (machineIdle)
 	ownCPU        float64 // ms per recording, the same span, the run's own processes only (see processCPU)
 	// ownCPU's parts: the worker process, its PostgreSQL backends, and
 	// this process (the STT and CRM doubles).
@@ -394,7 +399,7 @@ capacity:
 	var workerLog syncBuffer
 	worker.Stdout, worker.Stderr = &workerLog, &workerLog
 	b.ResetTimer()
-	cpu1, self1 := machineBusy(b), selfCPU(b)
+	cpu1, idle1, self1 := machineBusy(b), machineIdle(b), selfCPU(b)
 	rs1 := redisStats(b)
 	start := time.Now()
 	if err := worker.Start(); err != nil {
@@ -439,7 +444,7 @@ wait:
 		}
 	}
 	b.StopTimer()
-	run.workerCPU = cpuPer(cpu1, machineBusy(b), n)
+	run.workerCPU, run.workerIdle = cpuPer(cpu1, machineBusy(b), n), cpuPer(idle1, machineIdle(b), n)
 	run.ownWorker = processCPU(worker.Process.Pid) / float64(n)
 	run.ownDB = q.backendsCPU() / float64(n)
 	run.ownDoubles = (selfCPU(b) - self1) / float64(n)
@@ -493,6 +498,7 @@ wait:
 	b.ReportMetric(run.ingestRate, "ingest-recordings/s")
 	if hold == 0 {
 		b.ReportMetric(run.ingestCPU+run.workerCPU, "cpu-ms/recording")
+		b.ReportMetric(run.workerIdle, "idle-ms/recording")
 		b.ReportMetric(run.ownCPU, "own-cpu-ms/recording")
 	}
 	b.ReportMetric(float64(run.peakRSS)/(1<<20), "peak-RSS-MiB")
@@ -540,6 +546,7 @@ func (r *benchRig) peer(b *testing.B, n int) {
 	b.ReportMetric(run.ingestCommits+run.workerCommits, "db-commits/recording")
 	b.ReportMetric(run.ingestRate, "ingest-recordings/s")
 	b.ReportMetric(run.ingestCPU+run.workerCPU, "cpu-ms/recording")
+	b.ReportMetric(run.workerIdle, "idle-ms/recording")
 	b.ReportMetric(run.ownCPU, "own-cpu-ms/recording")
 	b.ReportMetric(float64(run.peakRSS)/(1<<20), "peak-RSS-MiB")
 }
@@ -552,6 +559,18 @@ const clockTicks = 100
 // /proc/stat's first line: user + nice + system + irq + softirq + steal
 // (guest time is inside user already; idle and iowait are not busy).
 func machineBusy(tb testing.TB) int64 {
+	return procStatCPU(tb, 1, 2, 3, 6, 7, 8) // user nice system (idle iowait) irq softirq steal
+}
+
+// machineIdle is the machine's idle CPU time so far, in clockTicks: idle +
+// iowait. Over a run that the CPU bounds it stays near 0; a run whose
+// processes wait on one another (a lock, one commit in flight) leaves it
+// high however fast the cores.
+func machineIdle(tb testing.TB) int64 { return procStatCPU(tb, 4, 5) }
+
+// procStatCPU sums the given fields of /proc/stat's first line (the
+// machine's cpu line), in clockTicks.
+func procStatCPU(tb testing.TB, fields ...int) int64 {
 	stat, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		tb.Fatalf("reading the machine's CPU time: %v", err)
@@ -561,15 +580,15 @@ func machineBusy(tb testing.TB) int64 {
 	if len(f) < 9 || f[0] != "cpu" {
 		tb.Fatalf("/proc/stat begins %q, want the cpu line with at least 8 times", line)
 	}
-	var busy int64
-	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+	var sum int64
+	for _, i := range fields {
 		v, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
 			tb.Fatalf("/proc/stat cpu field %d %q: %v", i, f[i], err)
 		}
-		busy += v
+		sum += v
 	}
-	return busy
+	return sum
 }
 
 // selfCPU is this process's user + system CPU time so far, in
@@ -890,6 +909,7 @@ func (r *benchRig) print() {
 			fmt.Fprintf(w, "  %-44s %12.2f  (%.2f ms of Redis's CPU)\n", "  Redis scripts per recording", run.redisScripts, run.redisCPU)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", "  ingest --manifest", run.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", run.ingestCPU+run.workerCPU, run.ingestCPU, run.workerCPU)
+			fmt.Fprintf(w, "  %-44s %12.2f\n", "    idle ms per recording, worker's run", run.workerIdle)
 			fmt.Fprintf(w, "  %-44s %12.2f  (worker %.2f + PostgreSQL %.2f + doubles %.2f)\n", "    worker's run, own processes only", run.ownCPU, run.ownWorker, run.ownDB, run.ownDoubles)
 			fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(run.peakRSS)/(1<<20))
 			for _, l := range run.latency {
@@ -906,6 +926,7 @@ func (r *benchRig) print() {
 			fmt.Fprintf(w, "  %-44s %s\n", "  River jobs per recording", peer.jobs)
 			fmt.Fprintf(w, "  %-44s %12.0f recordings/s\n", fmt.Sprintf("  ingest, %s a transaction", thousands(peerIngestChunk)), peer.ingestRate)
 			fmt.Fprintf(w, "  %-44s %12.2f  (ingest %.2f + worker %.2f)\n", "  CPU ms per recording, machine-wide", peer.ingestCPU+peer.workerCPU, peer.ingestCPU, peer.workerCPU)
+			fmt.Fprintf(w, "  %-44s %12.2f\n", "    idle ms per recording, worker's run", peer.workerIdle)
 			fmt.Fprintf(w, "  %-44s %12.2f  (worker %.2f + PostgreSQL %.2f + doubles %.2f)\n", "    worker's run, own processes only", peer.ownCPU, peer.ownWorker, peer.ownDB, peer.ownDoubles)
 			fmt.Fprintf(w, "  %-44s %12.1f MiB\n", "  worker peak RSS", float64(peer.peakRSS)/(1<<20))
 		}
