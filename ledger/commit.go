@@ -27,7 +27,7 @@ const (
 // CommitFlushersDefault is CommitConfig.Flushers' default: half the
 // process's CPUs (GOMAXPROCS), at least 2 and at most 64. With one, every
 // step waits while the group before it is written (its round trips and its
-// commit's WAL flush), so a CPU-bound two-core host sat 15 % idle with all
+// commit's WAL flush), so a CPU-bound two-core host sat 16 % idle with all
 // its workers waiting in line; a second group under way while the first
 // commits took the rate from 353 to 407 recordings/s on average (five
 // interleaved 10,000-recording pairs, make bench), for 3.2 commits per
