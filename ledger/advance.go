@@ -36,8 +36,9 @@ type Advance struct {
 // AdvanceTx applies a inside the caller's transaction, with the same
 // compare-and-set as a transition: when the recording is no longer in the
 // first step's From it returns a *StateConflictError and writes nothing.
-// The database checks, at commit, that the events appended lead from the
-// old state to the new one a step at a time (migration 00011).
+// The database checks, at the end of the statement, that the events
+// appended lead from the old state to the new one a step at a time
+// (recording_update_guard, migration 00022).
 func (l *Ledger) AdvanceTx(ctx context.Context, tx pgx.Tx, a Advance) (Recording, error) {
 	p, err := l.advanceParams(a)
 	if err != nil {

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -131,29 +132,24 @@ func TestAdvanceRefusals(t *testing.T) {
 	}
 }
 
-// With Go bypassed, the database checks a move of several steps at commit:
-// events that do not lead from the old state to the new one a step at a
-// time, or too few of them, are refused (CS001); so is a note naming no
-// state. A chain that does lead there commits.
+// With Go bypassed, the database checks a move of several steps at the end
+// of its statement: events that do not lead from the old state to the new
+// one a step at a time, or too few of them, are refused (CS001), as is a
+// one-step move whose event is an edge from another state; so is a note
+// naming no state, and a move whose events come in a later statement (the
+// row is checked when its statement ends). A chain that does lead there
+// commits.
 func TestDatabaseChecksMultiStepMoves(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
 	type ev struct{ prior, next string }
 	move := func(id uuid.UUID, seq int, to string, jump int, evs []ev) error {
-		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `UPDATE recordings SET state = $2, last_event_seq = last_event_seq + $3 WHERE id = $1`,
-				id, to, jump); err != nil {
-				return err
-			}
-			for i, e := range evs {
-				if _, err := tx.Exec(ctx, `INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
-					VALUES ($1, $2, $3, $4, 1, now())`, id, seq+1+i, e.prior, e.next); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		raw := make([]rawEvent, len(evs))
+		for i, e := range evs {
+			raw[i] = rawEvent{prior: e.prior, next: e.next, attempt: 1}
+		}
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return rawMove(ctx, tx, id, seq, to, jump, 0, raw) })
 	}
 	for name, c := range map[string]struct {
 		jump int
@@ -165,6 +161,8 @@ func TestDatabaseChecksMultiStepMoves(t *testing.T) {
 		"wrong first":    {2, []ev{{"eligible", "submitted"}, {"submitted", "transcribed"}}, false},
 		"too few events": {3, []ev{{"submitted", "transcribed"}, {"transcribed", "validated"}}, false},
 		"wrong last":     {2, []ev{{"submitted", "transcribed"}, {"transcribed", "failed"}}, false},
+		// An edge, but not from the state the row left (submitted).
+		"one step, another edge": {1, []ev{{"transcribed", "failed"}}, false},
 	} {
 		r := b.walk(t, b.ingest(t), ledger.StateEligible, ledger.StateSubmitted)
 		last := c.evs[len(c.evs)-1].next
@@ -182,15 +180,22 @@ func TestDatabaseChecksMultiStepMoves(t *testing.T) {
 		t.Errorf("one-step illegal jump: %v, want CS001", err)
 	}
 	// A note must name a state.
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE recordings SET last_event_seq = last_event_seq + 1 WHERE id = $1`, r.ID); err != nil {
+	err := move(r.ID, r.EventSeq, "submitted", 1, []ev{{"bogus", "bogus"}})
+	if sqlState(err) != "CS001" {
+		t.Errorf("note naming no state: %v, want CS001", err)
+	}
+	// The events of a move in a later statement than the move: the move's
+	// own statement is refused, its row left without its last event.
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE recordings SET state = 'transcribed', last_event_seq = last_event_seq + 1
+			WHERE id = $1`, r.ID); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
-			VALUES ($1, $2, 'bogus', 'bogus', 1, now())`, r.ID, r.EventSeq+1)
+			VALUES ($1, $2, 'submitted', 'transcribed', 1, now())`, r.ID, r.EventSeq+1)
 		return err
 	})
-	if sqlState(err) != "CS001" {
-		t.Errorf("note naming no state: %v, want CS001", err)
+	if sqlState(err) != "CS001" || !strings.Contains(err.Error(), "without a matching event") {
+		t.Errorf("events in a later statement than the move: %v, want CS001 without a matching event", err)
 	}
 }

@@ -15,7 +15,7 @@
 //     *StateConflictError and writes nothing. The Tx forms join a caller's
 //     transaction. AdvanceTx moves a row through several transitions in
 //     one statement, still one event per step; the database walks the
-//     steps' events at commit.
+//     steps' events at the end of that statement.
 //   - Events are never updated or deleted: the database refuses it. The one
 //     exception is RetentionPurge, which removes whole histories of terminal
 //     recordings older than the retention age and records each batch.

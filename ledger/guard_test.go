@@ -2,8 +2,10 @@ package ledger_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -25,13 +27,17 @@ func inRolledBack(t *testing.T, pool *pgxpool.Pool, f func(tx pgx.Tx) error) err
 // The recording row's UPDATE guard over raw SQL, for every state a
 // recording can be in, every state and a name that is none to move it to,
 // every way the sequence and updated_at can move and every identity
-// column: the statement itself is refused, with recording_guard's
-// SQLSTATE (CS002 for identity, a sequence moving backward, or updated_at
-// moving without an event or backward; CS001 for a change of state that
-// appends no event or, in one step, is no edge of the Go state machine),
-// exactly when the change breaks that rule, in the function's order:
-// the guard held to the Go state machine pair by pair. Nothing commits,
-// so recording_event_present is not reached.
+// column: the statement itself is refused, with recording_update_guard's
+// SQLSTATE and message, exactly when the change breaks that rule, in the
+// guard's order: a sequence below 1 first (23514, the table's CHECK, which
+// runs before the trigger); CS002 for identity, a sequence moving
+// backward, or updated_at moving without an event or backward; CS001 for a
+// change of state that appends no event, a move of one step that is no
+// edge of the Go state machine, and a row left without its matching last
+// event, as every one of these is: they write no event. The guard held to
+// the Go state machine pair by pair. The same moves of one step with
+// their event written in the same statement (rawMove) pass exactly when
+// they are a note or an edge.
 func TestRecordingUpdateGuardRefusesExactlyTheBrokenRule(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -71,12 +77,22 @@ func TestRecordingUpdateGuardRefusesExactlyTheBrokenRule(t *testing.T) {
 						if identity != "" && (steps != 1 || moved != "forward") {
 							continue // identity: once per pair of states
 						}
-						want := ""
+						want, says := "", ""
 						switch {
-						case identity != "", steps < 0, moved != "same" && (steps == 0 || moved == "backward"):
-							want = "CS002"
-						case to != r.State && (steps <= 0 || (steps == 1 && !ledger.CanTransition(r.State, to))):
-							want = "CS001"
+						case r.EventSeq+steps < 1: // the table's CHECK, before any trigger
+							want, says = "23514", "recordings_last_event_seq_check"
+						case identity != "":
+							want, says = "CS002", "identity columns are immutable"
+						case steps < 0:
+							want, says = "CS002", "may not move backward"
+						case moved != "same" && (steps == 0 || moved == "backward"):
+							want, says = "CS002", "updated_at moves only forward"
+						case to != r.State && steps == 0:
+							want, says = "CS001", "must append one event per step"
+						case to != r.State && steps == 1 && !ledger.CanTransition(r.State, to):
+							want, says = "CS001", "illegal transition"
+						case to != r.State || steps > 0:
+							want, says = "CS001", "without a matching event"
 						}
 						err := inRolledBack(t, b.pool, func(tx pgx.Tx) error {
 							_, err := tx.Exec(ctx, `UPDATE recordings SET state = $2, last_event_seq = last_event_seq + $3,
@@ -84,16 +100,61 @@ func TestRecordingUpdateGuardRefusesExactlyTheBrokenRule(t *testing.T) {
 							return err
 						})
 						cases++
-						if got := sqlState(err); got != want {
-							t.Errorf("%s -> %s, %d steps, updated_at %s, identity %q: %v (SQLSTATE %q), want SQLSTATE %q",
-								r.State, to, steps, moved, identity, err, got, want)
+						if got := sqlState(err); got != want || (err != nil && !strings.Contains(err.Error(), says)) {
+							t.Errorf("%s -> %s, %d steps, updated_at %s, identity %q: %v (SQLSTATE %q), want SQLSTATE %q saying %q",
+								r.State, to, steps, moved, identity, err, got, want, says)
 						}
 					}
 				}
 			}
 		}
 	}
+	// The same moves of one step with their event, in one statement: a
+	// note (the state kept) or an edge passes, anything else is refused.
+	for _, r := range starts {
+		for _, to := range append(ledger.States(), "bogus") {
+			want := "CS001"
+			if to == r.State || ledger.CanTransition(r.State, to) {
+				want = ""
+			}
+			err := inRolledBack(t, b.pool, func(tx pgx.Tx) error {
+				return rawMove(ctx, tx, r.ID, r.EventSeq, string(to), 1, 0,
+					[]rawEvent{{prior: string(r.State), next: string(to), attempt: r.Attempt}})
+			})
+			cases++
+			if got := sqlState(err); got != want {
+				t.Errorf("%s -> %s with its event: %v (SQLSTATE %q), want SQLSTATE %q", r.State, to, err, got, want)
+			}
+		}
+	}
 	t.Logf("%d updates", cases)
+}
+
+// rawEvent is an event rawMove appends: prior -> next, at attempt.
+type rawEvent struct {
+	prior, next string
+	attempt     int
+}
+
+// rawMove moves recording id, whose last event is seq, to state to in one
+// statement, bypassing Go: its sequence on by jump and its attempt by
+// attemptInc, with evs appended as events seq+1 on at the row's
+// updated_at. One statement, as callscribe writes every move: the guards
+// check the row and its events at the statement's end.
+func rawMove(ctx context.Context, tx pgx.Tx, id uuid.UUID, seq int, to string, jump, attemptInc int, evs []rawEvent) error {
+	seqs, attempts := make([]int32, len(evs)), make([]int32, len(evs))
+	priors, nexts := make([]string, len(evs)), make([]string, len(evs))
+	for i, e := range evs {
+		seqs[i], priors[i], nexts[i], attempts[i] = int32(seq+1+i), e.prior, e.next, int32(e.attempt)
+	}
+	_, err := tx.Exec(ctx, `WITH upd AS (
+			UPDATE recordings SET state = $2, last_event_seq = last_event_seq + $3, attempt = attempt + $4
+			WHERE id = $1 RETURNING updated_at)
+		INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
+		SELECT $1, e.seq, e.prior, e.next, e.attempt, upd.updated_at
+		FROM upd, unnest($5::integer[], $6::text[], $7::text[], $8::integer[]) AS e (seq, prior, next, attempt)`,
+		id, to, jump, attemptInc, seqs, priors, nexts, attempts)
+	return err
 }
 
 // recording_events' insert guard over raw SQL, for every event: a first

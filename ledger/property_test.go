@@ -83,25 +83,18 @@ func TestTransitionsAgainstModel(t *testing.T) {
 							submissions++
 						}
 					}
+					evs := make([]rawEvent, len(chain))
+					attempt := model.attempt
+					for i, st := range chain {
+						if st.To == ledger.StateSubmitted && st.From != st.To {
+							attempt++
+						}
+						// At the row's updated_at, which the raw UPDATE
+						// leaves alone: the history replays to the row.
+						evs[i] = rawEvent{prior: string(st.From), next: string(st.To), attempt: attempt}
+					}
 					dbErr := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-						if _, err := tx.Exec(ctx, `UPDATE recordings SET state = $2, last_event_seq = last_event_seq + $3,
-							attempt = attempt + $4 WHERE id = $1`, id, string(from), k, submissions); err != nil {
-							return err
-						}
-						attempt := model.attempt
-						for i, st := range chain {
-							if st.To == ledger.StateSubmitted && st.From != st.To {
-								attempt++
-							}
-							// At the row's updated_at, which the raw UPDATE
-							// left alone: the history replays to the row.
-							if _, err := tx.Exec(ctx, `INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
-								SELECT $1, $2, $3, $4, $5, updated_at FROM recordings WHERE id = $1`,
-								id, model.seq+1+i, string(st.From), string(st.To), attempt); err != nil {
-								return err
-							}
-						}
-						return nil
+						return rawMove(ctx, tx, id, model.seq, string(from), k, submissions, evs)
 					})
 					// The database takes any history of edges and notes
 					// (an event that keeps the state), and nothing else.
@@ -147,13 +140,8 @@ func TestTransitionsAgainstModel(t *testing.T) {
 				if from == model.state && from != to { // (X -> X is a note, see Note)
 					// Bypass Go: the database must refuse the same edge.
 					dbErr := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-						if _, err := tx.Exec(ctx, `UPDATE recordings SET state = $2, last_event_seq = last_event_seq + 1
-							WHERE id = $1`, id, string(to)); err != nil {
-							return err
-						}
-						_, err := tx.Exec(ctx, `INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at)
-							VALUES ($1, $2, $3, $4, $5, now())`, id, model.seq+1, string(from), string(to), model.attempt)
-						return err
+						return rawMove(ctx, tx, id, model.seq, string(to), 1, 0,
+							[]rawEvent{{prior: string(from), next: string(to), attempt: model.attempt}})
 					})
 					if sqlState(dbErr) != "CS001" {
 						rt.Fatalf("raw SQL %s -> %s: err = %v, want CS001", from, to, dbErr)

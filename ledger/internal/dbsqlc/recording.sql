@@ -115,7 +115,7 @@ SELECT * FROM upd;
 -- (prior_states[i] -> new_states[i], numbered after the row's last), and,
 -- with with_transcript, the transcript the first step received. No row: the
 -- recording is not in from_state (or does not exist). The database checks
--- the steps' chain at commit (migration 00011).
+-- the steps' chain at the statement's end (migration 00022).
 WITH steps AS (
     -- back: how many events the move appends after this step's;
     -- attempt_back: how many attempts its later steps count.

@@ -98,7 +98,7 @@ type RecordingAdvanceRow struct {
 // (prior_states[i] -> new_states[i], numbered after the row's last), and,
 // with with_transcript, the transcript the first step received. No row: the
 // recording is not in from_state (or does not exist). The database checks
-// the steps' chain at commit (migration 00011).
+// the steps' chain at the statement's end (migration 00022).
 func (q *Queries) RecordingAdvance(ctx context.Context, db DBTX, arg RecordingAdvanceParams) (RecordingAdvanceRow, error) {
 	row := db.QueryRow(ctx, recordingAdvance,
 		arg.AttemptBacks,

@@ -227,7 +227,7 @@ func New(cfg Config) *Metrics {
 			Help: "Steps committed in group transactions; divided by callscribe_group_commit_groups_total, the steps per commit. Per process."},
 			func() float64 { return float64(ledger.ProcessCommitStats().Items) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_group_commit_alone_total",
-			Help: "Steps written again alone after their group rolled back (a step's error, a deadlock between groups, a check at commit). Per process."},
+			Help: "Steps written again alone after their group rolled back (a step's error, a deadlock between groups). Per process."},
 			func() float64 { return float64(ledger.ProcessCommitStats().Alone) }))
 	if f := cfg.AuthFailures; f != nil {
 		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_failures_total",
