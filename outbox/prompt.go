@@ -14,6 +14,7 @@ import (
 
 	"github.com/callscribe/callscribe/internal/pgtime"
 	"github.com/callscribe/callscribe/internal/riverunique"
+	"github.com/callscribe/callscribe/internal/stackgrow"
 	"github.com/callscribe/callscribe/ledger"
 	"github.com/callscribe/callscribe/outbox/internal/dbsqlc"
 )
@@ -76,6 +77,7 @@ func (p *prompter) start(client *river.Client[pgx.Tx], d dbsqlc.OutboxDeliveryGe
 	}
 	p.wg.Add(1)
 	go func() {
+		stackgrow.Grow() // one copy of its stack now, not several deep in the try
 		defer p.wg.Done()
 		defer p.unreserve()
 		p.try(client, d)

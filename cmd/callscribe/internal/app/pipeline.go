@@ -19,6 +19,7 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/config"
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/metrics"
 	"github.com/callscribe/callscribe/crm/connector"
+	"github.com/callscribe/callscribe/internal/stackgrow"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
 	"github.com/callscribe/callscribe/ledger"
@@ -176,6 +177,7 @@ func NewRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 		middleware = append(middleware, m.WorkerMiddleware(queues))
 	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Hooks:        []rivertype.Hook{&growStack{}},
 		Middleware:   middleware,
 		Queues:       queues,
 		Workers:      workers,
@@ -198,6 +200,16 @@ func NewRiverClient(pool *pgxpool.Pool, log *slog.Logger, p *jobs.Pipeline, o *o
 		// (docs/operations.md).
 		ReindexerIndexNames: []string{},
 	})
+}
+
+// growStack grows a job's goroutine stack once as the job begins (River
+// runs each job in a goroutine of its own), before its arguments are
+// decoded: see internal/stackgrow.
+type growStack struct{ river.HookDefaults }
+
+func (*growStack) WorkBegin(context.Context, *rivertype.JobRow) error {
+	stackgrow.Grow()
+	return nil
 }
 
 // quietInfo passes River's warnings and errors, and its info lines only when
