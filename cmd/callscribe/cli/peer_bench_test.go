@@ -59,6 +59,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -164,6 +165,17 @@ func peerMain(role string) int {
 	case "ingest":
 		err = peerIngest(ctx, cfg)
 	case "worker":
+		// BENCH_PEER_CPUPROFILE=FILE: the peer worker's CPU profile, to
+		// set beside callscribe's (BENCH_CPUPROFILE); a later run's
+		// replaces an earlier one's.
+		if path := os.Getenv("BENCH_PEER_CPUPROFILE"); path != "" {
+			stopProfile, perr := startCPUProfile(path)
+			if perr != nil {
+				log.Error("peer: starting the CPU profile", slog.Any("error", perr))
+				return 1
+			}
+			defer stopProfile()
+		}
 		err = peerWork(ctx, cfg, log)
 	default:
 		err = fmt.Errorf("unknown role %q, want ingest or worker", role)
@@ -173,6 +185,23 @@ func peerMain(role string) int {
 		return 1
 	}
 	return 0
+}
+
+// startCPUProfile writes this process's CPU profile to path until the
+// function it returns is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path) //nolint:gosec // a path the bench's caller names
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // peerPool opens the peer's pool of maxConns connections.

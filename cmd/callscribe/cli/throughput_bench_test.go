@@ -99,7 +99,8 @@ const (
 // CRM token of its own (so Redis holds fresh scope windows). Every wait is
 // bounded: a run that does not finish fails with the recordings' states
 // and the worker's log. BENCH_CPUPROFILE=FILE writes the worker's CPU
-// profile of the 10,000 run (`callscribe worker --cpuprofile`). When the
+// profile of the 10,000 run (`callscribe worker --cpuprofile`), and
+// BENCH_PEER_CPUPROFILE=FILE the peer worker's of its last run. When the
 // server preloads pg_stat_statements, the top 10 statements by total time
 // of the 10,000 run are printed. Run it with -benchtime 1x:
 //
