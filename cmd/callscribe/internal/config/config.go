@@ -26,6 +26,7 @@ import (
 	"github.com/callscribe/callscribe/cmd/callscribe/internal/serve/status"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/internal/fielderr"
+	"github.com/callscribe/callscribe/internal/lazylog"
 	"github.com/callscribe/callscribe/internal/vendorhttp"
 	"github.com/callscribe/callscribe/jobs"
 	"github.com/callscribe/callscribe/jobs/audio"
@@ -666,15 +667,17 @@ func LoadConfig(path string, getenv func(string) string) (Config, error) {
 }
 
 // NewLogger builds the process logger from the log section. Format auto
-// (or empty) writes JSON unless w is a terminal.
+// (or empty) writes JSON unless w is a terminal. A logger made from it
+// with With formats its attributes only when it first writes a record
+// (internal/lazylog): a job's or a try's logger usually writes none.
 func NewLogger(w io.Writer, c LogConfig) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level)))
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "json" || (c.Format == "auto" || c.Format == "") && !terminal(w) {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(lazylog.New(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(lazylog.New(slog.NewTextHandler(w, opts)))
 }
 
 // terminal reports whether w is a terminal (a character device).
