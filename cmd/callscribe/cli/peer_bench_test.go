@@ -59,7 +59,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -69,6 +68,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/callscribe/callscribe/cmd/callscribe/cli"
 	"github.com/callscribe/callscribe/crm"
 	"github.com/callscribe/callscribe/crm/connector"
 	"github.com/callscribe/callscribe/crm/extract"
@@ -169,7 +169,7 @@ func peerMain(role string) int {
 		// set beside callscribe's (BENCH_CPUPROFILE); a later run's
 		// replaces an earlier one's.
 		if path := os.Getenv("BENCH_PEER_CPUPROFILE"); path != "" {
-			stopProfile, perr := startCPUProfile(path)
+			stopProfile, perr := cli.StartCPUProfile(path)
 			if perr != nil {
 				log.Error("peer: starting the CPU profile", slog.Any("error", perr))
 				return 1
@@ -185,23 +185,6 @@ func peerMain(role string) int {
 		return 1
 	}
 	return 0
-}
-
-// startCPUProfile writes this process's CPU profile to path until the
-// function it returns is called.
-func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path) //nolint:gosec // a path the bench's caller names
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}, nil
 }
 
 // peerPool opens the peer's pool of maxConns connections.
