@@ -61,7 +61,9 @@ func (l *Ledger) QueueAdvance(q *Queue, a Advance) func(ctx context.Context, tx 
 	}
 	var row dbsqlc.RecordingAdvanceRow
 	var qerr error
-	dbsqlc.QueueRecordingAdvance(q.Batch, p, func(r dbsqlc.RecordingAdvanceRow, err error) { row, qerr = r, err })
+	// Merged with the round's other moves of transcripts: one statement.
+	QueueMerged(q, advanceMergeKey{}, p.ID, p, func(r dbsqlc.RecordingAdvanceRow, err error) { row, qerr = r, err },
+		dbsqlc.QueueRecordingAdvance, dbsqlc.QueueRecordingAdvanceMany)
 	return func(ctx context.Context, tx pgx.Tx, batchErr error) (Recording, error) {
 		if qerr == nil && batchErr != nil {
 			qerr = batchErr // the statement's answer never came
@@ -69,6 +71,8 @@ func (l *Ledger) QueueAdvance(q *Queue, a Advance) func(ctx context.Context, tx 
 		return l.advanceResult(ctx, tx, a, row, qerr)
 	}
 }
+
+type advanceMergeKey struct{}
 
 // advanceResult is what a's statement answered (rec, err) as AdvanceTx
 // returns it.

@@ -113,7 +113,82 @@ type FinishFunc func(ctx context.Context, tx pgx.Tx, batchErr error) error
 type Queue struct {
 	Batch *pgx.Batch
 	run   *queueRun
+	round *queueRound
 	then  QueueFunc
+}
+
+// A Merged is one statement that the queued steps of a round share: each
+// step adds its item to it (Queue.Merged) instead of queuing a statement of
+// its own, and the round queues the statement once on its batch, after
+// every step of the round has queued (so after the steps' own statements).
+// Its answers reach each item's step before that step's finish runs. A
+// group's steps of one kind (the recordings' moves, the deliveries' tries)
+// so cost the database one statement, its fixed costs and its statement
+// guards once, instead of one per step.
+type Merged interface {
+	// Queue puts the statement on b and returns how many steps' items it
+	// holds; it is called once, when the round's steps have all queued.
+	// With one item it may queue that item's own one-row statement.
+	Queue(b *pgx.Batch) int
+}
+
+// QueueMerged queues the item p of the step queuing on q, whose row is
+// id, merged under key with the round's other items of the kind into one
+// statement (Merged): many writes them all, one writes one alone (a round
+// with a single item of the kind, or a second item for a row already in
+// the round: its own statement, after the merged one, so that each item
+// of a merged statement names a row once). fn gets the item's answer.
+func QueueMerged[K comparable, P, R any](q *Queue, key any, id K, p P, fn func(R, error),
+	one func(*pgx.Batch, P, func(R, error)), many func(*pgx.Batch, []P, []func(R, error))) {
+	m := q.Merged(key, func() Merged { return &merge[K, P, R]{one: one, many: many, ids: map[K]bool{}} }).(*merge[K, P, R])
+	if m.ids[id] {
+		one(q.Batch, p, fn)
+		return
+	}
+	m.ids[id] = true
+	m.ps, m.fns = append(m.ps, p), append(m.fns, fn)
+}
+
+// merge is a round's items of one kind (QueueMerged), their rows distinct.
+type merge[K comparable, P, R any] struct {
+	one  func(*pgx.Batch, P, func(R, error))
+	many func(*pgx.Batch, []P, []func(R, error))
+	ps   []P
+	fns  []func(R, error)
+	ids  map[K]bool
+}
+
+func (m *merge[K, P, R]) Queue(b *pgx.Batch) int {
+	if len(m.ps) == 1 {
+		m.one(b, m.ps[0], m.fns[0])
+		return 1
+	}
+	m.many(b, m.ps, m.fns)
+	return len(m.ps)
+}
+
+// queueRound is one round trip's merged statements, in the order the
+// round's steps first asked for them.
+type queueRound struct {
+	merged map[any]Merged
+	order  []Merged
+}
+
+// Merged returns the round's merged statement under key, made by mk the
+// first time a step of the round asks for it. A step adds its item to
+// what Merged returns, during its QueueFunc (or a Then's), never later.
+func (q *Queue) Merged(key any, mk func() Merged) Merged {
+	r := q.round
+	if m, ok := r.merged[key]; ok {
+		return m
+	}
+	m := mk()
+	if r.merged == nil {
+		r.merged = map[any]Merged{}
+	}
+	r.merged[key] = m
+	r.order = append(r.order, m)
+	return m
 }
 
 // Then queues next for the group's next round trip, after every finish
@@ -152,6 +227,9 @@ type queueRun struct {
 	tails map[any]Tail
 	order []Tail
 	told  bool // a group's: its tails that are OutcomeTails are told how it ended
+	// merged counts the steps whose statement was merged with another
+	// step's (Merged, two items or more).
+	merged int
 }
 
 // An OutcomeTail is a Tail told how its group's transaction ended:
@@ -199,11 +277,17 @@ func runQueued(ctx context.Context, tx pgx.Tx, run *queueRun, qs []QueueFunc, id
 	}
 	for len(todo) > 0 {
 		b := &pgx.Batch{}
+		round := &queueRound{}
 		queues := make([]*Queue, len(todo))
 		finish := make([]FinishFunc, len(todo))
 		for k, p := range todo {
-			queues[k] = &Queue{Batch: b, run: run}
+			queues[k] = &Queue{Batch: b, run: run, round: round}
 			finish[k] = p.qf(queues[k])
+		}
+		for _, m := range round.order {
+			if n := m.Queue(b); n > 1 {
+				run.merged += n
+			}
 		}
 		var batchErr error
 		if b.Len() > 0 {
@@ -257,6 +341,12 @@ type CommitStats struct {
 	// Alone is how many steps were written again alone, after their
 	// group rolled back (a step's error, a deadlock).
 	Alone int64
+	// Merged is how many steps of committed groups had their statement
+	// merged with other steps' of their kind (Queue.Merged): one
+	// statement for a round's moves of recordings, one for its moves of
+	// transcripts, one for its deliveries' tries, one for their
+	// settlements.
+	Merged int64
 }
 
 // Committer gathers the steps of a process's workers into group
@@ -273,7 +363,7 @@ type Committer struct {
 	running int  // groups being gathered or written
 	full    chan struct{}
 
-	groups, items, alone atomic.Int64
+	groups, items, alone, merged atomic.Int64
 }
 
 type commitItem struct {
@@ -387,16 +477,17 @@ func queuedAlone(queue QueueFunc) CommitFunc {
 // Stats reports what c did since it was made (zero when it does not
 // group).
 func (c *Committer) Stats() CommitStats {
-	return CommitStats{Groups: c.groups.Load(), Items: c.items.Load(), Alone: c.alone.Load()}
+	return CommitStats{Groups: c.groups.Load(), Items: c.items.Load(), Alone: c.alone.Load(), Merged: c.merged.Load()}
 }
 
 // processCommits counts what every committer of the process did.
-var processCommits struct{ groups, items, alone atomic.Int64 }
+var processCommits struct{ groups, items, alone, merged atomic.Int64 }
 
 // ProcessCommitStats reports what every committer of this process did
 // since it started (the per-process metrics).
 func ProcessCommitStats() CommitStats {
-	return CommitStats{Groups: processCommits.groups.Load(), Items: processCommits.items.Load(), Alone: processCommits.alone.Load()}
+	return CommitStats{Groups: processCommits.groups.Load(), Items: processCommits.items.Load(), Alone: processCommits.alone.Load(),
+		Merged: processCommits.merged.Load()}
 }
 
 // CommitStats reports what the ledger's committer did.
@@ -550,8 +641,10 @@ func (c *Committer) write(group []*commitItem) {
 		run.tell(true)
 		c.groups.Add(1)
 		c.items.Add(int64(len(group)))
+		c.merged.Add(int64(run.merged))
 		processCommits.groups.Add(1)
 		processCommits.items.Add(int64(len(group)))
+		processCommits.merged.Add(int64(run.merged))
 		for i, it := range group {
 			it.done <- results[i]
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"pgregory.net/rapid"
 
+	"github.com/callscribe/callscribe/internal/pgmerge"
 	"github.com/callscribe/callscribe/ledger"
 )
 
@@ -255,6 +256,10 @@ func TestGroupCommitProperty(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `CREATE TABLE commit_probe (k text PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
+	// The key a "mrefused" step inserts: the database refuses it.
+	if _, err := b.pool.Exec(ctx, `INSERT INTO commit_probe (k) VALUES ('refused')`); err != nil {
+		t.Fatal(err)
+	}
 	round := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		round++
@@ -264,7 +269,8 @@ func TestGroupCommitProperty(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"ok", "fail", "nothing", "qok", "qnothing", "qrefused", "q2", "q2fail", "q2alone", "qtailfail"}), 1, 30).Draw(rt, "steps")
+		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"ok", "fail", "nothing", "qok", "qnothing", "qrefused", "q2", "q2fail", "q2alone", "qtailfail",
+			"mok", "mnothing", "mdup", "mrefused"}), 1, 30).Draw(rt, "steps")
 		boom := errors.New("boom")
 		errs := make([]error, len(kinds))
 		var wg sync.WaitGroup
@@ -279,6 +285,10 @@ func TestGroupCommitProperty(t *testing.T) {
 					// Alone (its group rolled back), the same rounds and a
 					// tail of its own.
 					errs[i] = l.Committer().CommitQueued(ctx, roundsProbe(kind, k, boom), nil)
+					return
+				}
+				if kind[0] == 'm' {
+					errs[i] = l.Committer().CommitQueued(ctx, mergedProbe(kind, k), nil)
 					return
 				}
 				if kind[0] == 'q' {
@@ -304,17 +314,17 @@ func TestGroupCommitProperty(t *testing.T) {
 		for i, kind := range kinds {
 			k := fmt.Sprintf("%d-%d", round, i)
 			want := map[string]error{"ok": nil, "fail": boom, "nothing": ledger.ErrStateConflict, "qok": nil, "qnothing": pgx.ErrNoRows,
-				"q2": nil, "q2fail": boom, "q2alone": nil}[kind]
+				"q2": nil, "q2fail": boom, "q2alone": nil, "mok": nil, "mnothing": pgx.ErrNoRows, "mdup": nil}[kind]
 			var pgErr *pgconn.PgError
 			switch {
-			case kind == "qrefused" || kind == "qtailfail":
+			case kind == "qrefused" || kind == "qtailfail" || kind == "mrefused":
 				if !errors.As(errs[i], &pgErr) || pgErr.Code != "23505" {
 					rt.Fatalf("step %d (%s): err %v, want the unique violation", i, kind, errs[i])
 				}
 			case !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil):
 				rt.Fatalf("step %d (%s): err %v", i, kind, errs[i])
 			}
-			if keys[k] != (kind == "ok" || kind == "qok" || kind == "q2") {
+			if keys[k] != (kind == "ok" || kind == "qok" || kind == "q2" || kind == "mok" || kind == "mdup") {
 				rt.Fatalf("step %d (%s): written %v", i, kind, keys[k])
 			}
 			// A step of rounds is written whole or not at all: its second
@@ -356,6 +366,68 @@ func queuedProbe(kind, k string) ledger.QueueFunc {
 			return ledger.KeptUsable(tx, qerr)
 		}
 	}
+}
+
+// mergedProbe is a one-statement step whose statement is merged with
+// the round's others of its kind (ledger.QueueMerged): "mok" inserts k,
+// "mnothing" matches no row (pgx.ErrNoRows, nothing written), "mdup"
+// inserts k under a row id that every "mdup" shares (a second in a round
+// goes as its own statement), "mrefused" inserts the key the table
+// already holds (the merged statement refused, then the step alone).
+func mergedProbe(kind, k string) ledger.QueueFunc {
+	return func(q *ledger.Queue) ledger.FinishFunc {
+		item, id := k, k
+		switch kind {
+		case "mnothing":
+			item = "absent:" + k
+		case "mdup":
+			id = "dup"
+		case "mrefused":
+			item = "refused"
+		}
+		var qerr error
+		ledger.QueueMerged(q, probeMergeKey{}, id, item, func(_ int32, err error) { qerr = err }, probeOne, probeMany)
+		return func(_ context.Context, tx pgx.Tx, batchErr error) error {
+			if qerr == nil && batchErr != nil {
+				qerr = batchErr
+			}
+			return ledger.KeptUsable(tx, qerr)
+		}
+	}
+}
+
+type probeMergeKey struct{}
+
+// probeOne writes one mergedProbe item by itself: inserts it, or, for an
+// absent: one, updates the row that is not there.
+func probeOne(b *pgx.Batch, item string, fn func(int32, error)) {
+	sql := `INSERT INTO commit_probe (k) VALUES ($1) RETURNING 1::int4`
+	if strings.HasPrefix(item, "absent:") {
+		sql = `UPDATE commit_probe SET k = k WHERE k = $1 RETURNING 1::int4`
+	}
+	b.Queue(sql, item).QueryRow(func(row pgx.Row) error {
+		var one int32
+		err := row.Scan(&one)
+		fn(one, err)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+}
+
+// probeMany writes mergedProbe items in one statement: a row per item
+// inserted, with its place.
+func probeMany(b *pgx.Batch, items []string, fns []func(int32, error)) {
+	b.Queue(`WITH u AS (SELECT x, ord FROM unnest($1::text[]) WITH ORDINALITY AS u(x, ord)),
+		ins AS (INSERT INTO commit_probe (k) SELECT x FROM u WHERE x NOT LIKE 'absent:%' RETURNING k)
+		SELECT u.ord::int4, 1::int4 FROM u JOIN ins ON ins.k = u.x`, items).Query(func(rows pgx.Rows) error {
+		return pgmerge.Answer(rows, fns, func(rows pgx.Rows) (int32, int32, error) {
+			var ord, one int32
+			err := rows.Scan(&ord, &one)
+			return ord, one, err
+		})
+	})
 }
 
 // roundsProbe is a step of two round trips and a share of the group's
@@ -426,5 +498,222 @@ func TestCommitFlushersDefault(t *testing.T) { //nolint:paralleltest // sets GOM
 		if got := (ledger.CommitConfig{Flushers: 3}).WithDefaults().Flushers; got != 3 {
 			t.Errorf("GOMAXPROCS %d: a configured 3 became %d", procs, got)
 		}
+	}
+}
+
+// A group's moves of recordings are written by one merged statement
+// (Queue.Merged): each move is its own compare-and-set, a lost one loses
+// alone, and each writes what a move written by itself writes, the row
+// and its event, field by field.
+func TestGroupCommitMergesMoves(t *testing.T) {
+	t.Parallel()
+	l, b := groupLedger(t, 7, time.Second)
+	ctx := context.Background()
+	notBefore := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	deadline := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	// Each move twice: on a recording of the group, and on its twin,
+	// moved by itself (b.ledger: a group of one writes its one-row
+	// statement).
+	moves := []struct {
+		path []ledger.State // walked first, alone
+		t    ledger.Transition
+	}{
+		{nil, ledger.Transition{To: ledger.StateEligible, Reason: "ready"}},
+		{nil, ledger.Transition{To: ledger.StateEligible, Reason: "ready", Detail: map[string]any{"k": "v"}}},
+		{[]ledger.State{ledger.StateEligible}, ledger.Transition{To: ledger.StateSubmitted, Reason: "sent", Provider: new("generic-http"), ProviderID: new("vid-1")}},
+		{[]ledger.State{ledger.StateEligible, ledger.StateSubmitted}, ledger.Transition{To: ledger.StateRetryWait, Reason: "throttled",
+			ResponseClass: "rate_limited", RetryAfter: new("30"), NotBefore: &notBefore, Deadline: &deadline}},
+		{[]ledger.State{ledger.StateEligible, ledger.StateSubmitted}, ledger.Transition{To: ledger.StateTranscribed, Reason: "done", ResponseClass: "completed"}},
+		{[]ledger.State{ledger.StateEligible}, ledger.Transition{To: ledger.StateFailed, Reason: "refused", Detail: map[string]any{"n": 3.0}}},
+	}
+	prepare := func() []ledger.Recording {
+		recs := make([]ledger.Recording, len(moves))
+		for i, m := range moves {
+			recs[i] = b.walk(t, b.ingest(t), m.path...)
+		}
+		return recs
+	}
+	grouped, twins := prepare(), prepare()
+	lost := b.walk(t, b.ingest(t), ledger.StateEligible) // moved meanwhile: its step reads received
+	var wg sync.WaitGroup
+	got := make([]ledger.Recording, len(moves))
+	errs := make([]error, len(moves)+1)
+	for i, m := range moves {
+		tr := m.t
+		tr.RecordingID, tr.From = grouped[i].ID, grouped[i].State
+		wg.Go(func() { got[i], errs[i] = l.Transition(ctx, tr) })
+	}
+	wg.Go(func() {
+		_, errs[len(moves)] = l.Transition(ctx, ledger.Transition{RecordingID: lost.ID, From: ledger.StateReceived, To: ledger.StateEligible, Reason: "ready"})
+	})
+	wg.Wait()
+	checkMergedGroup(t, l, errs)
+	for i, m := range moves {
+		tr := m.t
+		tr.RecordingID, tr.From = twins[i].ID, twins[i].State
+		want, err := b.ledger.Transition(ctx, tr)
+		if err != nil {
+			t.Fatalf("twin of move %d: %v", i, err)
+		}
+		stored, err := l.Recording(ctx, grouped[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []ledger.Recording{got[i], stored} {
+			if r.State != want.State || r.Attempt != want.Attempt || r.EventSeq != want.EventSeq || r.Provider != want.Provider ||
+				r.ProviderID != want.ProviderID || !r.NotBefore.Equal(want.NotBefore) || !r.Deadline.Equal(want.Deadline) {
+				t.Fatalf("move %d: row %+v, want as its twin's %+v", i, r, want)
+			}
+		}
+		checkTwinEvents(t, l, i, grouped[i].ID, twins[i].ID)
+	}
+	if r, err := l.Recording(ctx, lost.ID); err != nil || r.EventSeq != lost.EventSeq {
+		t.Fatalf("the lost move's recording: %+v %v, want it as it was (seq %d)", r, err, lost.EventSeq)
+	}
+}
+
+// checkMergedGroup checks the outcome of a merge test's group: every move
+// but the last went through, the last (errs' last) lost its
+// compare-and-set, and all were one group, every move in one merged
+// statement, none written again alone.
+func checkMergedGroup(t *testing.T, l *ledger.Ledger, errs []error) {
+	t.Helper()
+	n := len(errs)
+	for i, err := range errs[:n-1] {
+		if err != nil {
+			t.Fatalf("move %d: %v", i, err)
+		}
+	}
+	if !errors.Is(errs[n-1], ledger.ErrStateConflict) {
+		t.Fatalf("the lost move: err %v, want a state conflict", errs[n-1])
+	}
+	if st := l.CommitStats(); st.Groups != 1 || st.Items != int64(n) || st.Alone != 0 || st.Merged != int64(n) {
+		t.Fatalf("stats %+v: want one group of %d, every move in one merged statement, none alone", st, n)
+	}
+}
+
+// checkTwinEvents checks that move i's recording id has the history of
+// its twin, moved the same way by itself, field by field but for times
+// and ids, and returns it.
+func checkTwinEvents(t *testing.T, l *ledger.Ledger, i int, id, twin uuid.UUID) []ledger.Event {
+	t.Helper()
+	evs, err := l.Events(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twinEvs, err := l.Events(context.Background(), twin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != len(twinEvs) {
+		t.Fatalf("move %d: %d events, its twin %d", i, len(evs), len(twinEvs))
+	}
+	for k := range evs {
+		e, w := evs[k], twinEvs[k]
+		if e.Seq != w.Seq || e.Prior != w.Prior || e.New != w.New || e.Attempt != w.Attempt || e.Reason != w.Reason ||
+			e.ResponseClass != w.ResponseClass || !samePtr(e.RetryAfter, w.RetryAfter) || fmt.Sprint(e.Detail) != fmt.Sprint(w.Detail) {
+			t.Fatalf("move %d, event %d: %+v, want as its twin's %+v", i, k, e, w)
+		}
+	}
+	return evs
+}
+
+func samePtr[T comparable](a, b *T) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// A group's moves of transcripts (Advance, one or more steps, with or
+// without the transcript) are written by one merged statement: each its
+// own compare-and-set, each writing what it writes alone (AdvanceTx): the
+// row, one event per step in order, and its transcript.
+func TestGroupCommitMergesAdvances(t *testing.T) {
+	t.Parallel()
+	l, b := groupLedger(t, 6, time.Second)
+	ctx := context.Background()
+	pid := "tr_1"
+	tr := func(text string, segs int) *ledger.Transcript {
+		out := &ledger.Transcript{Provider: "generic-http", ProviderID: pid, Text: text, Language: "en", Confidence: 0.75, DurationSeconds: 12.5}
+		for i := range segs {
+			out.Segments = append(out.Segments, ledger.Segment{Start: float64(i), End: float64(i + 1), Text: text, Confidence: 0.5})
+		}
+		return out
+	}
+	sub, rw, trd := ledger.StateSubmitted, ledger.StateRetryWait, ledger.StateTranscribed
+	val, com, eli := ledger.StateValidated, ledger.StateCommitted, ledger.StateEligible
+	moves := []struct {
+		path       []ledger.State
+		steps      [][2]ledger.State
+		transcript *ledger.Transcript
+	}{
+		{[]ledger.State{eli, sub}, [][2]ledger.State{{sub, trd}, {trd, val}, {val, com}}, tr("call me back", 2)},
+		{[]ledger.State{eli, sub}, [][2]ledger.State{{sub, trd}}, tr("", 0)},
+		{[]ledger.State{eli, sub, rw}, [][2]ledger.State{{rw, eli}, {eli, sub}}, nil},
+		{[]ledger.State{eli, sub, trd}, [][2]ledger.State{{trd, val}}, nil},
+		{[]ledger.State{eli, sub}, [][2]ledger.State{{sub, trd}, {trd, val}}, tr("send the quote", 1)},
+	}
+	advance := func(r ledger.Recording, i int) ledger.Advance {
+		a := ledger.Advance{RecordingID: r.ID, Transcript: moves[i].transcript}
+		for k, st := range moves[i].steps {
+			step := ledger.Transition{From: st[0], To: st[1], Reason: fmt.Sprintf("step %d of move %d", k, i), Detail: map[string]any{"k": float64(k)}}
+			if st[1] == trd {
+				step.ResponseClass, step.ProviderID = "completed", &pid
+			}
+			a.Steps = append(a.Steps, step)
+		}
+		return a
+	}
+	prepare := func() []ledger.Recording {
+		recs := make([]ledger.Recording, len(moves))
+		for i, m := range moves {
+			recs[i] = b.walk(t, b.ingest(t), m.path...)
+		}
+		return recs
+	}
+	grouped, twins := prepare(), prepare()
+	lost := b.walk(t, b.ingest(t), eli, sub, trd) // its step reads submitted
+	queued := func(a ledger.Advance, rec *ledger.Recording) error {
+		return l.Committer().CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
+			move := l.QueueAdvance(q, a)
+			return func(ctx context.Context, tx pgx.Tx, batchErr error) error {
+				var err error
+				*rec, err = move(ctx, tx, batchErr)
+				return ledger.KeptUsable(tx, err)
+			}
+		}, nil)
+	}
+	var wg sync.WaitGroup
+	got := make([]ledger.Recording, len(moves)+1)
+	errs := make([]error, len(moves)+1)
+	for i := range moves {
+		wg.Go(func() { errs[i] = queued(advance(grouped[i], i), &got[i]) })
+	}
+	wg.Go(func() {
+		errs[len(moves)] = queued(ledger.Advance{RecordingID: lost.ID, Transcript: tr("late", 0),
+			Steps: []ledger.Transition{{From: sub, To: trd, ProviderID: &pid}}}, &got[len(moves)])
+	})
+	wg.Wait()
+	checkMergedGroup(t, l, errs)
+	for i, m := range moves {
+		want, err := b.advance(t, advance(twins[i], i))
+		if err != nil {
+			t.Fatalf("twin of move %d: %v", i, err)
+		}
+		if g := got[i]; g.State != want.State || g.Attempt != want.Attempt || g.ProviderID != want.ProviderID || !g.NotBefore.Equal(want.NotBefore) ||
+			g.EventSeq != want.EventSeq || g.EventSeq != grouped[i].EventSeq+len(m.steps) {
+			t.Fatalf("move %d: row %+v, want as its twin's %+v", i, got[i], want)
+		}
+		if snap, err := ledger.Replay(checkTwinEvents(t, l, i, grouped[i].ID, twins[i].ID)); err != nil || snap != got[i].Snapshot() {
+			t.Fatalf("move %d: replay = %+v, %v; row %+v", i, snap, err, got[i].Snapshot())
+		}
+		gt, gerr := l.Transcript(ctx, grouped[i].ID)
+		wt, werr := l.Transcript(ctx, twins[i].ID)
+		if (gerr == nil) != (m.transcript != nil) || (gerr == nil) != (werr == nil) {
+			t.Fatalf("move %d: transcript errors %v and %v, want one only with a transcript", i, gerr, werr)
+		}
+		if gerr == nil && (gt.Provider != wt.Provider || gt.ProviderID != wt.ProviderID || gt.Text != wt.Text || gt.Language != wt.Language ||
+			gt.Confidence != wt.Confidence || gt.DurationSeconds != wt.DurationSeconds || fmt.Sprint(gt.Segments) != fmt.Sprint(wt.Segments)) {
+			t.Fatalf("move %d: transcript %+v, want as its twin's %+v", i, gt, wt)
+		}
+	}
+	if _, err := l.Transcript(ctx, lost.ID); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the lost move's transcript: %v, want none", err)
 	}
 }

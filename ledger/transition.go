@@ -65,10 +65,9 @@ func (l *Ledger) Transition(ctx context.Context, t Transition) (Recording, error
 	}
 	var rec Recording
 	err = l.commit.CommitQueued(ctx, func(q *Queue) FinishFunc {
-		b := q.Batch
 		var row dbsqlc.RecordingTransitionRow
 		var qerr error
-		dbsqlc.QueueRecordingTransition(b, p, func(r dbsqlc.RecordingTransitionRow, err error) { row, qerr = r, err })
+		queueTransition(q, p, func(r dbsqlc.RecordingTransitionRow, err error) { row, qerr = r, err })
 		return func(ctx context.Context, tx pgx.Tx, batchErr error) error {
 			if qerr == nil && batchErr != nil {
 				qerr = batchErr // the statement's answer never came
@@ -83,6 +82,15 @@ func (l *Ledger) Transition(ctx context.Context, t Transition) (Recording, error
 	}
 	return rec, nil
 }
+
+// queueTransition queues p's move on q, merged with the round's other
+// moves into one RecordingTransitionMany (QueueMerged: one statement,
+// its statement guard run once). fn gets the move's answer.
+func queueTransition(q *Queue, p dbsqlc.RecordingTransitionParams, fn func(dbsqlc.RecordingTransitionRow, error)) {
+	QueueMerged(q, transitionMergeKey{}, p.ID, p, fn, dbsqlc.QueueRecordingTransition, dbsqlc.QueueRecordingTransitionMany)
+}
+
+type transitionMergeKey struct{}
 
 // KeptUsable marks err, the error of a one-statement step in tx, as one
 // that wrote nothing when the transaction is still usable: the statement

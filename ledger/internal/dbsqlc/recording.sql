@@ -109,6 +109,54 @@ WITH upd AS (
 )
 SELECT * FROM upd;
 
+-- name: RecordingTransitionMany :many
+-- RecordingTransition for many recordings in one statement (a group
+-- commit's moves, ledger.Queue.Merged): item i from element i of every
+-- array, each its own compare-and-set on (id, from_state) with its event.
+-- A row per item that moved, with ord, its place (from 1) in the arrays;
+-- an item without one did not move. The ids are distinct (the caller's
+-- merge keeps a second move of one recording out).
+WITH u AS (
+    SELECT s.i AS ord, (@ids::uuid[])[s.i] AS id, (@from_states::text[])[s.i] AS from_state,
+           (@to_states::text[])[s.i] AS to_state, (@attempt_incs::integer[])[s.i] AS attempt_inc,
+           (@ats::timestamptz[])[s.i] AS at, (@providers::text[])[s.i] AS provider,
+           (@provider_ids::text[])[s.i] AS provider_id, (@not_befores::timestamptz[])[s.i] AS not_before,
+           (@deadlines::timestamptz[])[s.i] AS deadline, (@reasons::text[])[s.i] AS reason,
+           (@response_classes::text[])[s.i] AS response_class, (@retry_after_raws::text[])[s.i] AS retry_after_raw,
+           (@details::jsonb[])[s.i] AS detail
+    FROM generate_subscripts(@ids::uuid[], 1) AS s(i)
+), upd AS (
+    UPDATE recordings
+    SET state = u.to_state,
+        attempt = recordings.attempt + u.attempt_inc,
+        updated_at = u.at,
+        last_event_seq = recordings.last_event_seq + 1,
+        provider = COALESCE(u.provider, recordings.provider),
+        provider_id = COALESCE(u.provider_id, recordings.provider_id),
+        not_before = u.not_before,
+        deadline = COALESCE(u.deadline, recordings.deadline)
+    FROM u
+    -- ANY: the rows by their key (a generic plan expects a thousand items
+    -- from generate_subscripts and would hash the whole table)
+    WHERE recordings.id = ANY(@ids::uuid[]) AND recordings.id = u.id AND recordings.state = u.from_state
+    RETURNING u.ord, u.from_state AS prior_state, u.at AS event_at, u.reason, u.response_class, u.retry_after_raw, u.detail,
+              recordings.id, recordings.tenant_id, recordings.call_id, recordings.audio_sha256, recordings.business_key,
+              recordings.state, recordings.attempt, recordings.lane, recordings.audio_uri, recordings.audio_bytes,
+              recordings.deadline, recordings.created_at, recordings.updated_at, recordings.last_event_seq,
+              recordings.provider, recordings.provider_id, recordings.model, recordings.language, recordings.not_before,
+              recordings.started_at, recordings.audio_duration_ms
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
+                                  reason, response_class, retry_after_raw, detail)
+    SELECT upd.id, upd.last_event_seq, upd.prior_state, upd.state, upd.attempt, upd.event_at,
+           upd.reason, upd.response_class, upd.retry_after_raw, upd.detail
+    FROM upd
+)
+SELECT upd.ord, upd.id, upd.tenant_id, upd.call_id, upd.audio_sha256, upd.business_key, upd.state, upd.attempt, upd.lane,
+       upd.audio_uri, upd.audio_bytes, upd.deadline, upd.created_at, upd.updated_at, upd.last_event_seq, upd.provider,
+       upd.provider_id, upd.model, upd.language, upd.not_before, upd.started_at, upd.audio_duration_ms
+FROM upd;
+
 -- name: RecordingAdvance :one
 -- A move of one or more steps in one statement: a compare-and-set on (id,
 -- from_state), the row to the last step's state, one event per step
@@ -146,6 +194,70 @@ WITH steps AS (
     FROM upd WHERE @with_transcript::boolean
 )
 SELECT * FROM upd;
+
+-- name: RecordingAdvanceMany :many
+-- RecordingAdvance for many recordings in one statement (a group commit's
+-- moves of transcripts, ledger.Queue.Merged): item i from element i of the
+-- item arrays, each its own compare-and-set on (id, from_state); its steps
+-- are the elements of the step arrays whose step_items is i, in order
+-- (back and attempt_back as RecordingAdvance's seq_backs and
+-- attempt_backs); its transcript, if any, the elements of the tr_ arrays
+-- whose tr_items is i. A row per item that moved, with ord, its place
+-- (from 1); an item without one did not move. The ids are distinct (the
+-- caller's merge keeps a second move of one recording out). The database
+-- checks each recording's steps at the statement's end (migration 00022).
+WITH u AS (
+    SELECT s.i AS ord, (@ids::uuid[])[s.i] AS id, (@from_states::text[])[s.i] AS from_state,
+           (@to_states::text[])[s.i] AS to_state, (@attempt_incs::integer[])[s.i] AS attempt_inc,
+           (@step_counts::integer[])[s.i] AS step_count, (@ats::timestamptz[])[s.i] AS at,
+           (@provider_ids::text[])[s.i] AS provider_id
+    FROM generate_subscripts(@ids::uuid[], 1) AS s(i)
+), steps AS (
+    SELECT (@step_items::integer[])[s.i] AS item, (@seq_backs::integer[])[s.i] AS back,
+           (@attempt_backs::integer[])[s.i] AS attempt_back, (@prior_states::text[])[s.i] AS prior_state,
+           (@new_states::text[])[s.i] AS new_state, (@reasons::text[])[s.i] AS reason,
+           (@response_classes::text[])[s.i] AS response_class, (@details::jsonb[])[s.i] AS detail
+    FROM generate_subscripts(@step_items::integer[], 1) AS s(i)
+), trs AS (
+    SELECT (@tr_items::integer[])[s.i] AS item, (@tr_providers::text[])[s.i] AS provider,
+           (@tr_vendor_ids::text[])[s.i] AS vendor_id, (@tr_texts::text[])[s.i] AS text,
+           (@tr_languages::text[])[s.i] AS language, (@tr_confidences::double precision[])[s.i] AS confidence,
+           (@tr_duration_seconds::double precision[])[s.i] AS duration_seconds, (@tr_segments::jsonb[])[s.i] AS segments
+    FROM generate_subscripts(@tr_items::integer[], 1) AS s(i)
+), upd AS (
+    UPDATE recordings
+    SET state = u.to_state,
+        attempt = recordings.attempt + u.attempt_inc,
+        updated_at = u.at,
+        last_event_seq = recordings.last_event_seq + u.step_count,
+        provider_id = COALESCE(u.provider_id, recordings.provider_id),
+        not_before = NULL
+    FROM u
+    -- ANY: the rows by their key (as RecordingTransitionMany)
+    WHERE recordings.id = ANY(@ids::uuid[]) AND recordings.id = u.id AND recordings.state = u.from_state
+    RETURNING u.ord, u.at AS event_at,
+              recordings.id, recordings.tenant_id, recordings.call_id, recordings.audio_sha256, recordings.business_key,
+              recordings.state, recordings.attempt, recordings.lane, recordings.audio_uri, recordings.audio_bytes,
+              recordings.deadline, recordings.created_at, recordings.updated_at, recordings.last_event_seq,
+              recordings.provider, recordings.provider_id, recordings.model, recordings.language, recordings.not_before,
+              recordings.started_at, recordings.audio_duration_ms
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
+                                  reason, response_class, detail)
+    SELECT upd.id, upd.last_event_seq - steps.back, steps.prior_state, steps.new_state, upd.attempt - steps.attempt_back,
+           upd.event_at, steps.reason, steps.response_class, steps.detail
+    FROM upd JOIN steps ON steps.item = upd.ord
+), tr AS (
+    INSERT INTO transcripts (recording_id, provider, provider_id, text, language, confidence,
+                             duration_seconds, segments, created_at)
+    SELECT upd.id, trs.provider, trs.vendor_id, trs.text, trs.language, trs.confidence,
+           trs.duration_seconds, trs.segments, upd.event_at
+    FROM upd JOIN trs ON trs.item = upd.ord
+)
+SELECT upd.ord, upd.id, upd.tenant_id, upd.call_id, upd.audio_sha256, upd.business_key, upd.state, upd.attempt, upd.lane,
+       upd.audio_uri, upd.audio_bytes, upd.deadline, upd.created_at, upd.updated_at, upd.last_event_seq, upd.provider,
+       upd.provider_id, upd.model, upd.language, upd.not_before, upd.started_at, upd.audio_duration_ms
+FROM upd;
 
 -- name: RecordingNote :one
 -- An event that keeps the state (prior = new), with the same compare-and-set.

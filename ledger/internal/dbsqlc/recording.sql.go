@@ -150,6 +150,189 @@ func (q *Queries) RecordingAdvance(ctx context.Context, db DBTX, arg RecordingAd
 	return i, err
 }
 
+const recordingAdvanceMany = `-- name: RecordingAdvanceMany :many
+WITH u AS (
+    SELECT s.i AS ord, ($1::uuid[])[s.i] AS id, ($2::text[])[s.i] AS from_state,
+           ($3::text[])[s.i] AS to_state, ($4::integer[])[s.i] AS attempt_inc,
+           ($5::integer[])[s.i] AS step_count, ($6::timestamptz[])[s.i] AS at,
+           ($7::text[])[s.i] AS provider_id
+    FROM generate_subscripts($1::uuid[], 1) AS s(i)
+), steps AS (
+    SELECT ($8::integer[])[s.i] AS item, ($9::integer[])[s.i] AS back,
+           ($10::integer[])[s.i] AS attempt_back, ($11::text[])[s.i] AS prior_state,
+           ($12::text[])[s.i] AS new_state, ($13::text[])[s.i] AS reason,
+           ($14::text[])[s.i] AS response_class, ($15::jsonb[])[s.i] AS detail
+    FROM generate_subscripts($8::integer[], 1) AS s(i)
+), trs AS (
+    SELECT ($16::integer[])[s.i] AS item, ($17::text[])[s.i] AS provider,
+           ($18::text[])[s.i] AS vendor_id, ($19::text[])[s.i] AS text,
+           ($20::text[])[s.i] AS language, ($21::double precision[])[s.i] AS confidence,
+           ($22::double precision[])[s.i] AS duration_seconds, ($23::jsonb[])[s.i] AS segments
+    FROM generate_subscripts($16::integer[], 1) AS s(i)
+), upd AS (
+    UPDATE recordings
+    SET state = u.to_state,
+        attempt = recordings.attempt + u.attempt_inc,
+        updated_at = u.at,
+        last_event_seq = recordings.last_event_seq + u.step_count,
+        provider_id = COALESCE(u.provider_id, recordings.provider_id),
+        not_before = NULL
+    FROM u
+    -- ANY: the rows by their key (as RecordingTransitionMany)
+    WHERE recordings.id = ANY($1::uuid[]) AND recordings.id = u.id AND recordings.state = u.from_state
+    RETURNING u.ord, u.at AS event_at,
+              recordings.id, recordings.tenant_id, recordings.call_id, recordings.audio_sha256, recordings.business_key,
+              recordings.state, recordings.attempt, recordings.lane, recordings.audio_uri, recordings.audio_bytes,
+              recordings.deadline, recordings.created_at, recordings.updated_at, recordings.last_event_seq,
+              recordings.provider, recordings.provider_id, recordings.model, recordings.language, recordings.not_before,
+              recordings.started_at, recordings.audio_duration_ms
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
+                                  reason, response_class, detail)
+    SELECT upd.id, upd.last_event_seq - steps.back, steps.prior_state, steps.new_state, upd.attempt - steps.attempt_back,
+           upd.event_at, steps.reason, steps.response_class, steps.detail
+    FROM upd JOIN steps ON steps.item = upd.ord
+), tr AS (
+    INSERT INTO transcripts (recording_id, provider, provider_id, text, language, confidence,
+                             duration_seconds, segments, created_at)
+    SELECT upd.id, trs.provider, trs.vendor_id, trs.text, trs.language, trs.confidence,
+           trs.duration_seconds, trs.segments, upd.event_at
+    FROM upd JOIN trs ON trs.item = upd.ord
+)
+SELECT upd.ord, upd.id, upd.tenant_id, upd.call_id, upd.audio_sha256, upd.business_key, upd.state, upd.attempt, upd.lane,
+       upd.audio_uri, upd.audio_bytes, upd.deadline, upd.created_at, upd.updated_at, upd.last_event_seq, upd.provider,
+       upd.provider_id, upd.model, upd.language, upd.not_before, upd.started_at, upd.audio_duration_ms
+FROM upd
+`
+
+type RecordingAdvanceManyParams struct {
+	Ids               []uuid.UUID
+	FromStates        []string
+	ToStates          []string
+	AttemptIncs       []int32
+	StepCounts        []int32
+	Ats               []time.Time
+	ProviderIds       []string
+	StepItems         []int32
+	SeqBacks          []int32
+	AttemptBacks      []int32
+	PriorStates       []string
+	NewStates         []string
+	Reasons           []string
+	ResponseClasses   []string
+	Details           [][]byte
+	TrItems           []int32
+	TrProviders       []string
+	TrVendorIds       []string
+	TrTexts           []string
+	TrLanguages       []string
+	TrConfidences     []float64
+	TrDurationSeconds []float64
+	TrSegments        [][]byte
+}
+
+type RecordingAdvanceManyRow struct {
+	Ord             interface{}
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	BusinessKey     *string
+	State           string
+	Attempt         int32
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastEventSeq    int32
+	Provider        string
+	ProviderID      string
+	Model           string
+	Language        string
+	NotBefore       *time.Time
+	StartedAt       *time.Time
+	AudioDurationMs *int64
+}
+
+// RecordingAdvance for many recordings in one statement (a group commit's
+// moves of transcripts, ledger.Queue.Merged): item i from element i of the
+// item arrays, each its own compare-and-set on (id, from_state); its steps
+// are the elements of the step arrays whose step_items is i, in order
+// (back and attempt_back as RecordingAdvance's seq_backs and
+// attempt_backs); its transcript, if any, the elements of the tr_ arrays
+// whose tr_items is i. A row per item that moved, with ord, its place
+// (from 1); an item without one did not move. The ids are distinct (the
+// caller's merge keeps a second move of one recording out). The database
+// checks each recording's steps at the statement's end (migration 00022).
+func (q *Queries) RecordingAdvanceMany(ctx context.Context, db DBTX, arg RecordingAdvanceManyParams) ([]RecordingAdvanceManyRow, error) {
+	rows, err := db.Query(ctx, recordingAdvanceMany,
+		arg.Ids,
+		arg.FromStates,
+		arg.ToStates,
+		arg.AttemptIncs,
+		arg.StepCounts,
+		arg.Ats,
+		arg.ProviderIds,
+		arg.StepItems,
+		arg.SeqBacks,
+		arg.AttemptBacks,
+		arg.PriorStates,
+		arg.NewStates,
+		arg.Reasons,
+		arg.ResponseClasses,
+		arg.Details,
+		arg.TrItems,
+		arg.TrProviders,
+		arg.TrVendorIds,
+		arg.TrTexts,
+		arg.TrLanguages,
+		arg.TrConfidences,
+		arg.TrDurationSeconds,
+		arg.TrSegments,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RecordingAdvanceManyRow
+	for rows.Next() {
+		var i RecordingAdvanceManyRow
+		if err := rows.Scan(
+			&i.Ord,
+			&i.ID,
+			&i.TenantID,
+			&i.CallID,
+			&i.AudioSha256,
+			&i.BusinessKey,
+			&i.State,
+			&i.Attempt,
+			&i.Lane,
+			&i.AudioUri,
+			&i.AudioBytes,
+			&i.Deadline,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LastEventSeq,
+			&i.Provider,
+			&i.ProviderID,
+			&i.Model,
+			&i.Language,
+			&i.NotBefore,
+			&i.StartedAt,
+			&i.AudioDurationMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordingCountByState = `-- name: RecordingCountByState :many
 SELECT state, count(*) AS recordings FROM recordings GROUP BY state ORDER BY state
 `
@@ -1085,4 +1268,151 @@ func (q *Queries) RecordingTransition(ctx context.Context, db DBTX, arg Recordin
 		&i.AudioDurationMs,
 	)
 	return i, err
+}
+
+const recordingTransitionMany = `-- name: RecordingTransitionMany :many
+WITH u AS (
+    SELECT s.i AS ord, ($1::uuid[])[s.i] AS id, ($2::text[])[s.i] AS from_state,
+           ($3::text[])[s.i] AS to_state, ($4::integer[])[s.i] AS attempt_inc,
+           ($5::timestamptz[])[s.i] AS at, ($6::text[])[s.i] AS provider,
+           ($7::text[])[s.i] AS provider_id, ($8::timestamptz[])[s.i] AS not_before,
+           ($9::timestamptz[])[s.i] AS deadline, ($10::text[])[s.i] AS reason,
+           ($11::text[])[s.i] AS response_class, ($12::text[])[s.i] AS retry_after_raw,
+           ($13::jsonb[])[s.i] AS detail
+    FROM generate_subscripts($1::uuid[], 1) AS s(i)
+), upd AS (
+    UPDATE recordings
+    SET state = u.to_state,
+        attempt = recordings.attempt + u.attempt_inc,
+        updated_at = u.at,
+        last_event_seq = recordings.last_event_seq + 1,
+        provider = COALESCE(u.provider, recordings.provider),
+        provider_id = COALESCE(u.provider_id, recordings.provider_id),
+        not_before = u.not_before,
+        deadline = COALESCE(u.deadline, recordings.deadline)
+    FROM u
+    -- ANY: the rows by their key (a generic plan expects a thousand items
+    -- from generate_subscripts and would hash the whole table)
+    WHERE recordings.id = ANY($1::uuid[]) AND recordings.id = u.id AND recordings.state = u.from_state
+    RETURNING u.ord, u.from_state AS prior_state, u.at AS event_at, u.reason, u.response_class, u.retry_after_raw, u.detail,
+              recordings.id, recordings.tenant_id, recordings.call_id, recordings.audio_sha256, recordings.business_key,
+              recordings.state, recordings.attempt, recordings.lane, recordings.audio_uri, recordings.audio_bytes,
+              recordings.deadline, recordings.created_at, recordings.updated_at, recordings.last_event_seq,
+              recordings.provider, recordings.provider_id, recordings.model, recordings.language, recordings.not_before,
+              recordings.started_at, recordings.audio_duration_ms
+), ev AS (
+    INSERT INTO recording_events (recording_id, seq, prior_state, new_state, attempt, at,
+                                  reason, response_class, retry_after_raw, detail)
+    SELECT upd.id, upd.last_event_seq, upd.prior_state, upd.state, upd.attempt, upd.event_at,
+           upd.reason, upd.response_class, upd.retry_after_raw, upd.detail
+    FROM upd
+)
+SELECT upd.ord, upd.id, upd.tenant_id, upd.call_id, upd.audio_sha256, upd.business_key, upd.state, upd.attempt, upd.lane,
+       upd.audio_uri, upd.audio_bytes, upd.deadline, upd.created_at, upd.updated_at, upd.last_event_seq, upd.provider,
+       upd.provider_id, upd.model, upd.language, upd.not_before, upd.started_at, upd.audio_duration_ms
+FROM upd
+`
+
+type RecordingTransitionManyParams struct {
+	Ids             []uuid.UUID
+	FromStates      []string
+	ToStates        []string
+	AttemptIncs     []int32
+	Ats             []time.Time
+	Providers       []string
+	ProviderIds     []string
+	NotBefores      []time.Time
+	Deadlines       []time.Time
+	Reasons         []string
+	ResponseClasses []string
+	RetryAfterRaws  []string
+	Details         [][]byte
+}
+
+type RecordingTransitionManyRow struct {
+	Ord             interface{}
+	ID              uuid.UUID
+	TenantID        string
+	CallID          string
+	AudioSha256     string
+	BusinessKey     *string
+	State           string
+	Attempt         int32
+	Lane            string
+	AudioUri        string
+	AudioBytes      int64
+	Deadline        *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	LastEventSeq    int32
+	Provider        string
+	ProviderID      string
+	Model           string
+	Language        string
+	NotBefore       *time.Time
+	StartedAt       *time.Time
+	AudioDurationMs *int64
+}
+
+// RecordingTransition for many recordings in one statement (a group
+// commit's moves, ledger.Queue.Merged): item i from element i of every
+// array, each its own compare-and-set on (id, from_state) with its event.
+// A row per item that moved, with ord, its place (from 1) in the arrays;
+// an item without one did not move. The ids are distinct (the caller's
+// merge keeps a second move of one recording out).
+func (q *Queries) RecordingTransitionMany(ctx context.Context, db DBTX, arg RecordingTransitionManyParams) ([]RecordingTransitionManyRow, error) {
+	rows, err := db.Query(ctx, recordingTransitionMany,
+		arg.Ids,
+		arg.FromStates,
+		arg.ToStates,
+		arg.AttemptIncs,
+		arg.Ats,
+		arg.Providers,
+		arg.ProviderIds,
+		arg.NotBefores,
+		arg.Deadlines,
+		arg.Reasons,
+		arg.ResponseClasses,
+		arg.RetryAfterRaws,
+		arg.Details,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RecordingTransitionManyRow
+	for rows.Next() {
+		var i RecordingTransitionManyRow
+		if err := rows.Scan(
+			&i.Ord,
+			&i.ID,
+			&i.TenantID,
+			&i.CallID,
+			&i.AudioSha256,
+			&i.BusinessKey,
+			&i.State,
+			&i.Attempt,
+			&i.Lane,
+			&i.AudioUri,
+			&i.AudioBytes,
+			&i.Deadline,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LastEventSeq,
+			&i.Provider,
+			&i.ProviderID,
+			&i.Model,
+			&i.Language,
+			&i.NotBefore,
+			&i.StartedAt,
+			&i.AudioDurationMs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

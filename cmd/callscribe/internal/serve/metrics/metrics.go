@@ -228,7 +228,10 @@ func New(cfg Config) *Metrics {
 			func() float64 { return float64(ledger.ProcessCommitStats().Items) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_group_commit_alone_total",
 			Help: "Steps written again alone after their group rolled back (a step's error, a deadlock between groups). Per process."},
-			func() float64 { return float64(ledger.ProcessCommitStats().Alone) }))
+			func() float64 { return float64(ledger.ProcessCommitStats().Alone) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_group_commit_merged_steps_total",
+			Help: "Steps of committed groups whose statement was merged with other steps' of their kind (one statement for a round's recording moves, one for its delivery tries, one for its settlements). Per process."},
+			func() float64 { return float64(ledger.ProcessCommitStats().Merged) }))
 	if f := cfg.AuthFailures; f != nil {
 		m.register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callscribe_auth_failures_total",
 			Help: "API requests refused for a missing, unknown, wrong or revoked token. Per process."},
