@@ -177,6 +177,7 @@ func (g gaugingTarget) Deliver(context.Context, connector.Delivery) (connector.R
 // counted is what deliverCounted saw during the deliveries.
 type counted struct {
 	outbox *outbox.Outbox
+	pool   *pgxpool.Pool
 	// outboxCommits and ledgerCommits: the transactions each committed,
 	// by label.
 	outboxCommits, ledgerCommits map[string]int
@@ -192,6 +193,13 @@ type counted struct {
 // not counted).
 func deliverCounted(t *testing.T, tgt connector.Target, n int) counted {
 	t.Helper()
+	return deliverCountedWith(t, tgt, n, ledger.CommitConfig{})
+}
+
+// deliverCountedWith is deliverCounted with the outbox's committer
+// configured by cfg.
+func deliverCountedWith(t *testing.T, tgt connector.Target, n int, cfg ledger.CommitConfig) counted {
+	t.Helper()
 	ctx := context.Background()
 	pool := testdb.New(t)
 	outboxPool, outboxCounter := tracedPool(t, pool)
@@ -201,7 +209,7 @@ func deliverCounted(t *testing.T, tgt connector.Target, n int) counted {
 		t.Fatal(err)
 	}
 	rec := &settledRecorder{}
-	committer, err := ledger.NewCommitter(outboxPool, ledger.CommitConfig{})
+	committer, err := ledger.NewCommitter(outboxPool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +246,9 @@ func deliverCounted(t *testing.T, tgt connector.Target, n int) counted {
 		t.Fatalf("%d of %d deliveries recorded in 30s", len(rec.receipts()), n)
 	}
 	after := committer.Stats()
-	c := counted{outbox: o, outboxCommits: outboxCounter.take(), ledgerCommits: ledgerCounter.take(), receipts: rec.receipts(),
-		steps: ledger.CommitStats{Groups: after.Groups - before.Groups, Items: after.Items - before.Items, Alone: after.Alone - before.Alone}}
+	c := counted{outbox: o, pool: pool, outboxCommits: outboxCounter.take(), ledgerCommits: ledgerCounter.take(), receipts: rec.receipts(),
+		steps: ledger.CommitStats{Groups: after.Groups - before.Groups, Items: after.Items - before.Items, Alone: after.Alone - before.Alone,
+			Merged: after.Merged - before.Merged}}
 	for _, id := range ids {
 		r, err := o.RowByID(ctx, id)
 		if err != nil {
@@ -262,16 +271,7 @@ func deliverCounted(t *testing.T, tgt connector.Target, n int) counted {
 func TestDeliveryCostsAtMostThreeCommits(t *testing.T) {
 	t.Parallel()
 	const n = 20
-	sim, err := crmsim.New(crmsim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(srv.Close)
-	tgt, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: srv.URL, Token: crmsim.TokenDefault})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, tgt := simTarget(t)
 	c := deliverCounted(t, tgt, n)
 	checkGroupedCommits(t, c, n)
 	if total := sum(c.outboxCommits); total > 3*n {
@@ -294,6 +294,69 @@ func TestDeliveryCostsAtMostThreeCommits(t *testing.T) {
 	if st := sim.Stats(); st.Deliveries != n {
 		t.Fatalf("the CRM saw %d deliveries, want %d", st.Deliveries, n)
 	}
+}
+
+// Tries and settlements that meet in a group are written by one merged
+// statement each (ledger.QueueMerged): every delivery still costs its
+// try and its settle, once each, and each row keeps one event, its own.
+func TestDeliveriesMergedInGroups(t *testing.T) {
+	t.Parallel()
+	const n = 16
+	sim, tgt := simTarget(t)
+	// A group waits long enough for the four workers' steps to meet in it,
+	// whatever the machine's load.
+	c := deliverCountedWith(t, tgt, n, ledger.CommitConfig{MaxItems: 4, Flushers: 1, Linger: 300 * time.Millisecond})
+	checkGroupedCommits(t, c, n)
+	if c.steps.Merged < 2 {
+		t.Fatalf("committer %+v: no try or settlement was merged with another", c.steps)
+	}
+	rows, err := c.pool.Query(context.Background(), `SELECT o.id, count(e.*), min(e.attempt), min(e.prior_state), min(e.new_state), min(e.outcome), min(e.response_class),
+		min(e.http_status), bool_and(e.crm_id = o.crm_id), min(o.last_class)
+		FROM outbox o LEFT JOIN outbox_events e ON e.outbox_id = o.id GROUP BY o.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		ID, Events                   int64
+		Attempt                      int32
+		Prior, State, Outcome, Class string
+		Status                       int32
+		SameCRMID                    bool
+		RowClass                     string
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d outbox rows, want %d", len(got), n)
+	}
+	for _, r := range got {
+		if r.Events != 1 || r.Attempt != 1 || r.Prior != outbox.StatePending || r.State != outbox.StateDelivered ||
+			r.Outcome != string(connector.OutcomeApplied) || r.Class != r.RowClass || r.Class == "" || r.Status/100 != 2 || !r.SameCRMID {
+			t.Fatalf("row %+v: want one event, the first try's, pending -> delivered, applied with a 2xx and the row's class and CRM id", r)
+		}
+	}
+	if st := sim.Stats(); st.Deliveries != n {
+		t.Fatalf("the CRM saw %d deliveries, want %d", st.Deliveries, n)
+	}
+}
+
+// simTarget serves a crm-webhook/v1 simulator with its defaults for the
+// test and returns it with a webhook target that delivers to it.
+func simTarget(t *testing.T) (*crmsim.Server, connector.Target) {
+	t.Helper()
+	sim, err := crmsim.New(crmsim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	tgt, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: srv.URL, Token: crmsim.TokenDefault})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, tgt
 }
 
 // checkGroupedCommits checks the commits of n deliveries applied at the

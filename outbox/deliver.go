@@ -238,9 +238,10 @@ func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, re
 		// gauges commits alone: it locks the shared counter rows, which a
 		// group would hold across its other steps.
 		err = o.commit.CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
-			b := q.Batch
 			var qerr error
-			dbsqlc.QueueOutboxSettle(b, p, func(_ int64, err error) { qerr = err })
+			// Merged with the group's other settlements: one statement.
+			ledger.QueueMerged(q, settleMergeKey{}, p.ID, p, func(_ int64, err error) { qerr = err },
+				dbsqlc.QueueOutboxSettle, dbsqlc.QueueOutboxSettleMany)
 			return func(_ context.Context, tx pgx.Tx, batchErr error) error {
 				if qerr == nil && batchErr != nil {
 					qerr = batchErr // the statement's answer never came
@@ -259,6 +260,8 @@ func (o *Outbox) settleAs(ctx context.Context, r Row, state, rowClass string, re
 	}
 	return err
 }
+
+type settleMergeKey struct{}
 
 // gauges are the CRM's usage figures (Sforce-Limit-Info, HubSpot remaining
 // calls), kept as gauges for operators: their names sorted, so that

@@ -102,9 +102,10 @@ func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) 
 	// group has committed.
 	var tries int32
 	err := st.o.commit.CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
-		b := q.Batch
 		var qerr error
-		dbsqlc.QueueOutboxTry(b, dbsqlc.OutboxTryParams{ID: st.s.ID, At: pgtime.Write(now)}, func(n int32, err error) { tries, qerr = n, err })
+		// Merged with the group's other tries: one statement.
+		ledger.QueueMerged(q, tryMergeKey{}, st.s.ID, dbsqlc.OutboxTryParams{ID: st.s.ID, At: pgtime.Write(now)},
+			func(n int32, err error) { tries, qerr = n, err }, dbsqlc.QueueOutboxTry, dbsqlc.QueueOutboxTryMany)
 		return func(_ context.Context, tx pgx.Tx, batchErr error) error {
 			if qerr == nil && batchErr != nil {
 				qerr = batchErr // the statement's answer never came
@@ -117,6 +118,8 @@ func (st *rowStore) try(ctx context.Context, now time.Time, _ ledger.Admission) 
 	}
 	return int(tries), nil
 }
+
+type tryMergeKey struct{}
 
 func (rowStore) readmit(context.Context, int, ledger.Admission) error { return nil }
 

@@ -195,16 +195,7 @@ func TestWindowWakesDeliveriesInDeadlineOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const scope = "crm:agency:webhook"
-	sim, err := crmsim.New(crmsim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(srv.Close)
-	tgt, err := connector.New(connector.Config{Kind: connector.KindWebhook, BaseURL: srv.URL, Token: crmsim.TokenDefault})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, tgt := simTarget(t)
 	tenants := []string{"t1", "t2", "t3", "t4"}
 	dests := map[string]outbox.Destination{}
 	for i, id := range tenants {

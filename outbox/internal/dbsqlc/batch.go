@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/callscribe/callscribe/internal/pgmerge"
 )
 
 // This file is written by hand, not by sqlc: queries queued on a caller's
@@ -45,6 +47,50 @@ func QueueOutboxSettle(b *pgx.Batch, arg OutboxSettleParams, fn func(int64, erro
 		err := row.Scan(&id)
 		fn(id, err)
 		return refused(err)
+	})
+}
+
+// QueueOutboxTryMany queues OutboxTryMany on b for the tries ps (their
+// ids distinct); fns[i] receives row i's attempts, or pgx.ErrNoRows when
+// it is no longer pending, when b's results are read. A statement the
+// database refused gives every fns[i] its error and makes the batch's
+// Close return it.
+func QueueOutboxTryMany(b *pgx.Batch, ps []OutboxTryParams, fns []func(int32, error)) {
+	ids, ats := make([]int64, len(ps)), make([]time.Time, len(ps))
+	for i, p := range ps {
+		ids[i], ats[i] = p.ID, p.At
+	}
+	b.Queue(outboxTryMany, ids, ats).Query(func(rows pgx.Rows) error {
+		return pgmerge.Answer(rows, fns, func(rows pgx.Rows) (int32, int32, error) {
+			var ord, attempts int32
+			err := rows.Scan(&ord, &attempts)
+			return ord, attempts, err
+		})
+	})
+}
+
+// QueueOutboxSettleMany queues OutboxSettleMany on b for the settlements
+// ps (their ids distinct, none with gauges); fns[i] receives row i's id,
+// or pgx.ErrNoRows when it was not in its from_state, when b's results
+// are read. A statement the database refused gives every fns[i] its error
+// and makes the batch's Close return it.
+func QueueOutboxSettleMany(b *pgx.Batch, ps []OutboxSettleParams, fns []func(int64, error)) {
+	n := len(ps)
+	ids, from, states, crmIDs, rowClasses := make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	lastClasses, ats, notBefores, deadlines := make([]string, n), make([]time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+	outcomes, statuses, retryAfters, reasons := make([]string, n), make([]int32, n), make([]*string, n), make([]string, n)
+	for i, p := range ps {
+		ids[i], from[i], states[i], crmIDs[i], rowClasses[i] = p.ID, p.FromState, p.State, p.CrmID, p.RowClass
+		lastClasses[i], ats[i], notBefores[i], deadlines[i] = p.LastClass, p.At, p.NotBefore, p.Deadline
+		outcomes[i], statuses[i], retryAfters[i], reasons[i] = p.Outcome, p.HttpStatus, p.RetryAfterRaw, p.Reason
+	}
+	b.Queue(outboxSettleMany, ids, from, states, crmIDs, rowClasses, lastClasses, ats, notBefores, deadlines,
+		outcomes, statuses, retryAfters, reasons).Query(func(rows pgx.Rows) error {
+		return pgmerge.Answer(rows, fns, func(rows pgx.Rows) (int32, int64, error) {
+			var ord int32
+			err := rows.Scan(&ord)
+			return ord, ids[max(0, min(int(ord)-1, n-1))], err
+		})
 	})
 }
 

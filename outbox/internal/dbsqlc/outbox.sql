@@ -67,6 +67,51 @@ SELECT upd.id, upd.attempts, @at::timestamptz, @from_state::text, @state::text, 
 FROM upd
 RETURNING outbox_id;
 
+-- name: OutboxTryMany :many
+-- OutboxTry for many rows in one statement (a group commit's tries,
+-- ledger.Queue.Merged): row i from element i of both arrays. A row per try
+-- recorded, with ord, its place (from 1) in the arrays; a row without one
+-- is no longer pending. The ids are distinct.
+UPDATE outbox SET attempts = outbox.attempts + 1, updated_at = u.at
+FROM (SELECT s.i AS ord, (@ids::bigint[])[s.i] AS id, (@ats::timestamptz[])[s.i] AS at
+      FROM generate_subscripts(@ids::bigint[], 1) AS s(i)) AS u
+-- ANY: the rows by their key (a generic plan expects a thousand items
+-- from generate_subscripts and would hash the whole table)
+WHERE outbox.id = ANY(@ids::bigint[]) AND outbox.id = u.id AND outbox.state = 'pending'
+RETURNING u.ord, outbox.attempts;
+
+-- name: OutboxSettleMany :many
+-- OutboxSettle without gauges for many rows in one statement (a group
+-- commit's settlements, ledger.Queue.Merged): row i from element i of every
+-- array. A row per row settled, with ord, its place (from 1) in the arrays;
+-- a row without one was not in its from_state. The ids are distinct.
+WITH u AS (
+    SELECT s.i AS ord, (@ids::bigint[])[s.i] AS id, (@from_states::text[])[s.i] AS from_state,
+           (@states::text[])[s.i] AS state, (@crm_ids::text[])[s.i] AS crm_id, (@row_classes::text[])[s.i] AS row_class,
+           (@last_classes::text[])[s.i] AS last_class, (@ats::timestamptz[])[s.i] AS at,
+           (@not_befores::timestamptz[])[s.i] AS not_before, (@deadlines::timestamptz[])[s.i] AS deadline,
+           (@outcomes::text[])[s.i] AS outcome, (@http_statuses::integer[])[s.i] AS http_status,
+           (@retry_after_raws::text[])[s.i] AS retry_after_raw, (@reasons::text[])[s.i] AS reason
+    FROM generate_subscripts(@ids::bigint[], 1) AS s(i)
+), upd AS (
+    UPDATE outbox
+    SET state = u.state, crm_id = COALESCE(NULLIF(u.crm_id, ''), outbox.crm_id),
+        last_class = COALESCE(NULLIF(u.row_class, ''), u.last_class),
+        updated_at = u.at, not_before = u.not_before,
+        deadline = COALESCE(u.deadline, outbox.deadline)
+    FROM u
+    WHERE outbox.id = ANY(@ids::bigint[]) AND outbox.id = u.id AND outbox.state = u.from_state -- ANY: as OutboxTryMany
+    RETURNING u.ord, outbox.id, outbox.attempts, u.at, u.from_state, u.state, u.outcome, u.last_class, u.http_status,
+              u.crm_id, u.retry_after_raw, u.reason
+), ev AS (
+    INSERT INTO outbox_events (outbox_id, attempt, at, prior_state, new_state, outcome, response_class, http_status, crm_id,
+                               retry_after_raw, reason)
+    SELECT upd.id, upd.attempts, upd.at, upd.from_state, upd.state, upd.outcome, upd.last_class,
+           upd.http_status, upd.crm_id, upd.retry_after_raw, upd.reason
+    FROM upd
+)
+SELECT upd.ord FROM upd;
+
 -- name: OutboxOverdue :many
 -- Pending rows whose deadline is at or before cutoff, most overdue first.
 SELECT id FROM outbox

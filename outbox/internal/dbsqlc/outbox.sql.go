@@ -404,6 +404,89 @@ func (q *Queries) OutboxSettle(ctx context.Context, db DBTX, arg OutboxSettlePar
 	return outbox_id, err
 }
 
+const outboxSettleMany = `-- name: OutboxSettleMany :many
+WITH u AS (
+    SELECT s.i AS ord, ($1::bigint[])[s.i] AS id, ($2::text[])[s.i] AS from_state,
+           ($3::text[])[s.i] AS state, ($4::text[])[s.i] AS crm_id, ($5::text[])[s.i] AS row_class,
+           ($6::text[])[s.i] AS last_class, ($7::timestamptz[])[s.i] AS at,
+           ($8::timestamptz[])[s.i] AS not_before, ($9::timestamptz[])[s.i] AS deadline,
+           ($10::text[])[s.i] AS outcome, ($11::integer[])[s.i] AS http_status,
+           ($12::text[])[s.i] AS retry_after_raw, ($13::text[])[s.i] AS reason
+    FROM generate_subscripts($1::bigint[], 1) AS s(i)
+), upd AS (
+    UPDATE outbox
+    SET state = u.state, crm_id = COALESCE(NULLIF(u.crm_id, ''), outbox.crm_id),
+        last_class = COALESCE(NULLIF(u.row_class, ''), u.last_class),
+        updated_at = u.at, not_before = u.not_before,
+        deadline = COALESCE(u.deadline, outbox.deadline)
+    FROM u
+    WHERE outbox.id = ANY($1::bigint[]) AND outbox.id = u.id AND outbox.state = u.from_state -- ANY: as OutboxTryMany
+    RETURNING u.ord, outbox.id, outbox.attempts, u.at, u.from_state, u.state, u.outcome, u.last_class, u.http_status,
+              u.crm_id, u.retry_after_raw, u.reason
+), ev AS (
+    INSERT INTO outbox_events (outbox_id, attempt, at, prior_state, new_state, outcome, response_class, http_status, crm_id,
+                               retry_after_raw, reason)
+    SELECT upd.id, upd.attempts, upd.at, upd.from_state, upd.state, upd.outcome, upd.last_class,
+           upd.http_status, upd.crm_id, upd.retry_after_raw, upd.reason
+    FROM upd
+)
+SELECT upd.ord FROM upd
+`
+
+type OutboxSettleManyParams struct {
+	Ids            []int64
+	FromStates     []string
+	States         []string
+	CrmIds         []string
+	RowClasses     []string
+	LastClasses    []string
+	Ats            []time.Time
+	NotBefores     []time.Time
+	Deadlines      []time.Time
+	Outcomes       []string
+	HttpStatuses   []int32
+	RetryAfterRaws []string
+	Reasons        []string
+}
+
+// OutboxSettle without gauges for many rows in one statement (a group
+// commit's settlements, ledger.Queue.Merged): row i from element i of every
+// array. A row per row settled, with ord, its place (from 1) in the arrays;
+// a row without one was not in its from_state. The ids are distinct.
+func (q *Queries) OutboxSettleMany(ctx context.Context, db DBTX, arg OutboxSettleManyParams) ([]interface{}, error) {
+	rows, err := db.Query(ctx, outboxSettleMany,
+		arg.Ids,
+		arg.FromStates,
+		arg.States,
+		arg.CrmIds,
+		arg.RowClasses,
+		arg.LastClasses,
+		arg.Ats,
+		arg.NotBefores,
+		arg.Deadlines,
+		arg.Outcomes,
+		arg.HttpStatuses,
+		arg.RetryAfterRaws,
+		arg.Reasons,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []interface{}
+	for rows.Next() {
+		var ord interface{}
+		if err := rows.Scan(&ord); err != nil {
+			return nil, err
+		}
+		items = append(items, ord)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxTry = `-- name: OutboxTry :one
 UPDATE outbox SET attempts = attempts + 1, updated_at = $1
 WHERE id = $2 AND state = 'pending'
@@ -422,4 +505,48 @@ func (q *Queries) OutboxTry(ctx context.Context, db DBTX, arg OutboxTryParams) (
 	var attempts int32
 	err := row.Scan(&attempts)
 	return attempts, err
+}
+
+const outboxTryMany = `-- name: OutboxTryMany :many
+UPDATE outbox SET attempts = outbox.attempts + 1, updated_at = u.at
+FROM (SELECT s.i AS ord, ($1::bigint[])[s.i] AS id, ($2::timestamptz[])[s.i] AS at
+      FROM generate_subscripts($1::bigint[], 1) AS s(i)) AS u
+WHERE outbox.id = ANY($1::bigint[]) AND outbox.id = u.id AND outbox.state = 'pending'
+RETURNING u.ord, outbox.attempts
+`
+
+type OutboxTryManyParams struct {
+	Ids []int64
+	Ats []time.Time
+}
+
+type OutboxTryManyRow struct {
+	Ord      interface{}
+	Attempts int32
+}
+
+// OutboxTry for many rows in one statement (a group commit's tries,
+// ledger.Queue.Merged): row i from element i of both arrays. A row per try
+// recorded, with ord, its place (from 1) in the arrays; a row without one
+// is no longer pending. The ids are distinct.
+// ANY: the rows by their key (a generic plan expects a thousand items
+// from generate_subscripts and would hash the whole table)
+func (q *Queries) OutboxTryMany(ctx context.Context, db DBTX, arg OutboxTryManyParams) ([]OutboxTryManyRow, error) {
+	rows, err := db.Query(ctx, outboxTryMany, arg.Ids, arg.Ats)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxTryManyRow
+	for rows.Next() {
+		var i OutboxTryManyRow
+		if err := rows.Scan(&i.Ord, &i.Attempts); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
