@@ -261,16 +261,29 @@ func TestGroupCommitProperty(t *testing.T) {
 		t.Fatal(err)
 	}
 	round := 0
+	var mergedSteps int64
+	defer func() { t.Logf("steps written by merged statements: %d", mergedSteps) }()
 	rapid.Check(t, func(rt *rapid.T) {
 		round++
+		merged := []string{"mok", "mnothing", "mdup", "mrefused"}
+		all := append([]string{"ok", "fail", "nothing", "qok", "qnothing", "qrefused", "q2", "q2fail", "q2alone", "qtailfail"}, merged...)
 		cfg := ledger.CommitConfig{MaxItems: rapid.IntRange(2, 12).Draw(rt, "max"), Flushers: rapid.IntRange(1, 3).Draw(rt, "flushers"),
 			Linger: time.Duration(rapid.IntRange(0, 3).Draw(rt, "linger_ms")) * time.Millisecond}
+		kind := rapid.SampledFrom(all)
+		if rapid.Bool().Draw(rt, "mostly_merged") {
+			// Mostly merged steps, in groups that wait for them, so that
+			// rounds reach ledger.MergeMin of them.
+			// (a refused one now and then: it rolls its group back).
+			kind = rapid.OneOf(rapid.SampledFrom(merged[:3]), rapid.SampledFrom(merged[:3]), rapid.SampledFrom(merged[:3]),
+				rapid.SampledFrom(merged[:3]), rapid.SampledFrom(merged[:3]), rapid.SampledFrom(all))
+			cfg.MaxItems = rapid.IntRange(ledger.MergeMin, 3*ledger.MergeMin).Draw(rt, "merged_max")
+			cfg.Linger = time.Duration(rapid.IntRange(10, 30).Draw(rt, "merged_linger_ms")) * time.Millisecond
+		}
 		l, err := ledger.New(b.pool, &ledger.Config{Clock: b.clock, Commit: cfg})
 		if err != nil {
 			rt.Fatal(err)
 		}
-		kinds := rapid.SliceOfN(rapid.SampledFrom([]string{"ok", "fail", "nothing", "qok", "qnothing", "qrefused", "q2", "q2fail", "q2alone", "qtailfail",
-			"mok", "mnothing", "mdup", "mrefused"}), 1, 30).Draw(rt, "steps")
+		kinds := rapid.SliceOfN(kind, 1, 30).Draw(rt, "steps")
 		boom := errors.New("boom")
 		errs := make([]error, len(kinds))
 		var wg sync.WaitGroup
@@ -310,6 +323,7 @@ func TestGroupCommitProperty(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		mergedSteps += l.CommitStats().Merged
 		keys := probeKeys(t, b)
 		for i, kind := range kinds {
 			k := fmt.Sprintf("%d-%d", round, i)
@@ -507,7 +521,7 @@ func TestCommitFlushersDefault(t *testing.T) { //nolint:paralleltest // sets GOM
 // and its event, field by field.
 func TestGroupCommitMergesMoves(t *testing.T) {
 	t.Parallel()
-	l, b := groupLedger(t, 7, time.Second)
+	l, b := groupLedger(t, 8, time.Second)
 	ctx := context.Background()
 	notBefore := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	deadline := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -525,6 +539,7 @@ func TestGroupCommitMergesMoves(t *testing.T) {
 			ResponseClass: "rate_limited", RetryAfter: new("30"), NotBefore: &notBefore, Deadline: &deadline}},
 		{[]ledger.State{ledger.StateEligible, ledger.StateSubmitted}, ledger.Transition{To: ledger.StateTranscribed, Reason: "done", ResponseClass: "completed"}},
 		{[]ledger.State{ledger.StateEligible}, ledger.Transition{To: ledger.StateFailed, Reason: "refused", Detail: map[string]any{"n": 3.0}}},
+		{nil, ledger.Transition{To: ledger.StateExpired, Reason: "deadline passed"}},
 	}
 	prepare := func() []ledger.Recording {
 		recs := make([]ledger.Recording, len(moves))
@@ -626,7 +641,7 @@ func samePtr[T comparable](a, b *T) bool { return (a == nil) == (b == nil) && (a
 // row, one event per step in order, and its transcript.
 func TestGroupCommitMergesAdvances(t *testing.T) {
 	t.Parallel()
-	l, b := groupLedger(t, 6, time.Second)
+	l, b := groupLedger(t, 8, time.Second)
 	ctx := context.Background()
 	pid := "tr_1"
 	tr := func(text string, segs int) *ledger.Transcript {
@@ -648,6 +663,8 @@ func TestGroupCommitMergesAdvances(t *testing.T) {
 		{[]ledger.State{eli, sub, rw}, [][2]ledger.State{{rw, eli}, {eli, sub}}, nil},
 		{[]ledger.State{eli, sub, trd}, [][2]ledger.State{{trd, val}}, nil},
 		{[]ledger.State{eli, sub}, [][2]ledger.State{{sub, trd}, {trd, val}}, tr("send the quote", 1)},
+		{[]ledger.State{eli, sub, trd, val}, [][2]ledger.State{{val, com}}, nil},
+		{[]ledger.State{eli, sub}, [][2]ledger.State{{sub, trd}, {trd, val}, {val, com}}, tr("no thanks", 3)},
 	}
 	advance := func(r ledger.Recording, i int) ledger.Advance {
 		a := ledger.Advance{RecordingID: r.ID, Transcript: moves[i].transcript}

@@ -193,12 +193,12 @@ type counted struct {
 // not counted).
 func deliverCounted(t *testing.T, tgt connector.Target, n int) counted {
 	t.Helper()
-	return deliverCountedWith(t, tgt, n, ledger.CommitConfig{})
+	return deliverCountedWith(t, tgt, n, ledger.CommitConfig{}, 4)
 }
 
 // deliverCountedWith is deliverCounted with the outbox's committer
-// configured by cfg.
-func deliverCountedWith(t *testing.T, tgt connector.Target, n int, cfg ledger.CommitConfig) counted {
+// configured by cfg and maxWorkers River workers.
+func deliverCountedWith(t *testing.T, tgt connector.Target, n int, cfg ledger.CommitConfig, maxWorkers int) counted {
 	t.Helper()
 	ctx := context.Background()
 	pool := testdb.New(t)
@@ -218,7 +218,7 @@ func deliverCountedWith(t *testing.T, tgt connector.Target, n int, cfg ledger.Co
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers,
-		Queues: map[string]river.QueueConfig{outbox.Queue: {MaxWorkers: 4}}, FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
+		Queues: map[string]river.QueueConfig{outbox.Queue: {MaxWorkers: maxWorkers}}, FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,12 +303,13 @@ func TestDeliveriesMergedInGroups(t *testing.T) {
 	t.Parallel()
 	const n = 16
 	sim, tgt := simTarget(t)
-	// A group waits long enough for the four workers' steps to meet in it,
-	// whatever the machine's load.
-	c := deliverCountedWith(t, tgt, n, ledger.CommitConfig{MaxItems: 4, Flushers: 1, Linger: 300 * time.Millisecond})
+	// A group waits long enough for the workers' steps to meet in it,
+	// whatever the machine's load: as many workers as a merge needs
+	// (ledger.MergeMin).
+	c := deliverCountedWith(t, tgt, n, ledger.CommitConfig{MaxItems: 2 * ledger.MergeMin, Flushers: 1, Linger: 500 * time.Millisecond}, ledger.MergeMin)
 	checkGroupedCommits(t, c, n)
-	if c.steps.Merged < 2 {
-		t.Fatalf("committer %+v: no try or settlement was merged with another", c.steps)
+	if c.steps.Merged < ledger.MergeMin {
+		t.Fatalf("committer %+v: no try or settlement was merged with others", c.steps)
 	}
 	rows, err := c.pool.Query(context.Background(), `SELECT o.id, count(e.*), min(e.attempt), min(e.prior_state), min(e.new_state), min(e.outcome), min(e.response_class),
 		min(e.http_status), bool_and(e.crm_id = o.crm_id), min(o.last_class)
