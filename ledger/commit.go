@@ -142,7 +142,14 @@ type Merged interface {
 // the item's answer.
 func QueueMerged[K comparable, P, R any](q *Queue, key any, id K, p P, fn func(R, error),
 	one func(*pgx.Batch, P, func(R, error)), many func(*pgx.Batch, []P, []func(R, error))) {
-	m := q.Merged(key, func() Merged { return &merge[K, P, R]{one: one, many: many, ids: map[K]bool{}} }).(*merge[K, P, R])
+	queueMerged(q, key, id, p, fn, one, many, MergeMin)
+}
+
+// queueMerged is QueueMerged merging from least items (BenchmarkMergedMoves
+// merges from two).
+func queueMerged[K comparable, P, R any](q *Queue, key any, id K, p P, fn func(R, error),
+	one func(*pgx.Batch, P, func(R, error)), many func(*pgx.Batch, []P, []func(R, error)), least int) {
+	m := q.Merged(key, func() Merged { return &merge[K, P, R]{one: one, many: many, least: least, ids: map[K]bool{}} }).(*merge[K, P, R])
 	if m.ids[id] {
 		one(q.Batch, p, fn)
 		return
@@ -153,25 +160,25 @@ func QueueMerged[K comparable, P, R any](q *Queue, key any, id K, p P, fn func(R
 
 // merge is a round's items of one kind (QueueMerged), their rows distinct.
 type merge[K comparable, P, R any] struct {
-	one  func(*pgx.Batch, P, func(R, error))
-	many func(*pgx.Batch, []P, []func(R, error))
-	ps   []P
-	fns  []func(R, error)
-	ids  map[K]bool
+	one   func(*pgx.Batch, P, func(R, error))
+	many  func(*pgx.Batch, []P, []func(R, error))
+	least int // the fewest items merged
+	ps    []P
+	fns   []func(R, error)
+	ids   map[K]bool
 }
 
 // MergeMin is the fewest items of one kind a round merges into one
 // statement; fewer go as one-row statements each, as before merging. A
 // merged statement's fixed cost (its larger plan started, its arrays
-// unpacked, re-planned while its item counts vary) is that of several
-// one-row statements: BenchmarkMergedMoves gave the database 440–470 µs
-// of CPU a move merged in twos against 250–270 as one-row statements,
-// 216–251 against 175–263 in fours, 174–178 against 155–161 in sixes,
-// and 110–123 against 156–193 in eights.
+// unpacked) is that of several one-row statements: BenchmarkMergedMoves gave the database 360–470 µs
+// of CPU a move merged in twos against 235–270 as one-row statements,
+// 190–251 against 175–263 in fours, 151–178 against 146–161 in sixes,
+// and 87–123 against 142–193 in eights.
 const MergeMin = 8
 
 func (m *merge[K, P, R]) Queue(b *pgx.Batch) int {
-	if len(m.ps) < MergeMin {
+	if len(m.ps) < max(m.least, 2) {
 		for i, p := range m.ps {
 			m.one(b, p, m.fns[i])
 		}

@@ -75,7 +75,8 @@ func BenchmarkMergedMoves(b *testing.B) {
 							var qerr error
 							fn := func(_ dbsqlc.RecordingTransitionRow, err error) { qerr = err }
 							if merged {
-								queueTransition(q, p, fn)
+								// Merged from two, whatever MergeMin says.
+								queueMerged(q, transitionMergeKey{}, p.ID, p, fn, dbsqlc.QueueRecordingTransition, dbsqlc.QueueRecordingTransitionMany, 2)
 							} else {
 								dbsqlc.QueueRecordingTransition(q.Batch, p, fn)
 							}
