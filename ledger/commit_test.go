@@ -541,14 +541,11 @@ func TestGroupCommitMergesMoves(t *testing.T) {
 		{[]ledger.State{ledger.StateEligible}, ledger.Transition{To: ledger.StateFailed, Reason: "refused", Detail: map[string]any{"n": 3.0}}},
 		{nil, ledger.Transition{To: ledger.StateExpired, Reason: "deadline passed"}},
 	}
-	prepare := func() []ledger.Recording {
-		recs := make([]ledger.Recording, len(moves))
-		for i, m := range moves {
-			recs[i] = b.walk(t, b.ingest(t), m.path...)
-		}
-		return recs
+	paths := make([][]ledger.State, len(moves))
+	for i, m := range moves {
+		paths[i] = m.path
 	}
-	grouped, twins := prepare(), prepare()
+	grouped, twins := b.walkEach(t, paths), b.walkEach(t, paths)
 	lost := b.walk(t, b.ingest(t), ledger.StateEligible) // moved meanwhile: its step reads received
 	var wg sync.WaitGroup
 	got := make([]ledger.Recording, len(moves))
@@ -585,6 +582,16 @@ func TestGroupCommitMergesMoves(t *testing.T) {
 	if r, err := l.Recording(ctx, lost.ID); err != nil || r.EventSeq != lost.EventSeq {
 		t.Fatalf("the lost move's recording: %+v %v, want it as it was (seq %d)", r, err, lost.EventSeq)
 	}
+}
+
+// walkEach ingests a recording for each path and walks it along it.
+func (b *bundle) walkEach(t *testing.T, paths [][]ledger.State) []ledger.Recording {
+	t.Helper()
+	recs := make([]ledger.Recording, len(paths))
+	for i, path := range paths {
+		recs[i] = b.walk(t, b.ingest(t), path...)
+	}
+	return recs
 }
 
 // checkMergedGroup checks the outcome of a merge test's group: every move
@@ -677,14 +684,11 @@ func TestGroupCommitMergesAdvances(t *testing.T) {
 		}
 		return a
 	}
-	prepare := func() []ledger.Recording {
-		recs := make([]ledger.Recording, len(moves))
-		for i, m := range moves {
-			recs[i] = b.walk(t, b.ingest(t), m.path...)
-		}
-		return recs
+	paths := make([][]ledger.State, len(moves))
+	for i, m := range moves {
+		paths[i] = m.path
 	}
-	grouped, twins := prepare(), prepare()
+	grouped, twins := b.walkEach(t, paths), b.walkEach(t, paths)
 	lost := b.walk(t, b.ingest(t), eli, sub, trd) // its step reads submitted
 	queued := func(a ledger.Advance, rec *ledger.Recording) error {
 		return l.Committer().CommitQueued(ctx, func(q *ledger.Queue) ledger.FinishFunc {
