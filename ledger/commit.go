@@ -151,7 +151,7 @@ func queueMerged[K comparable, P, R any](q *Queue, key any, id K, p P, fn func(R
 	one func(*pgx.Batch, P, func(R, error)), many func(*pgx.Batch, []P, []func(R, error)), least int) {
 	m := q.Merged(key, func() Merged { return &merge[K, P, R]{one: one, many: many, least: least, ids: map[K]bool{}} }).(*merge[K, P, R])
 	if m.ids[id] {
-		one(q.Batch, p, fn)
+		m.later = append(m.later, func(b *pgx.Batch) { one(b, p, fn) })
 		return
 	}
 	m.ids[id] = true
@@ -166,26 +166,34 @@ type merge[K comparable, P, R any] struct {
 	ps    []P
 	fns   []func(R, error)
 	ids   map[K]bool
+	// later: the items for a row already in ps, each its own statement
+	// after theirs.
+	later []func(*pgx.Batch)
 }
 
 // MergeMin is the fewest items of one kind a round merges into one
 // statement; fewer go as one-row statements each, as before merging. A
 // merged statement's fixed cost (its larger plan started, its arrays
-// unpacked) is that of several one-row statements: BenchmarkMergedMoves gave the database 360–470 µs
-// of CPU a move merged in twos against 235–270 as one-row statements,
-// 190–251 against 175–263 in fours, 151–178 against 146–161 in sixes,
-// and 87–123 against 142–193 in eights.
+// unpacked) is that of several one-row statements: BenchmarkMergedMoves
+// gave the database 360–470 µs of CPU a move merged in twos against
+// 235–270 as one-row statements, 190–251 against 175–263 in fours,
+// 151–178 against 146–161 in sixes, and 87–123 against 142–193 in eights.
 const MergeMin = 8
 
 func (m *merge[K, P, R]) Queue(b *pgx.Batch) int {
-	if len(m.ps) < max(m.least, 2) {
+	n := len(m.ps)
+	if n < max(m.least, 2) {
 		for i, p := range m.ps {
 			m.one(b, p, m.fns[i])
 		}
-		return 1
+		n = 1
+	} else {
+		m.many(b, m.ps, m.fns)
 	}
-	m.many(b, m.ps, m.fns)
-	return len(m.ps)
+	for _, queue := range m.later {
+		queue(b)
+	}
+	return n
 }
 
 // queueRound is one round trip's merged statements, in the order the
