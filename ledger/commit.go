@@ -129,7 +129,7 @@ type Merged interface {
 	// Queue puts the statement on b and returns how many steps' items it
 	// holds; it is called once, when the round's steps have all queued.
 	// With few items it may queue each item's own one-row statement
-	// instead (and return 1).
+	// instead, and return 0: none was merged.
 	Queue(b *pgx.Batch) int
 }
 
@@ -181,19 +181,19 @@ type merge[K comparable, P, R any] struct {
 const MergeMin = 8
 
 func (m *merge[K, P, R]) Queue(b *pgx.Batch) int {
-	n := len(m.ps)
-	if n < max(m.least, 2) {
+	merged := 0
+	if len(m.ps) < max(m.least, 2) {
 		for i, p := range m.ps {
 			m.one(b, p, m.fns[i])
 		}
-		n = 1
 	} else {
 		m.many(b, m.ps, m.fns)
+		merged = len(m.ps)
 	}
 	for _, queue := range m.later {
 		queue(b)
 	}
-	return n
+	return merged
 }
 
 // queueRound is one round trip's merged statements, in the order the
@@ -314,9 +314,7 @@ func runQueued(ctx context.Context, tx pgx.Tx, run *queueRun, qs []QueueFunc, id
 			finish[k] = p.qf(queues[k])
 		}
 		for _, m := range round.order {
-			if n := m.Queue(b); n > 1 {
-				run.merged += n
-			}
+			run.merged += m.Queue(b)
 		}
 		var batchErr error
 		if b.Len() > 0 {

@@ -271,9 +271,9 @@ func TestGroupCommitProperty(t *testing.T) {
 			Linger: time.Duration(rapid.IntRange(0, 3).Draw(rt, "linger_ms")) * time.Millisecond}
 		kind := rapid.SampledFrom(all)
 		if rapid.Bool().Draw(rt, "mostly_merged") {
-			// Mostly merged steps, in groups that wait for them, so that
-			// rounds reach ledger.MergeMin of them.
-			// (a refused one now and then: it rolls its group back).
+			// Mostly merged steps (a refused one only now and then: it
+			// rolls its group back), in groups that wait for them, so
+			// that rounds reach ledger.MergeMin of them.
 			kind = rapid.OneOf(rapid.SampledFrom(merged[:3]), rapid.SampledFrom(merged[:3]), rapid.SampledFrom(merged[:3]),
 				rapid.SampledFrom(merged[:3]), rapid.SampledFrom(merged[:3]), rapid.SampledFrom(all))
 			cfg.MaxItems = rapid.IntRange(ledger.MergeMin, 3*ledger.MergeMin).Draw(rt, "merged_max")

@@ -37,68 +37,72 @@ var mergeBenchGroups = []int{2, 4, 6, 8}
 //
 //	go run ./internal/cmd/testenv -- go test -run '^$' -bench MergedMoves -benchtime 400x ./ledger/
 func BenchmarkMergedMoves(b *testing.B) {
-	for _, mergeBenchGroup := range mergeBenchGroups {
+	for _, group := range mergeBenchGroups {
 		for _, merged := range []bool{false, true} {
 			name := "one-row statements"
 			if merged {
 				name = "merged"
 			}
-			b.Run(fmt.Sprintf("%s/%d", name, mergeBenchGroup), func(b *testing.B) {
-				ctx := context.Background()
-				l, err := New(testdb.New(b), nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ids := benchEligible(b, l, b.N*mergeBenchGroup)
-				conn, err := l.pool.Acquire(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer conn.Release()
-				var backend int
-				if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
-					b.Fatal(err)
-				}
-				pg0, self0 := processCPU(b, backend), selfCPU(b)
-				b.ResetTimer()
-				for i := range b.N {
-					group := ids[i*mergeBenchGroup : (i+1)*mergeBenchGroup]
-					qs, idx := make([]QueueFunc, len(group)), make([]int, len(group))
-					for k, id := range group {
-						p, err := l.transitionParams(Transition{RecordingID: id.id, From: StateEligible, To: StateSubmitted, Reason: "submitted",
-							Provider: new("generic-http")})
-						if err != nil {
-							b.Fatal(err)
-						}
-						idx[k] = k
-						qs[k] = func(q *Queue) FinishFunc {
-							var qerr error
-							fn := func(_ dbsqlc.RecordingTransitionRow, err error) { qerr = err }
-							if merged {
-								// Merged from two, whatever MergeMin says.
-								queueMerged(q, transitionMergeKey{}, p.ID, p, fn, dbsqlc.QueueRecordingTransition, dbsqlc.QueueRecordingTransitionMany, 2)
-							} else {
-								dbsqlc.QueueRecordingTransition(q.Batch, p, fn)
-							}
-							return func(context.Context, pgx.Tx, error) error { return qerr }
-						}
-					}
-					err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-						return runQueued(ctx, tx, &queueRun{}, qs, idx, false, func(_ int, err error) bool { return err == nil })
-					})
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				moves := float64(b.N * mergeBenchGroup)
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/moves, "ns/move")
-				b.ReportMetric(float64((processCPU(b, backend)-pg0).Microseconds())/moves, "pg-cpu-µs/move")
-				b.ReportMetric(float64((selfCPU(b)-self0).Microseconds())/moves, "client-cpu-µs/move")
-				b.ReportMetric(0, "ns/op")
-			})
+			b.Run(fmt.Sprintf("%s/%d", name, group), func(b *testing.B) { benchMergedMoves(b, group, merged) })
 		}
 	}
+}
+
+// benchMergedMoves is BenchmarkMergedMoves for groups of size moves,
+// merged or as one-row statements.
+func benchMergedMoves(b *testing.B, size int, merged bool) {
+	ctx := context.Background()
+	l, err := New(testdb.New(b), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := benchEligible(b, l, b.N*size)
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	var backend int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		b.Fatal(err)
+	}
+	pg0, self0 := processCPU(b, backend), selfCPU(b)
+	b.ResetTimer()
+	for i := range b.N {
+		group := ids[i*size : (i+1)*size]
+		qs, idx := make([]QueueFunc, len(group)), make([]int, len(group))
+		for k, id := range group {
+			p, err := l.transitionParams(Transition{RecordingID: id.id, From: StateEligible, To: StateSubmitted, Reason: "submitted",
+				Provider: new("generic-http")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			idx[k] = k
+			qs[k] = func(q *Queue) FinishFunc {
+				var qerr error
+				fn := func(_ dbsqlc.RecordingTransitionRow, err error) { qerr = err }
+				if merged {
+					// Merged from two, whatever MergeMin says.
+					queueMerged(q, transitionMergeKey{}, p.ID, p, fn, dbsqlc.QueueRecordingTransition, dbsqlc.QueueRecordingTransitionMany, 2)
+				} else {
+					dbsqlc.QueueRecordingTransition(q.Batch, p, fn)
+				}
+				return func(context.Context, pgx.Tx, error) error { return qerr }
+			}
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			return runQueued(ctx, tx, &queueRun{}, qs, idx, false, func(_ int, err error) bool { return err == nil })
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	moves := float64(b.N * size)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/moves, "ns/move")
+	b.ReportMetric(float64((processCPU(b, backend)-pg0).Microseconds())/moves, "pg-cpu-µs/move")
+	b.ReportMetric(float64((selfCPU(b)-self0).Microseconds())/moves, "client-cpu-µs/move")
+	b.ReportMetric(0, "ns/op")
 }
 
 type benchRecordingID struct{ id uuid.UUID }
