@@ -191,14 +191,21 @@ type counted struct {
 // tgt, the outbox on a traced pool and the ledger on another (so that
 // admission is counted apart), River on a pool of its own (its work is
 // not counted).
+//
+// An admission stays good for a minute (outbox.Config.AdmissionMaxAge):
+// on a loaded machine a try can wait past the default 100 ms between its
+// admission and its call, and then reads the scope again, a read of the
+// ledger's that these counts are not about (TestDeliveryRechecksAnOldAdmission
+// counts those).
 func deliverCounted(t *testing.T, tgt connector.Target, n int) counted {
 	t.Helper()
-	return deliverCountedWith(t, tgt, n, ledger.CommitConfig{}, 4)
+	return deliverCountedWith(t, tgt, n, ledger.CommitConfig{}, 4, time.Minute)
 }
 
 // deliverCountedWith is deliverCounted with the outbox's committer
-// configured by cfg and maxWorkers River workers.
-func deliverCountedWith(t *testing.T, tgt connector.Target, n int, cfg ledger.CommitConfig, maxWorkers int) counted {
+// configured by cfg, maxWorkers River workers and admissions good for
+// maxAge.
+func deliverCountedWith(t *testing.T, tgt connector.Target, n int, cfg ledger.CommitConfig, maxWorkers int, maxAge time.Duration) counted {
 	t.Helper()
 	ctx := context.Background()
 	pool := testdb.New(t)
@@ -214,7 +221,7 @@ func deliverCountedWith(t *testing.T, tgt connector.Target, n int, cfg ledger.Co
 		t.Fatal(err)
 	}
 	o := mustOutbox(t, outbox.Config{Destinations: map[string]outbox.Destination{"acme": {Name: "webhook", Scope: "crm:acme:webhook", Target: tgt}},
-		Metrics: rec, Committer: committer}, outboxPool, l)
+		Metrics: rec, Committer: committer, AdmissionMaxAge: maxAge}, outboxPool, l)
 	workers := river.NewWorkers()
 	o.AddWorkers(workers)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Workers: workers,
@@ -296,6 +303,26 @@ func TestDeliveryCostsAtMostThreeCommits(t *testing.T) {
 	}
 }
 
+// A try whose admission is older than AdmissionMaxAge when it is about
+// to call the CRM reads its scope again (ledger.ScopeRecheck) and is then
+// sent: with admissions good for a nanosecond, every delivery costs one
+// more read of the scope than with admissions good for a minute, and is
+// still delivered at its first try.
+func TestDeliveryRechecksAnOldAdmission(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	_, tgt := simTarget(t)
+	c := deliverCountedWith(t, tgt, n, ledger.CommitConfig{}, 4, time.Nanosecond)
+	// Each try's admission decides from the scope read with its row, or
+	// (at most once per worker, until the scope has its row) from a read
+	// of its own; each then rechecks once.
+	reads := c.ledgerCommits["ScopeDeferralReadLock+ScopeDeferralGetForAdmission"]
+	if reads < n || reads > n+4 {
+		t.Fatalf("the ledger committed %v during %d deliveries, want %d to %d scope reads: one recheck a try, and at most one first read a worker",
+			c.ledgerCommits, n, n, n+4)
+	}
+}
+
 // Tries and settlements that meet in a group are written by one merged
 // statement each (ledger.QueueMerged): every delivery still costs its
 // try and its settle, once each, and each row keeps one event, its own.
@@ -306,7 +333,8 @@ func TestDeliveriesMergedInGroups(t *testing.T) {
 	// A group waits long enough for the workers' steps to meet in it,
 	// whatever the machine's load: as many workers as a merge needs
 	// (ledger.MergeMin).
-	c := deliverCountedWith(t, tgt, n, ledger.CommitConfig{MaxItems: 2 * ledger.MergeMin, Flushers: 1, Linger: 500 * time.Millisecond}, ledger.MergeMin)
+	c := deliverCountedWith(t, tgt, n, ledger.CommitConfig{MaxItems: 2 * ledger.MergeMin, Flushers: 1, Linger: 500 * time.Millisecond},
+		ledger.MergeMin, time.Minute)
 	checkGroupedCommits(t, c, n)
 	if c.steps.Merged < ledger.MergeMin {
 		t.Fatalf("committer %+v: no try or settlement was merged with others", c.steps)
