@@ -23,3 +23,22 @@ func WithWindowTestNow(cfg WindowConfig, now func() int64) WindowConfig {
 	cfg.testNow = now
 	return cfg
 }
+
+// WithWindowTestGather returns cfg with f called with each batch of
+// acquires before it is sent to Redis (f may block it). Test builds only.
+func WithWindowTestGather(cfg WindowConfig, f func(batch []WindowRequest)) WindowConfig {
+	cfg.testGather = f
+	return cfg
+}
+
+// WaitingAcquires reports how many acquires wait in w for a script of
+// their scope to answer before they go. Test builds only.
+func (w *Windows) WaitingAcquires() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, g := range w.gathering {
+		n += len(g.waiting)
+	}
+	return n
+}

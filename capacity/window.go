@@ -100,6 +100,9 @@ type WindowConfig struct {
 	// at once.
 	ReleaseLinger time.Duration
 	testNow       func() int64
+	// testGather, when set (tests only), is called with each batch of
+	// acquires before it is sent.
+	testGather func(batch []WindowRequest)
 }
 
 // WithDefaults returns c with each zero field set to its default.
@@ -175,6 +178,9 @@ type Windows struct {
 	// queued: scope → the releases waiting for its next acquire
 	// (ReleaseLater).
 	queued map[string]*releaseQueue
+	// gathering: the scopes (and plan limits) with an acquire on its way
+	// to Redis from this process, and the acquires waiting to go next.
+	gathering map[gatherKey]*acquireGather
 }
 
 // windowRegisterEvery is how often a process adds a scope it acquires in
@@ -206,7 +212,8 @@ func NewWindows(r *Redis, cfg WindowConfig) (*Windows, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Windows{cfg: cfg, kit: r.kit, fail: r.kit.NewFailOpen(), args: string(args), queued: map[string]*releaseQueue{}}, nil
+	return &Windows{cfg: cfg, kit: r.kit, fail: r.kit.NewFailOpen(), args: string(args), queued: map[string]*releaseQueue{},
+		gathering: map[gatherKey]*acquireGather{}}, nil
 }
 
 // WindowRequest asks for a slot of a scope's window.
@@ -296,25 +303,13 @@ func orderScore(l Lane, deadline time.Time) int64 {
 // Redis cannot be reached it grants uncounted.
 //
 // The scope's releases waiting in this process (ReleaseLater) go first,
-// in the same script.
+// in the same script. Acquires of one scope that arrive while another is
+// on its way to Redis from this process go together in the next script,
+// each answered as if it had run alone (acquire).
 func (w *Windows) Acquire(ctx context.Context, req WindowRequest) WindowGrant {
-	octx, cancel := w.kit.Detached(ctx)
-	defer cancel()
-	rels := w.takeQueued(req.Scope)
-	res, answers, err := w.run(octx, windowAcquireScript, w.keys(req.Scope), w.withReleases(w.acquireArgs(req), rels), rels)
-	tellLater(rels, answers)
-	if err != nil {
-		w.fail.Note("window acquire "+req.Scope, err)
-		return WindowGrant{Granted: true, Uncounted: true}
-	}
-	w.register(octx, req.Scope)
-	return grantFrom(res)
-}
-
-// grantFrom reads the window's answer to an acquire.
-func grantFrom(res []int64) WindowGrant {
-	return WindowGrant{Granted: res[0] == 1, InFlight: int(res[1]), Size: int(res[2]), Rank: int(res[3]),
-		Wait: time.Duration(res[4]) * time.Millisecond, Target: int(res[5]), Wake: res[6:]}
+	a := &acquireCall{req: req}
+	w.acquire(ctx, a)
+	return a.g
 }
 
 // AcquireWithLease is Acquire that, when the window grants the slot, also
@@ -337,27 +332,21 @@ func (w *Windows) AcquireWithLease(ctx context.Context, req WindowRequest, lease
 	if c == nil {
 		return w.acquireThenLease(ctx, req, leases, lreq)
 	}
-	keys := append(w.keys(req.Scope), lkeys...)
-	octx, cancel := w.kit.Detached(ctx)
-	defer cancel()
-	rels := w.takeQueued(req.Scope)
-	res, answers, err := w.run(octx, windowLeaseAcquireScript, keys, w.withReleases(append(w.acquireArgs(req), largs[1:]...), rels), rels)
-	tellLater(rels, answers)
-	if err != nil {
-		w.fail.Note("window acquire "+req.Scope, err)
-		lease, lg = leases.acquired(lease, c, nil, err)
-		return WindowGrant{Granted: true, Uncounted: true}, lease, lg, true
+	a := &acquireCall{req: req, leases: leases, lease: lease, c: c, lkeys: lkeys, largs: largs[1:]}
+	w.acquire(ctx, a)
+	if a.err != nil {
+		lease, lg = leases.acquired(lease, c, nil, a.err)
+		return a.g, lease, lg, true
 	}
-	w.register(octx, req.Scope)
-	g = grantFrom(res[4:])
-	if res[0] < 0 {
-		return g, Lease{}, Grant{}, false
+	if a.lr[0] < 0 {
+		return a.g, Lease{}, Grant{}, false
 	}
-	lease, lg = leases.acquired(lease, c, res[:4], nil)
-	return g, lease, lg, true
+	lease, lg = leases.acquired(lease, c, a.lr, nil)
+	return a.g, lease, lg, true
 }
 
-// acquireArgs is windowAcquireScript's ARGV for req.
+// acquireArgs is req's six arguments to windowAcquiresScript (holder,
+// lane, order score, not before, probe, River job).
 func (w *Windows) acquireArgs(req WindowRequest) []any {
 	nb := int64(0)
 	if !req.NotBefore.IsZero() {
@@ -367,7 +356,7 @@ func (w *Windows) acquireArgs(req WindowRequest) []any {
 	if req.Probe {
 		probe = "1"
 	}
-	return []any{w.nowArg(), w.args, req.Max, req.Holder, laneArg(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID}
+	return []any{req.Holder, laneArg(req.Lane), orderScore(req.Lane, req.Deadline), nb, probe, req.JobID}
 }
 
 // acquireThenLease is AcquireWithLease in two calls.

@@ -131,31 +131,60 @@ local function lanecap(lane)
 end
 `
 
-// windowAcquireScript: ARGV 4 holder, 5 lane (0 immediate, 1 batch), 6
-// order score, 7 not before ms (0: none), 8 probe (1: the scope's single
-// probe after a cooldown, granted whatever the window), 9 the holder's
-// River job (0: none), woken when a slot frees, then from ARGV 10 the
-// scope's releases queued in the calling process (luaWindowReleases),
-// given back first, as if each had run alone just before. A holder
-// already in flight is granted again (its slot refreshed). Otherwise the holder joins the
-// waiters and is granted when the scope is open and its lane has a free
-// slot; a batch request also needs more free slots than immediate waiters
-// present (due now, not late). Within a lane the first to ask is served:
-// the order of the line is kept by when each is told to come back and by
-// who is woken when a slot frees. Returns the releases' answers
-// (luaWindowReleases), then {granted, in flight, size, rank, wait ms,
-// target, jobs to wake...}: a grant that leaves slots free wakes the next waiters.
-var windowAcquireScript = rediskit.NowScript(luaWindowLoad + luaWindowRelease + luaWindowAcquire + `
-local out = window_releases(10)
-for _, v in ipairs(window_acquire()) do out[#out + 1] = v end
+// windowAcquiresScript gives back the scope's releases queued in the
+// calling process, then serves one or more acquires of the scope in the
+// order given, each as if it ran alone just after the one before, at one
+// instant: the acquires that arrived in a process while another of the
+// scope was on its way to Redis, gathered into one round trip
+// (acquireGather). KEYS 1–9 the window's, then three for each acquire
+// that takes a vendor lease too (leases zset, limit hash, peak hash).
+// ARGV 1–3 as every window script's, from ARGV 4 the releases
+// (luaWindowReleases), then the acquires' count and thirteen arguments
+// each: holder, lane (0 immediate, 1 batch), order score, not before ms
+// (0: none), probe (1: the scope's single probe after a cooldown, granted
+// whatever the window), the holder's River job (0: none; woken when a
+// slot frees), lease (1: take a lease when the window grants), then the
+// lease's acquireScript ARGV 2–7 (lease id, lease ms, configured limit,
+// reserve, peak retention ms, keyed; empty without a lease). Returns the
+// releases' answers, then for each acquire {lease granted (-1: not asked:
+// no lease, or the window refused), in use, effective limit, expiry ms,
+// granted, in flight, size, rank, wait ms, target, jobs to wake n, the n
+// jobs}. A lease refused leaves the window slot held: the caller gives it
+// back, as it would after two scripts.
+var windowAcquiresScript = rediskit.NowScript(luaWindowLoad + luaWindowRelease + luaWindowAcquire + luaLeaseAcquire + `
+local out = window_releases(4)
+local from = 5 + 4 * out[1]
+local key = 10
+for i = 0, tonumber(ARGV[from]) - 1 do
+  local a = from + 1 + i * 13
+  local w = window_acquire(ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 4] == '1', tonumber(ARGV[a + 5]))
+  local l = {-1, 0, 0, 0}
+  if ARGV[a + 6] == '1' then
+    if w[1] == 1 then
+      l = lease_acquire({KEYS[key], KEYS[key + 1], KEYS[key + 2]}, {ARGV[1], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], ARGV[a + 10], ARGV[a + 11], ARGV[a + 12]})
+    end
+    key = key + 3
+  end
+  for k = 1, 4 do out[#out + 1] = l[k] end
+  for k = 1, 6 do out[#out + 1] = w[k] end
+  out[#out + 1] = #w - 6
+  for k = 7, #w do out[#out + 1] = w[k] end
+end
 return out
 `)
 
-// luaWindowAcquire defines window_acquire(), windowAcquireScript's body,
-// after luaWindowLoad.
+// luaWindowAcquire defines, after luaWindowLoad, window_acquire(holder,
+// lane, order, nb, probe, job), one acquire of windowAcquiresScript. A
+// holder already in flight is granted again (its slot refreshed).
+// Otherwise the holder joins the waiters and is granted when the scope is
+// open and its lane has a free slot; a batch request also needs more free
+// slots than immediate waiters present (due now, not late). Within a lane
+// the first to ask is served: the order of the line is kept by when each
+// is told to come back and by who is woken when a slot frees. Returns
+// {granted, in flight, size, rank, wait ms, target, jobs to wake...}: a
+// grant that leaves slots free wakes the next waiters.
 const luaWindowAcquire = `
-local function window_acquire()
-  local holder, lane, order, nb, probe, job = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1', tonumber(ARGV[9])
+local function window_acquire(holder, lane, order, nb, probe, job)
   local n = redis.call('ZCARD', INF)
   if redis.call('ZSCORE', INF, holder) then
     redis.call('ZADD', INF, 'XX', now + c_lease, holder)
@@ -219,28 +248,6 @@ local function window_acquire()
   return {0, n, size, r, wait, target}
 end
 `
-
-// windowLeaseAcquireScript takes a window slot and, when the window grants
-// it, a vendor lease too, in one script: KEYS 1–9 and ARGV 1–9 as
-// windowAcquireScript's, then the lease's KEYS 10–12 (leases zset, limit
-// hash, peak hash) and ARGV 10–15 (acquireScript's ARGV 2–7: lease id,
-// lease ms, configured limit, reserve, peak retention ms, keyed), then
-// from ARGV 16 the scope's queued releases, given back first
-// (luaWindowReleases). Returns the releases' answers, then {lease granted
-// (-1: not asked, the window refused), in use, effective limit, expiry
-// ms, the window's answer...}. A lease refused leaves the window slot
-// held: the caller gives it back, as it would after two scripts.
-var windowLeaseAcquireScript = rediskit.NowScript(luaWindowLoad + luaWindowRelease + luaWindowAcquire + luaLeaseAcquire + `
-local out = window_releases(16)
-local w = window_acquire()
-local l = {-1, 0, 0, 0}
-if w[1] == 1 then
-  l = lease_acquire({KEYS[10], KEYS[11], KEYS[12]}, {ARGV[1], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]})
-end
-for i = 1, 4 do out[#out + 1] = l[i] end
-for _, v in ipairs(w) do out[#out + 1] = v end
-return out
-`)
 
 // windowReleaseScript gives back the releases from ARGV 4
 // (luaWindowReleases) and returns their answers.
