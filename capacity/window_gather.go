@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -72,27 +73,30 @@ func (w *Windows) acquire(ctx context.Context, a *acquireCall) {
 
 // lead sends batch, whose first call is the caller's own, answers the
 // others, and hands the acquires that arrived meanwhile to the first of
-// them to send, or marks the scope idle.
+// them to send, or marks the scope idle. It does so even if sending
+// panics, so that a scope is never left waiting on a script that ended.
 func (w *Windows) lead(ctx context.Context, k gatherKey, batch []*acquireCall) {
+	defer func() {
+		w.mu.Lock()
+		g := w.gathering[k]
+		next := g.waiting
+		if len(next) > windowGatherMax {
+			next, g.waiting = next[:windowGatherMax:windowGatherMax], next[windowGatherMax:]
+		} else {
+			g.waiting = nil
+		}
+		if len(next) == 0 {
+			delete(w.gathering, k)
+		}
+		w.mu.Unlock()
+		for _, a := range batch[1:] {
+			a.done <- nil
+		}
+		if len(next) > 0 {
+			next[0].done <- next
+		}
+	}()
 	w.sendAcquires(ctx, k.scope, batch)
-	w.mu.Lock()
-	g := w.gathering[k]
-	next := g.waiting
-	if len(next) > windowGatherMax {
-		next, g.waiting = next[:windowGatherMax:windowGatherMax], next[windowGatherMax:]
-	} else {
-		g.waiting = nil
-	}
-	if len(next) == 0 {
-		delete(w.gathering, k)
-	}
-	w.mu.Unlock()
-	for _, a := range batch[1:] {
-		a.done <- nil
-	}
-	if len(next) > 0 {
-		next[0].done <- next
-	}
 }
 
 // sendAcquires runs batch, acquires of scope, in one script after the
@@ -124,6 +128,11 @@ func (w *Windows) sendAcquires(ctx context.Context, scope string, batch []*acqui
 	}
 	res, answers, err := w.run(octx, windowAcquiresScript, keys, args, rels)
 	tellLater(rels, answers)
+	var grants []WindowGrant
+	var leases [][]int64
+	if err == nil {
+		grants, leases, err = readAcquires(res, len(batch))
+	}
 	if err != nil {
 		for _, a := range batch {
 			w.fail.Note("window acquire "+scope, err)
@@ -132,13 +141,26 @@ func (w *Windows) sendAcquires(ctx context.Context, scope string, batch []*acqui
 		return
 	}
 	w.register(octx, scope)
-	// per acquire: the lease's 4, the window's 6, n, n jobs to wake
-	i := 0
-	for _, a := range batch {
-		n := int(res[i+10])
-		a.lr = res[i : i+4]
-		a.g = WindowGrant{Granted: res[i+4] == 1, InFlight: int(res[i+5]), Size: int(res[i+6]), Rank: int(res[i+7]),
-			Wait: time.Duration(res[i+8]) * time.Millisecond, Target: int(res[i+9]), Wake: res[i+11 : i+11+n]}
-		i += 11 + n
+	for i, a := range batch {
+		a.g, a.lr = grants[i], leases[i]
 	}
+}
+
+// readAcquires reads windowAcquiresScript's answers to n acquires (after
+// the releases'): per acquire the lease's 4 values, the window's 6, and
+// a count of jobs to wake followed by them.
+func readAcquires(res []int64, n int) ([]WindowGrant, [][]int64, error) {
+	grants, leases := make([]WindowGrant, n), make([][]int64, n)
+	i := 0
+	for k := range n {
+		if len(res) < i+11 || res[i+10] < 0 || len(res) < i+11+int(res[i+10]) {
+			return nil, nil, fmt.Errorf("capacity: the window script answered %d values, too few for %d acquires", len(res), n)
+		}
+		jobs := int(res[i+10])
+		leases[k] = res[i : i+4]
+		grants[k] = WindowGrant{Granted: res[i+4] == 1, InFlight: int(res[i+5]), Size: int(res[i+6]), Rank: int(res[i+7]),
+			Wait: time.Duration(res[i+8]) * time.Millisecond, Target: int(res[i+9]), Wake: res[i+11 : i+11+jobs]}
+		i += 11 + jobs
+	}
+	return grants, leases, nil
 }
