@@ -172,24 +172,8 @@ func TestWindowGatheredAcquiresAreASequentialReplay(t *testing.T) {
 			testredis.DeleteMatching(rdb, p2+"*")
 		}()
 		holders := []string{"h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"}
-		var want []capacity.WindowRelease
-		got := make(chan capacity.WindowRelease, 256)
-		collect := func(step int) {
-			for _, r2 := range want {
-				select {
-				case r1 := <-got:
-					if fmt.Sprint(r1) != fmt.Sprint(r2) {
-						t.Fatalf("step %d: release %+v sent with acquires, %+v alone", step, r1, r2)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("step %d: a release rig one sent was not answered", step)
-				}
-			}
-			if len(got) != 0 || one.w.Queued() != 0 {
-				t.Fatalf("step %d: %d answers more than the releases made, %d still queued", step, len(got), one.w.Queued())
-			}
-			want = nil
-		}
+		rel := newLaterReleases()
+		collect := func(step int) { rel.collect(t, one.w, step) }
 		job := int64(0)
 		for step := range rapid.IntRange(1, 25).Draw(t, "steps") {
 			switch op := rapid.IntRange(0, 5).Draw(t, "op"); op {
@@ -238,9 +222,8 @@ func TestWindowGatheredAcquiresAreASequentialReplay(t *testing.T) {
 				hd := rapid.SampledFrom(holders).Draw(t, "holder")
 				o := capacity.Outcome(rapid.IntRange(0, 3).Draw(t, "outcome"))
 				lease := wgLease(hd)
-				want = append(want, two.w.ReleaseWithLease(ctx, "wl-scope", hd, o, "test", 0, two.leases, two.leases.Restore(lease, true)))
-				one.w.ReleaseLater(ctx, "wl-scope", hd, o, "test", 0, one.leases, one.leases.Restore(lease, true),
-					func(r capacity.WindowRelease) { got <- r })
+				rel.want = append(rel.want, two.w.ReleaseWithLease(ctx, "wl-scope", hd, o, "test", 0, two.leases, two.leases.Restore(lease, true)))
+				one.w.ReleaseLater(ctx, "wl-scope", hd, o, "test", 0, one.leases, one.leases.Restore(lease, true), rel.answered)
 				if o == capacity.Overload || o == capacity.Refused {
 					collect(step)
 				}

@@ -119,6 +119,41 @@ func TestAcquireWithLeaseFailsOpen(t *testing.T) {
 	}
 }
 
+// laterReleases checks the answers of releases one rig made with
+// ReleaseLater against another rig's answers to the same releases made
+// at once (want, in order).
+type laterReleases struct {
+	want []capacity.WindowRelease
+	// got: the later releases' answers, which come on a goroutine of
+	// their own when an acquire carried them.
+	got chan capacity.WindowRelease
+}
+
+func newLaterReleases() *laterReleases {
+	return &laterReleases{got: make(chan capacity.WindowRelease, 256)}
+}
+
+func (l *laterReleases) answered(r capacity.WindowRelease) { l.got <- r }
+
+// collect checks the answers of every release w has sent, all of them
+// (after an acquire or a flush): each must be the one wanted.
+func (l *laterReleases) collect(t *rapid.T, w *capacity.Windows, step int) {
+	for _, r2 := range l.want {
+		select {
+		case r1 := <-l.got:
+			if fmt.Sprint(r1) != fmt.Sprint(r2) {
+				t.Fatalf("step %d: release %+v sent later, %+v at once", step, r1, r2)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("step %d: a release rig one sent was not answered", step)
+		}
+	}
+	if len(l.got) != 0 || w.Queued() != 0 {
+		t.Fatalf("step %d: %d answers more than the releases made, %d still queued", step, len(l.got), w.Queued())
+	}
+	l.want = nil
+}
+
 // The one script answers as the two calls would, step by step, for any
 // sequence of acquires (immediate or batch), releases of every outcome,
 // live leases filling the plan and time passing: two rigs on their own
@@ -152,30 +187,9 @@ func TestAcquireWithLeaseIsTheTwoCalls(t *testing.T) {
 		holders := []string{"h0", "h1", "h2", "h3", "h4", "h5"}
 		live := map[string]capacity.Lease{}
 		liveTwo := map[string]capacity.Lease{}
-		// want: rig two's answers to the releases rig one still holds,
-		// in order; each of rig one's answers must be the first.
-		var want []capacity.WindowRelease
+		rel := newLaterReleases()
 		var step int
-		got := make(chan capacity.WindowRelease, 64) // an acquire's carried releases answer on a goroutine of their own
-		answered := func(r1 capacity.WindowRelease) { got <- r1 }
-		// collect checks the answers of every release rig one has sent:
-		// all of them, after an acquire or a flush.
-		collect := func() {
-			for _, r2 := range want {
-				select {
-				case r1 := <-got:
-					if fmt.Sprint(r1) != fmt.Sprint(r2) {
-						t.Fatalf("step %d: release %+v sent later, %+v at once", step, r1, r2)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("step %d: a release rig one sent was not answered", step)
-				}
-			}
-			if len(got) != 0 || one.w.Queued() != 0 {
-				t.Fatalf("step %d: %d answers more than the releases made, %d still queued", step, len(got), one.w.Queued())
-			}
-			want = nil
-		}
+		collect := func() { rel.collect(t, one.w, step) }
 		flush := func() {
 			one.w.Flush(ctx)
 			collect()
@@ -213,8 +227,8 @@ func TestAcquireWithLeaseIsTheTwoCalls(t *testing.T) {
 				o := capacity.Outcome(rapid.IntRange(0, 3).Draw(t, "outcome"))
 				lease := capacity.Lease{ID: "pipeline:" + h, Provider: wlProvider, Kind: capacity.KindSTT, Holder: h}
 				r2 := two.w.ReleaseWithLease(ctx, "wl-scope", h, o, "test", 0, two.leases, two.leases.Restore(lease, true))
-				want = append(want, r2)
-				one.w.ReleaseLater(ctx, "wl-scope", h, o, "test", 0, one.leases, one.leases.Restore(lease, true), answered)
+				rel.want = append(rel.want, r2)
+				one.w.ReleaseLater(ctx, "wl-scope", h, o, "test", 0, one.leases, one.leases.Restore(lease, true), rel.answered)
 				if o == capacity.Overload || o == capacity.Refused {
 					if one.w.Queued() != 0 {
 						t.Fatalf("step %d: a release with outcome %v did not go at once", step, o)
