@@ -332,7 +332,7 @@ func (w *Windows) AcquireWithLease(ctx context.Context, req WindowRequest, lease
 	if c == nil {
 		return w.acquireThenLease(ctx, req, leases, lreq)
 	}
-	a := &acquireCall{req: req, leases: leases, lease: lease, c: c, lkeys: lkeys, largs: largs[1:]}
+	a := &acquireCall{req: req, c: c, lkeys: lkeys, largs: largs[1:]}
 	w.acquire(ctx, a)
 	if a.err != nil {
 		lease, lg = leases.acquired(lease, c, nil, a.err)

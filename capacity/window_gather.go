@@ -10,12 +10,11 @@ import (
 // alone or gathered with others of its scope into one script.
 type acquireCall struct {
 	req WindowRequest
-	// The vendor lease taken with the window slot (c nil: none).
-	leases *Leases
-	lease  Lease
-	c      *counter
-	lkeys  []string
-	largs  []any // acquireScript's ARGV 2–7
+	// The vendor lease's counter, keys and arguments when a lease is
+	// taken with the window slot (c nil: none).
+	c     *counter
+	lkeys []string
+	largs []any // acquireScript's ARGV 2–7
 
 	// The answer, set before done is signalled.
 	g   WindowGrant
