@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +77,48 @@ type QueuedCall struct {
 	WaitingFor string    // WaitingForCheck or WaitingForCapacity
 	QueuedAt   time.Time // Redis time of Enqueue
 	Position   int       // 1 for the oldest
+
+	// counted is storedCall.Counted: what the queuing process counts.
+	counted []string
+}
+
+// storedCall is a call as the queue stores it: the call, and the
+// provider/kind pairs of its providers ("deepgram/stt") that the process
+// which queued it counts, having a limit for them. Processes sharing a
+// queue can be configured apart for a while (a rolling change of limits,
+// or two deployments on one Redis): a pass leaves a call naming a pair it
+// does not count to a process that does, instead of reserving it
+// uncounted, past the plan. A call stored without the list (an older
+// version queued it) is checked by any pass.
+type storedCall struct {
+	Call
+	Counted []string `json:"counted,omitempty"`
+}
+
+// countedPairs returns the provider/kind pairs of c's providers that this
+// process counts.
+func (d *Dialer) countedPairs(c Call) []string {
+	var out []string
+	for kind, providers := range map[string][]string{capacity.KindSTT: c.Providers.STT, capacity.KindTTS: c.Providers.TTS} {
+		for _, p := range providers {
+			if _, ok := d.leases.Configured(p, kind); ok {
+				out = append(out, p+"/"+kind)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// countsAll reports whether this process counts every pair of pairs.
+func (d *Dialer) countsAll(pairs []string) bool {
+	for _, pair := range pairs {
+		provider, kind, _ := strings.Cut(pair, "/")
+		if _, ok := d.leases.Configured(provider, kind); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Reservation is what a Dialer holds for a dialled call until it is
@@ -266,7 +310,7 @@ func (d *Dialer) Enqueue(ctx context.Context, c Call) bool {
 }
 
 func (d *Dialer) enqueue(ctx context.Context, c Call) bool {
-	b, err := json.Marshal(c)
+	b, err := json.Marshal(storedCall{Call: c, Counted: d.countedPairs(c)})
 	if err != nil {
 		panic(fmt.Sprintf("live: encoding a call: %v", err)) // plain strings only
 	}
@@ -377,7 +421,9 @@ func (d *Dialer) Queued(ctx context.Context) ([]QueuedCall, error) {
 		}
 		q := QueuedCall{Call: Call{ID: id}, Position: len(out) + 1}
 		if s, ok := v[0].(string); ok {
-			_ = json.Unmarshal([]byte(s), &q.Call)
+			stored := storedCall{Call: q.Call}
+			_ = json.Unmarshal([]byte(s), &stored)
+			q.Call, q.counted = stored.Call, stored.Counted
 		}
 		q.WaitingFor, _ = v[1].(string)
 		if s, ok := v[2].(string); ok {
@@ -541,6 +587,13 @@ func (d *Dialer) pass(ctx context.Context, dial func(Call, Reservation)) {
 	for _, q := range queued {
 		if ctx.Err() != nil {
 			return
+		}
+		// A call this process cannot count as its queuer did is left to
+		// a process that can (see storedCall). It holds no provider of
+		// this pass: a call only other processes can judge must not stall
+		// the calls this one can.
+		if !d.countsAll(q.counted) {
+			continue
 		}
 		var res Reservation
 		// A call whose reservation is unsure already holds a slot: it

@@ -416,3 +416,59 @@ func TestDialWaitsForAnotherProcessPass(t *testing.T) {
 		t.Fatal("Dial did not answer after the holder's pass")
 	}
 }
+
+// Processes sharing a queue may be configured apart for a while (a rolling
+// change of limits): a pass leaves a queued call to a process that counts
+// every provider its queuer counted, instead of reserving it uncounted,
+// past the plan; a call whose providers it counts as its queuer did it
+// reserves, counted, whichever process queued it.
+func TestDialerLeavesCallsItCannotCount(t *testing.T) {
+	ctx := context.Background()
+	b := dialSetup(t) // counts stt/stt and tts/tts, limit 1 each
+	// Another process on the same queue whose configuration has no limit
+	// for the transcriber "stt": it would grant that one uncounted.
+	otherLeases, err := capacity.New(b.redis, capacity.Config{Limits: map[string]capacity.ProviderLimit{"tts/tts": {Limit: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := live.NewDialer(b.redis, otherLeases, live.WithDialTestTick(live.DialerConfig{}, make(chan time.Time)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []dialed
+	collect := func(c live.Call, r live.Reservation) { got = append(got, dialed{c, r}) }
+
+	b.dialer.Enqueue(ctx, live.Call{ID: "out-1", Providers: dialProviders}) // queued by a process counting both
+	other.Enqueue(ctx, live.Call{ID: "out-2", Providers: dialProviders})    // queued by one counting the voice alone
+	other.Recheck(ctx, collect)
+	if len(got) != 1 || got[0].call.ID != "out-2" {
+		t.Fatalf("the pass of the process without the transcriber's limit dialled %+v, want out-2 alone (out-1 left to a process counting stt)", got)
+	}
+	if got[0].res.Transcriber.Lease.Counted() {
+		t.Fatalf("out-2's transcriber %+v counted by a process with no limit for it", got[0].res.Transcriber)
+	}
+	if n := b.zcard(t, "stt", capacity.KindSTT); n != 0 {
+		t.Fatalf("stt leases %d, want none: out-1 was not reserved", n)
+	}
+	if n := b.zcard(t, "tts", capacity.KindTTS); n != 0 {
+		t.Fatalf("tts leases %d, want 0: out-2's voice probe is released and out-1 was not probed", n)
+	}
+	q, err := b.dialer.Queued(ctx)
+	if err != nil || len(q) != 1 || q[0].Call.ID != "out-1" || q[0].WaitingFor != live.WaitingForCheck {
+		t.Fatalf("queue %+v (%v), want out-1 alone, still waiting for its check", q, err)
+	}
+
+	got = nil
+	b.dialer.Recheck(ctx, collect)
+	if len(got) != 1 || got[0].call.ID != "out-1" || !got[0].res.Transcriber.Lease.Counted() {
+		t.Fatalf("the pass of a process counting both dialled %+v, want out-1 with a counted transcriber", got)
+	}
+	if n := b.zcard(t, "stt", capacity.KindSTT); n != 1 {
+		t.Fatalf("stt leases %d, want out-1's reservation", n)
+	}
+	b.dialer.CallEnded(ctx, "out-1")
+	other.CallEnded(ctx, "out-2")
+	if n := b.zcard(t, "stt", capacity.KindSTT); n != 0 {
+		t.Fatalf("stt leases %d after both calls ended, want 0", n)
+	}
+}
