@@ -99,14 +99,16 @@ type storedCall struct {
 // process counts.
 func (d *Dialer) countedPairs(c Call) []string {
 	var out []string
-	for kind, providers := range map[string][]string{capacity.KindSTT: c.Providers.STT, capacity.KindTTS: c.Providers.TTS} {
+	add := func(kind string, providers []string) {
 		for _, p := range providers {
 			if _, ok := d.leases.Configured(p, kind); ok {
 				out = append(out, p+"/"+kind)
 			}
 		}
 	}
-	slices.Sort(out)
+	add(capacity.KindSTT, c.Providers.STT)
+	add(capacity.KindTTS, c.Providers.TTS)
+	slices.Sort(out) // a provider listed twice is stored once
 	return slices.Compact(out)
 }
 
